@@ -1,0 +1,52 @@
+"""Shared test fixtures: where the project's real data lives, and the CI rule for its absence.
+
+Data is read from ``../shared/data`` (relative to the repository root), or from
+``$TOKEMBED_DATA``. Outside CI a test that needs it skips with the reason; under
+``CI=true`` its absence is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("TOKEMBED_DATA", REPO.parent / "shared" / "data"))
+SPEC = DATA.parent / "spec"
+
+PUD_LANGS = ("ar", "de", "en", "es", "fi", "fr", "hi", "id", "ko", "ru", "th", "tr", "zh")
+
+
+def data_path(*parts: str) -> Path:
+    """Path under the shared data folder; skip (or fail under CI) when it is absent."""
+    path = DATA.joinpath(*parts)
+    if not path.exists():
+        reason = f"shared test data not found: {path} (set TOKEMBED_DATA)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return path
+
+
+def pud_file(lang: str) -> Path:
+    return data_path("ud-pud-2.15", f"{lang}_pud-ud-test.conllu")
+
+
+def pud_text(lang: str) -> str:
+    """The `# text = ` lines of one PUD file, joined by LF plus a final LF."""
+    lines = [
+        line[len("# text = ") :]
+        for line in pud_file(lang).read_text(encoding="utf-8").splitlines()
+        if line.startswith("# text = ")
+    ]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="session")
+def ruslit_text() -> str:
+    import gzip
+
+    with gzip.open(data_path("ruslit", "ruslit40.txt.gz"), "rt", encoding="utf-8") as f:
+        return f.read()

@@ -1,0 +1,36 @@
+"""The error registry is complete: every code raised in src/ is registered, and every code is used."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tokembed.errors import CODES, TokembedError, UsageError
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "tokembed"
+_RAISED = re.compile(r"""Error\(\s*["']([A-Z][A-Z0-9_]+)["']""")
+
+
+def _raised_codes() -> set[str]:
+    found: set[str] = set()
+    for path in SRC.rglob("*.py"):
+        found.update(_RAISED.findall(path.read_text(encoding="utf-8")))
+    return found
+
+
+def test_every_raised_code_is_registered() -> None:
+    assert _raised_codes() - set(CODES) == set()
+
+
+def test_error_carries_code_value_and_fix() -> None:
+    err = UsageError("FILE_NOT_FOUND", "no such corpus", value="x.txt", fix="check the path")
+    assert (err.code, err.value, err.exit_code) == ("FILE_NOT_FOUND", "x.txt", 2)
+    assert str(err) == "FILE_NOT_FOUND: no such corpus — check the path"
+    assert isinstance(err, TokembedError)
+
+
+def test_unregistered_code_is_an_internal_bug() -> None:
+    with pytest.raises(AssertionError):
+        TokembedError("NO_SUCH_CODE", "x")
