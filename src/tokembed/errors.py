@@ -74,6 +74,8 @@ CODES: dict[str, str] = {
     "OPERATOR_CONTRACT_MISMATCH": "an operator received the wrong kind of input (ids vs features)",
     "INVALID_BAG_OFFSETS": "EmbeddingBag offsets are not sorted, in range, or start at 0",
     "SCALE_APPLIED_TWICE": "an input scale was applied more than once",
+    "POSITION_APPLIED_TWICE": "positional rows were added to rows that already carry them",
+    "FREQ_COUNT_SCOPE_UNDECLARED": "scale_grad_by_freq without a declared count scope (or its counts)",
     "MISSING_KEY": "a state dict lacks a key the table requires",
     "UNEXPECTED_KEY": "a state dict has a key the table does not know",
     "SHAPE_MISMATCH": "a tensor's shape differs from the declared one",
