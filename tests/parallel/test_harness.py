@@ -1,0 +1,38 @@
+"""The spawn harness itself: results by rank, child tracebacks, no hang on a stuck rank."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import torch.distributed as dist
+from _harness import RankFailed, run_ranks
+
+pytestmark = pytest.mark.distributed
+
+
+def _sum_and_threads(rank: int, world_size: int, base: int) -> tuple[int, int, str, torch.Tensor]:
+    t = torch.tensor([base + rank])
+    dist.all_reduce(t)
+    return int(t), torch.get_num_threads(), os.environ["OMP_NUM_THREADS"], torch.arange(rank + 1)
+
+
+def _fail_on_rank_one(rank: int, world_size: int) -> None:
+    if rank == 1:
+        raise KeyError("boom on rank one")
+    # Rank 0 blocks in a collective rank 1 never enters: the harness must not wait for gloo.
+    dist.barrier()
+
+
+def test_results_come_back_in_rank_order_with_one_thread_each() -> None:
+    out = run_ranks(_sum_and_threads, 2, 10)
+    assert [o[:3] for o in out] == [(21, 1, "1"), (21, 1, "1")]
+    assert out[1][3].tolist() == [0, 1]
+
+
+def test_child_traceback_is_reported_and_stuck_peer_is_killed() -> None:
+    with pytest.raises(RankFailed) as e:
+        run_ranks(_fail_on_rank_one, 2, timeout=60.0)
+    assert "rank 1 of 2 failed in _fail_on_rank_one" in str(e.value)
+    assert "KeyError: 'boom on rank one'" in str(e.value)
