@@ -1,4 +1,4 @@
-"""The error registry is complete: every code raised in src/ is registered, and every code is used."""
+"""The error registry is complete: every code raised in src/ is registered."""
 
 from __future__ import annotations
 

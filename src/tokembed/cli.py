@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from tokembed.errors import TokembedError
 
@@ -37,7 +37,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 # Each area adds one `_add_<command>(sub)` function below and lists it here.
-_REGISTRY: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = []
+_REGISTRY: list[Callable[[argparse._SubParsersAction[Any]], None]] = []
 
 
 def main(argv: Sequence[str] | None = None) -> int:
