@@ -36,7 +36,7 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# Each area adds one `_add_<command>(sub)` function below and lists it here.
+# Each area adds one `_add_<command>(sub)` function above and lists it here.
 _REGISTRY: list[Callable[[argparse._SubParsersAction[Any]], None]] = []
 
 
