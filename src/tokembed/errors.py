@@ -90,6 +90,8 @@ CODES: dict[str, str] = {
     "DOUBLE_SCALING": "a numerical ledger finds a scale applied twice",
     "MASTER_COPY_ASSUMED": "a numerical ledger declares an fp32 master copy that does not exist",
     "INVALID_CONFIG": "a model config lacks the fields a calculation needs",
+    "MISSING_GRADIENT": "a table has no gradient where one was required (backward not run)",
+    "SCALE_MISMATCH": "an observed lookup scale is not a power of the declared input scale",
     # --- parallel ----------------------------------------------------------
     "SHARD_GAP": "row-shard intervals leave rows without an owner",
     "SHARD_OVERLAP": "row-shard intervals give a row two owners",
