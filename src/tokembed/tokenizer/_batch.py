@@ -1,0 +1,77 @@
+"""Batch encoding, in this process or in a pool of worker processes.
+
+Workers receive the tokenizer once (pickled without its caches) and each builds
+its own fast encoder; results come back in input order.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from tokembed.errors import UsageError
+
+if TYPE_CHECKING:
+    from tokembed.tokenizer.tokenizer import Tokenizer
+
+__all__ = ["encode_batch", "progress_enabled"]
+
+_worker_tok: Tokenizer | None = None
+_worker_opts: dict[str, Any] = {}
+
+
+def progress_enabled(progress: bool) -> bool:
+    """Progress bars only when asked for and stderr is a terminal."""
+    return progress and sys.stderr.isatty()
+
+
+def _init(tok: Tokenizer, opts: dict[str, Any]) -> None:
+    global _worker_tok, _worker_opts
+    _worker_tok, _worker_opts = tok, opts
+
+
+def _encode_one(text: str) -> list[int]:
+    assert _worker_tok is not None
+    return _worker_tok.encode(text, **_worker_opts)
+
+
+def encode_batch(
+    tok: Tokenizer,
+    texts: Sequence[str],
+    *,
+    num_workers: int,
+    options: Mapping[str, Any],
+    progress: bool,
+) -> list[list[int]]:
+    """Encode each text with ``tok.encode(text, **options)``; order is preserved."""
+    from tqdm import tqdm
+
+    if num_workers < 1:
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            f"num_workers must be >= 1, got {num_workers}",
+            value=num_workers,
+            fix="pass num_workers=1 (this process) or more",
+        )
+    opts = dict(options)
+    bar = tqdm(total=len(texts), disable=not progress_enabled(progress), unit="text")
+    if num_workers == 1 or len(texts) < 2:
+        out = []
+        for text in texts:
+            out.append(tok.encode(text, **opts))
+            bar.update()
+        bar.close()
+        return out
+    # Fail fast in the parent for policy errors that do not depend on the text.
+    tok.encode("", **opts)
+    with multiprocessing.get_context().Pool(
+        num_workers, initializer=_init, initargs=(tok, opts)
+    ) as pool:
+        out = []
+        for ids in pool.imap(_encode_one, texts, chunksize=max(1, len(texts) // (8 * num_workers))):
+            out.append(ids)
+            bar.update()
+    bar.close()
+    return out

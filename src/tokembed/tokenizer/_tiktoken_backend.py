@@ -1,0 +1,85 @@
+"""When (and how) tiktoken's Rust core can encode exactly like our explicit merge list.
+
+tiktoken has no merge list: it merges the adjacent pair whose concatenated bytes
+have the smallest rank. Our rule merges the pair with the smallest explicit
+merge rank. With ``rank(bytes) = id`` they agree on every input when
+
+1. every byte 0..255 has an id (tiktoken cannot encode a byte it has no rank for),
+2. ids have distinct bytes (tiktoken's table is bytes → rank) and every
+   multi-byte piece is a merge result (else tiktoken could build it),
+3. merge results have increasing ids (rank order = merge order), and
+4. each merge ``k = (l, r) → p`` is the one tiktoken would make: encoding the
+   bytes of ``p`` with merges ``< k`` gives exactly ``[l, r]``. By induction on
+   ``k`` the two rules then coincide on the ranks below ``k``, so tiktoken never
+   forms a piece from parts other than its explicit ones.
+
+and the pre-tokenizer is one of our presets (one stage that covers all text, so
+tiktoken's match-only split equals our isolated split). Anything else (a
+trainer's duplicate pieces, SmolLM2's missing bytes, a user regex) stays on our
+own cached encoder. Tests check equality with the reference on real data.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise, repeat
+from typing import Any
+
+from tokembed.tokenizer.model import BPETables
+from tokembed.tokenizer.pretokenize import PATTERNS, Pretokenizer
+from tokembed.tokenizer.train_reference import replace_pair
+
+__all__ = ["tiktoken_encoding", "tiktoken_ranks"]
+
+_NO_RANK = 1 << 62
+_EXACT_PATTERNS = frozenset(PATTERNS.values())
+
+
+def _merge_consistent(tables: BPETables) -> bool:
+    rank = {(l, r): k for k, (l, r, _) in enumerate(tables.merges)}
+    get = rank.get
+    byte_ids = tables.byte_ids
+    for k, (left, right, result) in enumerate(tables.merges):
+        ids: list[int] = [byte_ids[b] for b in tables.pieces[result]]  # type: ignore[misc]
+        while len(ids) > 2:
+            best = min(map(get, pairwise(ids), repeat(_NO_RANK)))
+            if best >= k:
+                return False
+            ml, mr, mres = tables.merges[best]
+            ids = replace_pair(ids, (ml, mr), mres)
+        if ids != [left, right]:
+            return False
+    return True
+
+
+def tiktoken_ranks(tables: BPETables) -> dict[bytes, int] | None:
+    """``mergeable_ranks`` for tiktoken when conditions 1–4 hold, else None."""
+    if None in tables.byte_ids:
+        return None
+    ranks = {piece: i for i, piece in tables.pieces.items()}
+    if len(ranks) != len(tables.pieces):
+        return None  # two ids share one byte string
+    results = [m[2] for m in tables.merges]
+    if any(b <= a for a, b in pairwise(results)):
+        return None
+    multi = {i for i, p in tables.pieces.items() if len(p) > 1}
+    if multi != set(results):
+        return None
+    if not _merge_consistent(tables):
+        return None
+    return ranks
+
+
+def tiktoken_encoding(tables: BPETables, pretokenizer: Pretokenizer) -> Any | None:
+    """A ``tiktoken.Encoding`` exact for these tables and pre-tokenizer, or None."""
+    if len(pretokenizer.stages) != 1 or pretokenizer.stages[0] not in _EXACT_PATTERNS:
+        return None
+    try:
+        import tiktoken
+    except ImportError:
+        return None
+    ranks = tiktoken_ranks(tables)
+    if ranks is None:
+        return None
+    return tiktoken.Encoding(
+        "tokembed", pat_str=pretokenizer.stages[0], mergeable_ranks=ranks, special_tokens={}
+    )

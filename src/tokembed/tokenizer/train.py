@@ -1,0 +1,110 @@
+"""Fast byte-level BPE training, equal merge for merge to ``train_reference``.
+
+Steps: pre-tokenize every text and count unique chunks in order of first
+occurrence (in parallel processes when ``workers > 1``, see ``_count``), then
+learn merges incrementally over that table (``_merge_learner``): memory follows
+the number of unique chunks, not the corpus size, and no step rescans the corpus.
+
+Special tokens get ids after the merges (``None``) or the ids given; two names
+with one id are an alias and are reported by ``Tokenizer.aliases``.
+
+Example::
+
+    >>> tok = train(["низко низко летали ласточки, ласточки летали низко"],
+    ...             config=TrainConfig(merges=6, progress=False))
+    >>> len(tok.encode_ordinary("низко низко летали ласточки, ласточки летали низко"))
+    62
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from tokembed.errors import TokenizerError, UsageError
+from tokembed.tokenizer._batch import progress_enabled
+from tokembed.tokenizer._count import count_chunks
+from tokembed.tokenizer._merge_learner import learn_merges
+from tokembed.tokenizer.model import BPETables
+from tokembed.tokenizer.pretokenize import Pretokenizer
+from tokembed.tokenizer.special import assign_special_ids
+from tokembed.tokenizer.tokenizer import Tokenizer
+
+__all__ = ["TrainConfig", "train"]
+
+
+def _bad(field_name: str, value: object, fix: str) -> UsageError:
+    return UsageError(
+        "INVALID_ARGUMENT", f"TrainConfig.{field_name} = {value!r} is invalid", value=value, fix=fix
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """What to train.
+
+    Attributes:
+        merges: number of merges to learn (fewer if the corpus runs out of pairs).
+        pattern: pre-tokenization preset name or a regex.
+        specials: special-token name → id, or None for "next id after the merges".
+        workers: processes counting chunks (1 = this process).
+        progress: show tqdm bars (only on a terminal).
+
+    Raises:
+        UsageError(INVALID_ARGUMENT): negative merges, workers < 1, a negative id.
+        UsageError(INVALID_PATTERN): the pattern does not compile.
+    """
+
+    merges: int
+    pattern: str = "teaching"
+    specials: Mapping[str, int | None] = field(default_factory=dict)
+    workers: int = 1
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if isinstance(self.merges, bool) or not isinstance(self.merges, int) or self.merges < 0:
+            raise _bad("merges", self.merges, "pass a non-negative integer")
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+            raise _bad("workers", self.workers, "pass workers=1 or more")
+        for name, sid in self.specials.items():
+            if not isinstance(name, str) or not name:
+                raise _bad("specials", name, "special-token names are non-empty strings")
+            if sid is not None and (isinstance(sid, bool) or not isinstance(sid, int) or sid < 0):
+                raise _bad("specials", {name: sid}, "give a non-negative id or None")
+        object.__setattr__(self, "specials", dict(self.specials))
+        self.pretokenizer  # noqa: B018  (compiles the pattern: fail here, not later)
+
+    @property
+    def pretokenizer(self) -> Pretokenizer:
+        return Pretokenizer.preset(self.pattern)
+
+
+def train(texts: Iterable[str], *, config: TrainConfig) -> Tokenizer:
+    """Learn ``config.merges`` merges from ``texts`` (each text is pre-tokenized on its own).
+
+    Raises:
+        TokenizerError(EMPTY_CORPUS): the texts hold no characters.
+        TokenizerError(LONE_SURROGATE): a text has no UTF-8 form.
+        TokenizerError(SPECIAL_TOKEN_CONFLICT): an explicit special id is an ordinary id.
+    """
+    from tqdm import tqdm
+
+    pretokenizer = config.pretokenizer
+    show = progress_enabled(config.progress)
+    chunks, counts = count_chunks(texts, pretokenizer, workers=config.workers, progress=show)
+    if not chunks:
+        raise TokenizerError(
+            "EMPTY_CORPUS",
+            "the training texts are empty",
+            value=0,
+            fix="pass at least one non-empty text",
+        )
+    with tqdm(total=config.merges, disable=not show, unit="merge", desc="merges") as bar:
+        pairs = learn_merges(chunks, counts, merges=config.merges, on_merge=bar.update)
+    specials = assign_special_ids(config.specials, first_free=256 + len(pairs))
+    tables = BPETables.byte_level(merges=pairs, specials=specials)
+    return Tokenizer(
+        pretokenizer=pretokenizer,
+        tables=tables,
+        metadata={"merges_requested": str(config.merges), "merges_learned": str(len(pairs))},
+    )
