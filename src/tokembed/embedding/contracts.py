@@ -22,11 +22,20 @@ Example::
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import torch
 
 from tokembed.errors import EmbeddingError, UsageError
 
-__all__ = ["INDEX_DTYPES", "first_bad_position", "same_device", "validate_ids"]
+__all__ = [
+    "INDEX_DTYPES",
+    "check_index_tensor",
+    "first_bad_position",
+    "raise_out_of_range",
+    "same_device",
+    "validate_ids",
+]
 
 # F.embedding / nn.Embedding accept exactly these index dtypes (torch 2.x
 # embedding kernel dispatches on Int and Long); anything else is either not an
@@ -57,6 +66,57 @@ def first_bad_position(mask: torch.Tensor) -> tuple[int, ...]:
 
 def _format_position(what: str, position: tuple[int, ...]) -> str:
     return f"{what}[{', '.join(str(i) for i in position)}]"
+
+
+def check_index_tensor(
+    ids: torch.Tensor, *, device: torch.device | None = None, what: str = "ids"
+) -> None:
+    """The sync-free half of :func:`validate_ids`: type, dtype and device only.
+
+    Raises:
+        EmbeddingError INDEX_DTYPE_MISMATCH, DEVICE_MISMATCH: as in :func:`validate_ids`.
+    """
+    if not isinstance(ids, torch.Tensor):
+        raise EmbeddingError(
+            "INDEX_DTYPE_MISMATCH",
+            f"{what} must be an integer tensor of row addresses, got {type(ids).__name__}",
+            value=type(ids).__name__,
+            fix="tokenize text into ids first and pass torch.tensor(ids, dtype=torch.int64)",
+        )
+    if ids.dtype not in INDEX_DTYPES:
+        hint = (
+            "for continuous features use a projector, not a lookup"
+            if ids.dtype.is_floating_point
+            else "cast the addresses to torch.int64"
+        )
+        raise EmbeddingError(
+            "INDEX_DTYPE_MISMATCH",
+            f"{what} has dtype {ids.dtype}; a lookup takes int32 or int64 row addresses",
+            value=ids.dtype,
+            fix=hint,
+        )
+    if device is not None and not same_device(ids.device, device):
+        raise EmbeddingError(
+            "DEVICE_MISMATCH",
+            f"{what} live on {ids.device} but the table lives on {device}",
+            value=(str(ids.device), str(device)),
+            fix="move the ids with .to(table.weight.device), or declare a route explicitly",
+        )
+
+
+def raise_out_of_range(
+    ids: torch.Tensor, num_embeddings: int, *, low: int, high: int, what: str = "ids"
+) -> NoReturn:
+    """Raise ID_OUT_OF_RANGE naming the first bad position (failure path: a second pass)."""
+    position = first_bad_position((ids < 0) | (ids >= num_embeddings))
+    value = int(ids[position])
+    raise EmbeddingError(
+        "ID_OUT_OF_RANGE",
+        f"{_format_position(what, position)} = {value} is outside [0, {num_embeddings})"
+        f" (batch min {low}, max {high})",
+        value=value,
+        fix="use the tokenizer the table was built for, or grow the table to cover its id range",
+    )
 
 
 def validate_ids(
@@ -91,32 +151,7 @@ def validate_ids(
             value=num_embeddings,
             fix="pass the table's row count V",
         )
-    if not isinstance(ids, torch.Tensor):
-        raise EmbeddingError(
-            "INDEX_DTYPE_MISMATCH",
-            f"{what} must be an integer tensor of row addresses, got {type(ids).__name__}",
-            value=type(ids).__name__,
-            fix="tokenize text into ids first and pass torch.tensor(ids, dtype=torch.int64)",
-        )
-    if ids.dtype not in INDEX_DTYPES:
-        hint = (
-            "for continuous features use a projector, not a lookup"
-            if ids.dtype.is_floating_point
-            else "cast the addresses to torch.int64"
-        )
-        raise EmbeddingError(
-            "INDEX_DTYPE_MISMATCH",
-            f"{what} has dtype {ids.dtype}; a lookup takes int32 or int64 row addresses",
-            value=ids.dtype,
-            fix=hint,
-        )
-    if device is not None and not same_device(ids.device, device):
-        raise EmbeddingError(
-            "DEVICE_MISMATCH",
-            f"{what} live on {ids.device} but the table lives on {device}",
-            value=(str(ids.device), str(device)),
-            fix="move the ids with .to(table.weight.device), or declare a route explicitly",
-        )
+    check_index_tensor(ids, device=device, what=what)
     if ids.numel() == 0:
         return
     # One fused reduction gives both bounds; reading its two results together is
@@ -125,15 +160,5 @@ def validate_ids(
     # so one sync per batch is the price of a usable message.
     low, high = torch.aminmax(ids)
     low_value, high_value = torch.stack((low, high)).tolist()
-    if low_value >= 0 and high_value < num_embeddings:
-        return
-    # Failure path only: a second pass to name the first offending position.
-    position = first_bad_position((ids < 0) | (ids >= num_embeddings))
-    value = int(ids[position])
-    raise EmbeddingError(
-        "ID_OUT_OF_RANGE",
-        f"{_format_position(what, position)} = {value} is outside [0, {num_embeddings})"
-        f" (batch min {low_value}, max {high_value})",
-        value=value,
-        fix="use the tokenizer the table was built for, or grow the table to cover its id range",
-    )
+    if low_value < 0 or high_value >= num_embeddings:
+        raise_out_of_range(ids, num_embeddings, low=low_value, high=high_value, what=what)
