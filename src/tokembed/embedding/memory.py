@@ -1,0 +1,470 @@
+"""Calculators: parameters, bytes, payloads and MACs of vocabulary tables.
+
+Every figure is a logical payload (element count times element size); it
+excludes allocator, workspace and collective-buffer overhead (spec 0x04A). GiB
+is 2^30 bytes (lecture §11.3).
+
+* :func:`table_parameters`: input/output tables, tied or not, direct or
+  factorized (ALBERT-style lexical width D, spec 0x05A / 0x0A), output bias;
+* :func:`training_state_bytes`: weights, optional master copy, Adam moments,
+  gradient (spec 0x0A1);
+* :func:`lookup_payload`, :func:`gradient_payload`: one-hot vs gather (0x04),
+  dense vs sparse gradient (0x04A);
+* :func:`classifier_macs`, :func:`projector_ledger`: bridge, classifier and
+  media-projector arithmetic (0x05A, 0x0A, 0x0A1);
+* :func:`memory_report`: the per-rank share under tensor parallelism
+  (ceil(V/tp) rows per rank, no vocabulary padding) for ``tokembed memory``,
+  from numbers or an HF ``config.json`` (:func:`load_table_config`).
+
+Example::
+
+    >>> p = table_parameters(TableConfig(vocab_size=128_256, hidden_size=4_096, tied=False))
+    >>> p.total, round(p.total / 8e9, 3)
+    (1050673152, 0.131)
+
+Raises :class:`~tokembed.errors.EmbeddingError` INVALID_CONFIG for a config
+without the needed fields, :class:`~tokembed.errors.UsageError` for bad
+arguments (FILE_NOT_FOUND, INVALID_ARGUMENT).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from tokembed.errors import EmbeddingError, UsageError
+
+__all__ = [
+    "DTYPE_BYTES",
+    "GIB",
+    "MIB",
+    "GradientPayload",
+    "LookupPayload",
+    "MemoryReport",
+    "ParameterCount",
+    "ProjectorLedger",
+    "TableConfig",
+    "TrainingState",
+    "classifier_macs",
+    "dtype_bytes",
+    "format_memory_report",
+    "gradient_payload",
+    "load_table_config",
+    "lookup_payload",
+    "memory_report",
+    "projector_ledger",
+    "rows_per_rank",
+    "table_parameters",
+    "training_state_bytes",
+]
+
+KIB, MIB, GIB = 2**10, 2**20, 2**30
+
+DTYPE_BYTES: dict[str, int] = {
+    "fp64": 8, "fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int64": 8, "int32": 4, "int8": 1,
+}  # fmt: skip
+_ALIASES = {"float64": "fp64", "float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
+def _canonical(dtype: str) -> str:
+    name = _ALIASES.get(dtype, dtype)
+    if name not in DTYPE_BYTES:
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            f"unknown dtype {dtype!r}",
+            value=dtype,
+            fix=f"use one of {', '.join([*DTYPE_BYTES, *_ALIASES])}",
+        )
+    return name
+
+
+def dtype_bytes(dtype: str) -> int:
+    """Bytes per element of a dtype name (``"bf16"``, ``"float32"``, ``"int64"``...)."""
+    return DTYPE_BYTES[_canonical(dtype)]
+
+
+def _positive(**values: int | None) -> None:
+    for name, v in values.items():
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise EmbeddingError(
+                "INVALID_CONFIG", f"{name} must be a positive integer, got {v!r}", value=v
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TableConfig:
+    """Vocabulary-table architecture: V, hidden width H, tying, factorization, bias.
+
+    ``embedding_dim`` is the lexical width D of a factorized table (None: D = H,
+    a direct table). When factorized and ``tied``, the [V, D] lexical table is
+    the classifier too, reached through an output bridge [H, D]; with
+    ``shared_bridge`` that bridge is the input bridge transposed.
+    """
+
+    vocab_size: int
+    hidden_size: int
+    tied: bool
+    embedding_dim: int | None = None
+    shared_bridge: bool = False
+    output_bias: bool = False
+
+    def __post_init__(self) -> None:
+        _positive(
+            vocab_size=self.vocab_size,
+            hidden_size=self.hidden_size,
+            embedding_dim=self.embedding_dim,
+        )
+        if self.shared_bridge and not (self.factorized and self.tied):
+            raise EmbeddingError(
+                "INVALID_CONFIG",
+                "shared_bridge needs a factorized, tied table",
+                fix="set embedding_dim and tied=True, or drop shared_bridge",
+            )
+
+    @property
+    def factorized(self) -> bool:
+        return self.embedding_dim is not None and self.embedding_dim != self.hidden_size
+
+    @property
+    def lexical_width(self) -> int:
+        return self.embedding_dim if self.embedding_dim is not None else self.hidden_size
+
+
+def load_table_config(source: str | Path | Mapping[str, object]) -> TableConfig:
+    """Read vocab_size, hidden_size (n_embd, d_model), tie_word_embeddings and
+    ALBERT's embedding_size from an HF ``config.json`` (or its parsed dict).
+
+    A multimodal config without these at the top is read from its ``text_config``.
+    """
+    if isinstance(source, Mapping):
+        data: Mapping[str, object] = source
+    else:
+        path = Path(source)
+        if path.is_dir():
+            path = path / "config.json"
+        if not path.is_file():
+            raise UsageError("FILE_NOT_FOUND", f"no config file at {path}", value=str(path))
+        try:
+            loaded = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise EmbeddingError(
+                "INVALID_CONFIG", f"{path} is not JSON: {exc}", value=str(path)
+            ) from None
+        if not isinstance(loaded, dict):
+            raise EmbeddingError("INVALID_CONFIG", f"{path} is not a JSON object", value=str(path))
+        data = loaded
+    text = data.get("text_config")
+    if "vocab_size" not in data and isinstance(text, Mapping):
+        data = text
+    hidden = next((data[k] for k in ("hidden_size", "n_embd", "d_model") if k in data), None)
+    missing = [
+        name
+        for name, present in (
+            ("vocab_size", "vocab_size" in data),
+            ("hidden_size", hidden is not None),
+            ("tie_word_embeddings", "tie_word_embeddings" in data),
+        )
+        if not present
+    ]
+    if missing:
+        raise EmbeddingError(
+            "INVALID_CONFIG",
+            f"config lacks {', '.join(missing)}",
+            value=missing,
+            fix="pass a model config.json that declares vocab_size, hidden_size and "
+            "tie_word_embeddings",
+        )
+    tied = data["tie_word_embeddings"]
+    if not isinstance(tied, bool):
+        raise EmbeddingError(
+            "INVALID_CONFIG", f"tie_word_embeddings must be true/false, got {tied!r}", value=tied
+        )
+    width = data.get("embedding_size")
+    return TableConfig(
+        vocab_size=data["vocab_size"],  # type: ignore[arg-type]  # validated in __post_init__
+        hidden_size=hidden,  # type: ignore[arg-type]
+        tied=tied,
+        embedding_dim=width if width != hidden else None,  # type: ignore[arg-type]
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParameterCount:
+    """Unique trainable parameters of the vocabulary boundary (biases of bridges excluded)."""
+
+    input_table: int  # V * D
+    input_bridge: int  # D * H when factorized
+    output_table: int  # V * H (or V * D untied lexical); 0 when tied
+    output_bridge: int  # H * D for a factorized tied classifier without a shared bridge
+    output_bias: int  # V when the head has a bias
+    total: int
+
+
+def table_parameters(cfg: TableConfig) -> ParameterCount:
+    """Parameter ledger of spec 0x0A: at V=128,000, H=4096, D=256 the five
+    architectures give 1,048,576,000 / 524,288,000 / 558,104,576 / 34,865,152 / 33,816,576.
+    """
+    v, h, d = cfg.vocab_size, cfg.hidden_size, cfg.lexical_width
+    input_table = v * d
+    input_bridge = d * h if cfg.factorized else 0
+    output_table = 0 if cfg.tied else v * h
+    output_bridge = d * h if cfg.factorized and cfg.tied and not cfg.shared_bridge else 0
+    bias = v if cfg.output_bias else 0
+    return ParameterCount(
+        input_table=input_table,
+        input_bridge=input_bridge,
+        output_table=output_table,
+        output_bridge=output_bridge,
+        output_bias=bias,
+        total=input_table + input_bridge + output_table + output_bridge + bias,
+    )
+
+
+def rows_per_rank(vocab_size: int, tp: int) -> int:
+    """Rows of the largest vocabulary shard: ceil(V / tp) (contiguous chunks, no padding)."""
+    _positive(vocab_size=vocab_size)
+    if tp < 1:
+        raise UsageError("INVALID_ARGUMENT", f"tp must be >= 1, got {tp}", value=tp)
+    return math.ceil(vocab_size / tp)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingState:
+    """Bytes held for one set of parameters during mixed-precision Adam training."""
+
+    weights: int
+    master: int
+    first_moment: int
+    second_moment: int
+    gradient: int
+    total: int
+
+
+def training_state_bytes(
+    params: int,
+    *,
+    weight_dtype: str = "bf16",
+    master_dtype: str | None = "fp32",
+    moment_dtype: str = "fp32",
+    grad_dtype: str | None = None,
+    dense_gradient: bool = True,
+) -> TrainingState:
+    """Spec 0x0A1 ledger: bf16 weight + fp32 master + two fp32 moments = 14 bytes/param,
+    plus a dense gradient in ``grad_dtype`` (default: the weight dtype). No master copy
+    is counted when ``master_dtype`` is None or the weights already are that dtype.
+    """
+    w = dtype_bytes(weight_dtype)
+    same = master_dtype is not None and _canonical(master_dtype) == _canonical(weight_dtype)
+    master = 0 if master_dtype is None or same else dtype_bytes(master_dtype)
+    moments = dtype_bytes(moment_dtype)
+    grad = dtype_bytes(grad_dtype or weight_dtype) if dense_gradient else 0
+    parts = [params * w, params * master, params * moments, params * moments, params * grad]
+    return TrainingState(
+        weights=parts[0],
+        master=parts[1],
+        first_moment=parts[2],
+        second_moment=parts[3],
+        gradient=parts[4],
+        total=sum(parts),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class LookupPayload:
+    """One-hot product versus gather for a [batch, seq_len] id tensor (spec 0x04)."""
+
+    id_entries: int
+    one_hot_entries: int
+    id_bytes: int
+    one_hot_bytes: int  # F.one_hot's int64 result
+    selector_bytes: int  # after the cast to the compute dtype
+    gather_output_bytes: int  # B * L * d rows in the compute dtype (0 without d)
+    entry_ratio: int  # = V
+
+
+def lookup_payload(
+    *,
+    batch: int,
+    seq_len: int,
+    vocab_size: int,
+    embedding_dim: int | None = None,
+    id_dtype: str = "int64",
+    compute_dtype: str = "fp16",
+) -> LookupPayload:
+    """Spec 0x04: B=8, L=2048, V=128,000 -> 128 KiB of ids versus a 15.625 GiB int64 one-hot."""
+    _positive(batch=batch, seq_len=seq_len, vocab_size=vocab_size, embedding_dim=embedding_dim)
+    n = batch * seq_len
+    c = dtype_bytes(compute_dtype)
+    return LookupPayload(
+        id_entries=n,
+        one_hot_entries=n * vocab_size,
+        id_bytes=n * dtype_bytes(id_dtype),
+        one_hot_bytes=n * vocab_size * 8,
+        selector_bytes=n * vocab_size * c,
+        gather_output_bytes=n * (embedding_dim or 0) * c,
+        entry_ratio=vocab_size,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class GradientPayload:
+    """Dense [V, d] gradient versus coalesced sparse rows (spec 0x04A)."""
+
+    dense_bytes: int
+    sparse_value_bytes: int
+    sparse_index_bytes: int
+
+    @property
+    def sparse_bytes(self) -> int:
+        return self.sparse_value_bytes + self.sparse_index_bytes
+
+
+def gradient_payload(
+    *,
+    vocab_size: int,
+    embedding_dim: int,
+    unique_rows: int,
+    dtype: str = "fp32",
+    index_dtype: str = "int64",
+) -> GradientPayload:
+    """V=128,000, d=4096, U=4096, fp32 -> 1.953 GiB dense, 64 MiB values + 32 KiB indices."""
+    _positive(vocab_size=vocab_size, embedding_dim=embedding_dim)
+    if not 0 <= unique_rows <= vocab_size:
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            f"unique_rows {unique_rows} is outside [0, {vocab_size}]",
+            value=unique_rows,
+        )
+    b = dtype_bytes(dtype)
+    return GradientPayload(
+        dense_bytes=vocab_size * embedding_dim * b,
+        sparse_value_bytes=unique_rows * embedding_dim * b,
+        sparse_index_bytes=unique_rows * dtype_bytes(index_dtype),
+    )
+
+
+def classifier_macs(cfg: TableConfig, *, input_rows: int, output_rows: int) -> dict[str, int]:
+    """Logical dense MACs of the vocabulary boundary (spec 0x05A / 0x0A).
+
+    ``input_bridge`` = M D H, ``output_bridge`` = N H D (factorized tied head),
+    ``classifier`` = N V H, or N V D for a factorized tied head.
+    """
+    v, h, d = cfg.vocab_size, cfg.hidden_size, cfg.lexical_width
+    lexical_head = cfg.factorized and cfg.tied
+    return {
+        "input_bridge": input_rows * d * h if cfg.factorized else 0,
+        "output_bridge": output_rows * h * d if lexical_head else 0,
+        "classifier": output_rows * v * (d if lexical_head else h),
+    }
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProjectorLedger:
+    """A linear media projector d_media -> d_model (spec 0x0A1)."""
+
+    parameters: int
+    parameter_bytes: int
+    macs: int
+    projected_elements: int
+    projected_bytes: int
+
+
+def projector_ledger(
+    *, batch: int, n_media: int, d_media: int, d_model: int, dtype: str = "bf16"
+) -> ProjectorLedger:
+    """B=1, n=576, 1024 -> 4096: 4,194,304 params (8 MiB), 2,415,919,104 MACs, 4.5 MiB out."""
+    _positive(batch=batch, n_media=n_media, d_media=d_media, d_model=d_model)
+    b = dtype_bytes(dtype)
+    params = d_media * d_model
+    states = batch * n_media * d_model
+    return ProjectorLedger(
+        parameters=params,
+        parameter_bytes=params * b,
+        macs=batch * n_media * params,
+        projected_elements=states,
+        projected_bytes=states * b,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryReport:
+    """What ``tokembed memory`` prints: whole-model and per-rank figures."""
+
+    config: TableConfig
+    tp: int
+    dtype: str
+    parameters: ParameterCount
+    weight_bytes: int
+    rows_per_rank: int
+    input_params_per_rank: int  # ceil(V/tp) rows of the input table
+    output_params_per_rank: int  # the same rows of an untied head (0 when tied)
+    params_per_rank: int
+    weight_bytes_per_rank: int
+    training: TrainingState  # per rank, Adam + fp32 master + dense gradient
+
+    def to_dict(self) -> dict[str, object]:
+        out = asdict(self)
+        out["config"]["factorized"] = self.config.factorized
+        return out
+
+
+def memory_report(cfg: TableConfig, *, tp: int = 1, dtype: str = "bf16") -> MemoryReport:
+    """Whole-table and per-rank figures; under tp > 1 both tables are row-sharded.
+
+    Per-rank figures count table rows only: bridges are small and replicated,
+    and the output bias is left out.
+    """
+    params = table_parameters(cfg)
+    b = dtype_bytes(dtype)
+    rows = rows_per_rank(cfg.vocab_size, tp)
+    input_rows = rows * cfg.lexical_width
+    output_rows = 0 if cfg.tied else rows * cfg.hidden_size
+    per_rank = input_rows + output_rows
+    return MemoryReport(
+        config=cfg,
+        tp=tp,
+        dtype=dtype,
+        parameters=params,
+        weight_bytes=params.total * b,
+        rows_per_rank=rows,
+        input_params_per_rank=input_rows,
+        output_params_per_rank=output_rows,
+        params_per_rank=per_rank,
+        weight_bytes_per_rank=per_rank * b,
+        training=training_state_bytes(per_rank, weight_dtype=dtype),
+    )
+
+
+def _gib(n: int) -> str:
+    """Bytes in GiB (2^30), or MiB below one GiB."""
+    return f"{n / GIB:.3f} GiB" if n >= GIB else f"{n / MIB:.1f} MiB"
+
+
+def format_memory_report(report: MemoryReport) -> str:
+    """Human-readable lines of a :class:`MemoryReport`."""
+    cfg, p = report.config, report.parameters
+    kind = "tied" if cfg.tied else "untied"
+    if cfg.factorized:
+        kind += f", factorized D={cfg.lexical_width}"
+    lines = [
+        f"vocab_size V={cfg.vocab_size:,}  hidden_size H={cfg.hidden_size:,}  ({kind})",
+        f"input table      {p.input_table:>16,} params",
+        f"output table     {p.output_table:>16,} params"
+        + ("  (tied: shares the input table)" if cfg.tied else ""),
+    ]
+    if p.input_bridge or p.output_bridge:
+        lines.append(f"bridges          {p.input_bridge + p.output_bridge:>16,} params")
+    if p.output_bias:
+        lines.append(f"output bias      {p.output_bias:>16,} params")
+    lines += [
+        f"total            {p.total:>16,} params = {_gib(report.weight_bytes)} in {report.dtype}",
+        f"per rank (tp={report.tp}): {report.rows_per_rank:,} rows; input "
+        f"{report.input_params_per_rank:,} + output {report.output_params_per_rank:,} params "
+        f"= {_gib(report.weight_bytes_per_rank)}",
+        f"training state per rank (weights {report.dtype} + fp32 master + Adam m, v + "
+        f"{report.dtype} grad): {_gib(report.training.total)}",
+    ]
+    return "\n".join(lines)
