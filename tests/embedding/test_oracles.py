@@ -1,0 +1,188 @@
+"""The NumPy oracles reproduce the spec's hand traces exactly (no torch involved)."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+
+import numpy as np
+import pytest
+from _lookup_spec import (
+    LECTURE_IDS,
+    LECTURE_TABLE,
+    NORM_IDS,
+    NORM_TABLE,
+    RANK_GRADS,
+    RANK_IDS,
+    SPEC_BRIDGE,
+    SPEC_IDS,
+    SPEC_TABLE,
+    TIED_CONTEXTS,
+    TIED_GRAD_X,
+    TIED_IDS,
+    TIED_RESIDUAL,
+    TIED_TOTAL,
+)
+
+from tokembed.embedding import oracles as O
+
+
+def test_oracle_module_imports_numpy_only() -> None:
+    tree = ast.parse(inspect.getsource(O))
+    imported = {
+        (node.module or "").split(".")[0] if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+    assert imported <= {"__future__", "collections", "typing", "numpy", "itertools"}
+
+
+# --- forward: 0x02A/0x02B, 0x04 -------------------------------------------------------
+
+
+def test_gather_and_one_hot_agree_on_spec_trace() -> None:
+    x = O.gather(SPEC_TABLE, SPEC_IDS)
+    assert x.shape == (2, 4, 3)
+    assert np.array_equal(x, O.one_hot_product(SPEC_TABLE, SPEC_IDS))
+    assert np.array_equal(x[1, 3], SPEC_TABLE[0])  # the PAD position still selects row 0
+    assert np.array_equal(x[0, 0], x[1, 0])  # duplicate id 1 at (0,0) and (1,0)
+
+
+def test_factorized_bridge_trace_0x02b() -> None:
+    hidden = O.gather(SPEC_TABLE, SPEC_IDS) @ SPEC_BRIDGE  # [2,4,3] @ [3,5]
+    assert hidden.shape == (2, 4, 5)
+    assert hidden[0, 0].tolist() == [1.5, 0.0, 1.5, -0.5, -1.0]  # E[1] @ P
+    assert hidden[0, 1].tolist() == [1.5, 0.0, 0.0, 0.5, -2.0]  # E[4] @ P
+
+
+def test_one_hot_width_is_the_declared_vocabulary() -> None:
+    # ids touch only rows 0..2 of an 8-row table: the product still uses V = 8.
+    small = O.one_hot_product(SPEC_TABLE, [[0, 2, 1]])
+    assert np.array_equal(small, SPEC_TABLE[[[0, 2, 1]]])
+
+
+# --- backward: 0x04A ---------------------------------------------------------------------
+
+
+def test_duplicate_ids_accumulate_0x04a() -> None:
+    ids = np.concatenate(RANK_IDS)
+    grads = np.concatenate(RANK_GRADS)
+    d_e = O.scatter_add_backward(ids, grads, 8, padding_idx=0)
+    assert d_e[1].tolist() == [5, 3, 2]
+    assert d_e[4].tolist() == [6, 3, 1]
+    assert d_e[6].tolist() == [0, 1, 3]
+    assert d_e[0].tolist() == [0, 0, 0]  # PAD's [9,9,9] never arrives
+    assert not d_e[[2, 3, 5, 7]].any()
+
+
+def test_fancy_index_plus_equals_overwrites_duplicates() -> None:
+    # The failure "duplicate IDs overwrite instead of accumulate" (0x0D), in NumPy terms.
+    ids = np.concatenate(RANK_IDS)
+    grads = np.concatenate(RANK_GRADS).astype(float)
+    wrong = np.zeros((8, 3))
+    wrong[ids] += grads  # one write per distinct index: the last occurrence wins
+    right = O.scatter_add_backward(ids, grads, 8)
+    assert wrong[1].tolist() == [1, 2, 1]  # only rank 1's last occurrence of id 1
+    assert right[1].tolist() == [5, 3, 2]
+
+
+def test_frequency_count_scopes_differ_0x04a() -> None:
+    local = O.data_parallel_frequency_backward(
+        RANK_IDS, RANK_GRADS, 8, scope="local", padding_idx=0
+    )
+    glob = O.data_parallel_frequency_backward(
+        RANK_IDS, RANK_GRADS, 8, scope="global", padding_idx=0
+    )
+    assert local[1].tolist() == [3.0, 2.5, 1.5]
+    assert local[4].tolist() == [3.0, 2.5, 0.5]
+    np.testing.assert_allclose(glob[1], [5 / 3, 1.0, 2 / 3])
+    np.testing.assert_allclose(glob[4], [2.0, 1.0, 1 / 3])
+    assert glob[6].tolist() == local[6].tolist() == [0, 1, 3]  # count 1 in both scopes
+    assert not np.allclose(local, glob)
+
+
+def test_coalesced_sparse_rows_0x04a() -> None:
+    ids = np.concatenate(RANK_IDS)
+    unique, values = O.coalesce_rows(ids, np.concatenate(RANK_GRADS), padding_idx=0)
+    assert unique.tolist() == [1, 4, 6]
+    assert values.tolist() == [[5, 3, 2], [6, 3, 1], [0, 1, 3]]
+    dense = np.zeros((8, 3))
+    dense[unique] = values
+    assert np.array_equal(
+        dense, O.scatter_add_backward(ids, np.concatenate(RANK_GRADS), 8, padding_idx=0)
+    )
+
+
+# --- 0x04B bags, 0x03B max_norm ------------------------------------------------------------
+
+
+def test_bag_sum_and_mean_0x04b() -> None:
+    flat, offsets = np.array(SPEC_IDS).reshape(-1), [0, 4, 8]
+    kw = {"padding_idx": 0, "include_last_offset": True}
+    assert O.bag_reduce(SPEC_TABLE, flat, offsets, mode="sum", **kw).tolist() == [
+        [2.0, 3.0, 1.5],
+        [1.5, 0.5, 3.0],
+    ]
+    mean = O.bag_reduce(SPEC_TABLE, flat, offsets, mode="mean", **kw)
+    np.testing.assert_allclose(mean, [[0.5, 0.75, 0.375], [0.5, 0.5 / 3, 1.0]])
+    # without excluding PAD, bag 1's mean would divide by 4
+    assert O.bag_reduce(SPEC_TABLE, flat, [0, 4], mode="mean")[1, 2] == 0.75
+
+
+def test_max_norm_trace_0x03b() -> None:
+    renormed, changed = O.max_norm_renorm(NORM_TABLE, NORM_IDS, max_norm=2.0, eps=0.0)
+    assert changed.tolist() == [1]
+    assert renormed[1].tolist() == pytest.approx([1.2, 1.6, 0.0, 0.0])
+    for row in (0, 2, 3, 4):  # selected-but-small, and unselected (row 3 norm 10)
+        assert np.array_equal(renormed[row], NORM_TABLE[row])
+
+
+# --- 0x0A tied trace, lecture §11 --------------------------------------------------------------
+
+
+def test_tied_two_path_gradient_0x0a() -> None:
+    total = O.tied_two_path_gradient(TIED_IDS, TIED_GRAD_X, TIED_CONTEXTS, TIED_RESIDUAL, 4)
+    np.testing.assert_allclose(total, TIED_TOTAL, atol=1e-12)
+    output_only = np.array(TIED_RESIDUAL).T @ np.array(TIED_CONTEXTS)
+    np.testing.assert_allclose(
+        output_only, [[0.1, 0, -0.5], [-0.4, -0.7, 0.6], [0.2, 0.1, -0.8], [0.1, 0.6, 0.7]]
+    )
+    assert np.allclose(np.array(TIED_RESIDUAL).sum(axis=1), 0)
+
+
+def test_lecture_lookup_and_tied_untied_scores() -> None:
+    assert O.gather(LECTURE_TABLE, LECTURE_IDS).tolist() == [[1, 0], [0, 1], [1, 0]]
+    h = np.array([1.0, 0.0])
+    z_tied = h @ LECTURE_TABLE.T  # U = E^T
+    assert z_tied.tolist() == [1, 2, 0]
+    assert np.round(O.softmax(z_tied), 4).tolist() == [0.2447, 0.6652, 0.0900]
+    assert int(np.argmax(z_tied)) == 1  # h = E_0, yet the tied head prefers id 1
+    untied = np.array([[0.0, 1, -1], [2, 0, 1]])
+    assert (h @ untied).tolist() == [0, 1, -1]
+
+
+def _lecture_loss(table: np.ndarray) -> float:
+    return 0.5 * float(np.sum(O.gather(table, LECTURE_IDS) ** 2))  # targets Y_t = [0, 0]
+
+
+def test_lecture_learning_step_and_finite_differences() -> None:
+    assert _lecture_loss(LECTURE_TABLE) == 1.5
+    grad = O.scatter_add_backward(LECTURE_IDS, O.gather(LECTURE_TABLE, LECTURE_IDS), 3)
+    assert grad.tolist() == [[2, 0], [0, 0], [0, 1]]
+    np.testing.assert_allclose(O.central_difference(_lecture_loss, LECTURE_TABLE), grad, atol=1e-6)
+    stepped = LECTURE_TABLE - 0.1 * grad
+    np.testing.assert_allclose(stepped, [[0.8, 0], [2, 0], [0, 0.9]])
+    assert _lecture_loss(stepped) == pytest.approx(1.045, abs=1e-12)
+
+
+def test_cross_entropy_residual_rows_sum_to_zero() -> None:
+    d = O.cross_entropy_residual([[1.0, 2.0, 0.0]], [0])
+    np.testing.assert_allclose(d, [[0.2447 - 1, 0.6652, 0.0900]], atol=1e-4)
+    assert abs(d.sum()) < 1e-12
+
+
+def test_sinusoidal_positions_first_rows() -> None:
+    pe = O.sinusoidal_positions(3, 4)
+    assert pe[0].tolist() == [0.0, 1.0, 0.0, 1.0]
+    np.testing.assert_allclose(pe[1], [np.sin(1), np.cos(1), np.sin(0.01), np.cos(0.01)])
