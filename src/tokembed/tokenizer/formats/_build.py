@@ -1,0 +1,53 @@
+"""Turning parsed file contents into validated tokenizer parts, with file-level error codes.
+
+Readers collect plain dicts and lists; these helpers build the
+:class:`BPETables` and :class:`Pretokenizer`, converting a validation failure
+into :class:`~tokembed.errors.FormatError` so that a bad file is refused whole
+under a file-format code, never half-loaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from tokembed.errors import FormatError, TokenizerError, UsageError
+from tokembed.tokenizer.model import BPETables
+from tokembed.tokenizer.pretokenize import PATTERNS, Pretokenizer
+
+__all__ = ["build_pretokenizer", "build_tables", "malformed"]
+
+
+def malformed(source: str, message: str, *, value: object = None) -> FormatError:
+    """The standard refusal of a file whose shape is wrong."""
+    return FormatError(
+        "MALFORMED_TOKENIZER_FILE",
+        f"{source}: {message}",
+        value=value,
+        fix="pass an unmodified tokenizer file written by tokembed, tiktoken or Hugging Face",
+    )
+
+
+def build_tables(
+    source: str,
+    *,
+    pieces: Mapping[int, bytes],
+    merges: Sequence[tuple[int, int, int]],
+    specials: Mapping[str, int],
+) -> BPETables:
+    """Validated tables; an inconsistency becomes MALFORMED_TOKENIZER_FILE naming the file."""
+    try:
+        return BPETables(pieces=pieces, merges=tuple(merges), specials=specials)
+    except TokenizerError as exc:
+        raise malformed(source, f"{exc.code}: {exc.message}", value=exc.value) from exc
+
+
+def build_pretokenizer(
+    source: str, stages: Sequence[str], *, name: str | None = None
+) -> Pretokenizer:
+    """Validated pre-tokenizer; a single stage equal to a preset gets the preset's name."""
+    if name is None and len(stages) == 1:
+        name = next((k for k, v in sorted(PATTERNS.items()) if v == stages[0]), None)
+    try:
+        return Pretokenizer(stages=tuple(stages), name=name)
+    except UsageError as exc:
+        raise malformed(source, f"{exc.code}: {exc.message}", value=exc.value) from exc

@@ -1,0 +1,90 @@
+"""One entry point that recognizes every tokenizer file tokembed reads.
+
+:func:`load_tokenizer` accepts
+
+* our JSON (``"format": "tokembed.tokenizer"``),
+* a Hugging Face ``tokenizer.json`` (any JSON with a ``model`` object) or a folder holding one,
+* a folder (or its ``vocab.json``) with GPT-2's ``vocab.json`` + ``merges.txt``,
+* anything else as a tiktoken rank file (``encoding=`` names its pattern and specials).
+
+``encoding=`` only makes sense for rank files; passing it with another kind is
+a usage error rather than silently ignored.
+
+Example::
+
+    >>> load_tokenizer("/data/o200k_base.tiktoken", encoding="o200k_harmony")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tokembed.errors import UsageError
+from tokembed.tokenizer.formats._build import malformed
+from tokembed.tokenizer.formats._io import read_json
+from tokembed.tokenizer.formats.gpt2_files import load_vocab_merges
+from tokembed.tokenizer.formats.hf import from_hf_document, is_hf_document
+from tokembed.tokenizer.formats.native import from_document, is_native
+from tokembed.tokenizer.formats.tiktoken_files import load_tiktoken
+from tokembed.tokenizer.tokenizer import Tokenizer
+
+__all__ = ["load_tokenizer"]
+
+
+def _no_encoding(encoding: str | None, path: Path) -> None:
+    if encoding is not None:
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            f"encoding={encoding!r} applies to tiktoken rank files, but {path} is not one",
+            value=encoding,
+            fix="drop the encoding option for this file",
+        )
+
+
+def _looks_like_json(path: Path) -> bool:
+    with path.open("rb") as f:
+        head = f.read(64).lstrip()
+    return head.startswith(b"{")
+
+
+def load_tokenizer(path: str | Path, *, encoding: str | None = None) -> Tokenizer:
+    """Load any supported tokenizer file or folder (see the module docstring).
+
+    Raises:
+        UsageError(FILE_NOT_FOUND): nothing there, or a folder without a known file.
+        UsageError(INVALID_ARGUMENT): ``encoding`` given for a file that is not a rank file.
+        FormatError: the file is malformed or cannot be represented (codes in each reader).
+    """
+    path = Path(path)
+    if path.is_dir():
+        if (path / "tokenizer.json").is_file():
+            path = path / "tokenizer.json"
+        elif (path / "vocab.json").is_file() and (path / "merges.txt").is_file():
+            _no_encoding(encoding, path)
+            return load_vocab_merges(path)
+        else:
+            raise UsageError(
+                "FILE_NOT_FOUND",
+                f"{path} holds neither tokenizer.json nor vocab.json + merges.txt",
+                value=str(path),
+                fix="pass a tokenizer file or a folder containing one",
+            )
+    if not path.is_file():
+        raise UsageError(
+            "FILE_NOT_FOUND",
+            f"no such tokenizer file: {path}",
+            value=str(path),
+            fix="check the path",
+        )
+    if path.name == "vocab.json" and (path.parent / "merges.txt").is_file():
+        _no_encoding(encoding, path)
+        return load_vocab_merges(path.parent)
+    if path.suffix != ".tiktoken" and _looks_like_json(path):
+        _no_encoding(encoding, path)
+        data = read_json(path)
+        if is_native(data):
+            return from_document(data, source=str(path))
+        if is_hf_document(data):
+            return from_hf_document(data, source=str(path))
+        raise malformed(str(path), "JSON that is neither a tokembed nor a Hugging Face tokenizer")
+    return load_tiktoken(path, encoding=encoding)

@@ -1,0 +1,178 @@
+"""tiktoken rank files and the conversion between ranks and explicit merges.
+
+A ``.tiktoken`` file lists ``base64(piece) rank`` per line. tiktoken encodes by
+repeatedly joining the adjacent pair whose *concatenation* has the lowest rank;
+:class:`~tokembed.tokenizer.model.BPETables` instead stores explicit merges
+``(left, right, result)``. :func:`ranks_to_tables` finds, for every multi-byte
+piece in rank order, the two parts that tiktoken's own procedure leaves when
+only lower ranks may be used (the method of Hugging Face's tiktoken converter).
+Encoding with those merges equals tiktoken's encoding: inside the span of any
+piece, merges happen in the same order as when the piece is encoded alone, so
+the last join before the piece appears is always that split.
+
+A piece whose lower-rank encoding does not end in two parts can never be
+produced by tiktoken; it is kept as a piece without a merge (none of the four
+real files in ``shared/data/tokenizers`` has one).
+
+Example::
+
+    >>> ranks = {b"a": 0, b"b": 1, b"ab": 2}
+    >>> ranks_to_tables(ranks).merges
+    ((0, 1, 2),)
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+
+from tokembed.errors import FormatError
+from tokembed.tokenizer.model import BPETables
+
+__all__ = [
+    "format_ranks",
+    "lowest_rank_split",
+    "parse_ranks",
+    "ranks_to_tables",
+    "tables_to_ranks",
+]
+
+
+def _bad_line(source: str, lineno: int, why: str, line: bytes) -> FormatError:
+    return FormatError(
+        "MALFORMED_RANKS",
+        f"{source} line {lineno}: {why}",
+        value=line[:80],
+        fix="each line must be '<base64 bytes> <rank>' with unique bytes and unique ranks",
+    )
+
+
+def parse_ranks(data: bytes, *, source: str = "<ranks>") -> dict[bytes, int]:
+    """``{piece: rank}`` from the contents of a ``.tiktoken`` file (empty lines skipped).
+
+    Raises:
+        FormatError(MALFORMED_RANKS): a line is not two fields, the base64 is invalid,
+            the rank is not a non-negative integer, or a piece or rank repeats.
+    """
+    ranks: dict[bytes, int] = {}
+    seen_ranks: set[int] = set()
+    for lineno, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        fields = line.split()
+        if len(fields) != 2:
+            raise _bad_line(source, lineno, f"expected 2 fields, found {len(fields)}", line)
+        try:
+            piece = base64.b64decode(fields[0], validate=True)
+        except binascii.Error:
+            raise _bad_line(source, lineno, "invalid base64", line) from None
+        if not fields[1].isdigit():
+            raise _bad_line(source, lineno, "rank is not a non-negative integer", line)
+        rank = int(fields[1])
+        if not piece:
+            raise _bad_line(source, lineno, "empty piece", line)
+        if piece in ranks or rank in seen_ranks:
+            raise _bad_line(source, lineno, "duplicate piece or rank", line)
+        ranks[piece] = rank
+        seen_ranks.add(rank)
+    return ranks
+
+
+def format_ranks(ranks: Mapping[bytes, int]) -> bytes:
+    """The ``.tiktoken`` text for ``ranks``, sorted by rank (what tiktoken's loader reads)."""
+    lines = [
+        base64.b64encode(piece) + b" " + str(rank).encode("ascii")
+        for piece, rank in sorted(ranks.items(), key=lambda kv: kv[1])
+    ]
+    return b"\n".join(lines) + b"\n"
+
+
+def lowest_rank_split(
+    ranks: Mapping[bytes, int], piece: bytes, max_rank: int
+) -> tuple[bytes, bytes] | None:
+    """The two parts tiktoken's BPE leaves in ``piece`` using only ranks below ``max_rank``.
+
+    Returns None when more than two parts remain (the piece is unreachable).
+    """
+    if len(piece) == 2:  # two bytes: nothing can merge before the pair itself
+        return piece[:1], piece[1:]
+    parts = [piece[i : i + 1] for i in range(len(piece))]
+    get = ranks.get
+    # pair_rank[i] is the rank of parts[i] + parts[i+1]; max_rank stands for "no merge".
+    pair_rank = [get(parts[i] + parts[i + 1], max_rank) for i in range(len(parts) - 1)]
+    while len(parts) > 2:
+        best = min(pair_rank)
+        if best >= max_rank:
+            return None
+        i = pair_rank.index(best)  # leftmost lowest rank, as tiktoken
+        merged = parts[i] + parts[i + 1]
+        parts[i : i + 2] = [merged]
+        del pair_rank[i]
+        if i > 0:
+            pair_rank[i - 1] = get(parts[i - 1] + merged, max_rank)
+        if i < len(pair_rank):
+            pair_rank[i] = get(merged + parts[i + 1], max_rank)
+    return parts[0], parts[1]
+
+
+def ranks_to_tables(
+    ranks: Mapping[bytes, int], *, specials: Mapping[str, int] | None = None
+) -> BPETables:
+    """Explicit-merge tables that encode exactly like tiktoken with ``ranks``; ids = ranks.
+
+    Raises:
+        TokenizerError(SPECIAL_TOKEN_CONFLICT): a special id is also a rank.
+    """
+    pieces = {rank: piece for piece, rank in ranks.items()}
+    merges: list[tuple[int, int, int]] = []
+    for rank in sorted(pieces):
+        piece = pieces[rank]
+        if len(piece) < 2:
+            continue
+        split = lowest_rank_split(ranks, piece, rank)
+        if split is not None:
+            merges.append((ranks[split[0]], ranks[split[1]], rank))
+    return BPETables(pieces=pieces, merges=tuple(merges), specials=dict(specials or {}))
+
+
+def tables_to_ranks(tables: BPETables) -> dict[bytes, int]:
+    """tiktoken ranks (id → rank) that encode exactly like ``tables``.
+
+    tiktoken has no explicit merges, so this holds only when the merges are
+    the ones :func:`ranks_to_tables` would derive back; that is checked.
+
+    Raises:
+        FormatError(UNSUPPORTED_TOKENIZER): a byte has no id, two ids share one
+            piece, or tiktoken's rank-based joining would encode differently.
+    """
+    missing = tables.missing_bytes()
+    if missing:
+        raise FormatError(
+            "UNSUPPORTED_TOKENIZER",
+            f"tiktoken needs an id for every byte; {len(missing)} are missing "
+            f"(first: 0x{missing[0]:02x})",
+            value=missing,
+            fix="export this tokenizer with --format hf instead",
+        )
+    ranks = {piece: i for i, piece in tables.pieces.items()}
+    if len(ranks) != len(tables.pieces):
+        raise FormatError(
+            "UNSUPPORTED_TOKENIZER",
+            "two ids share one byte piece, which a rank file cannot express",
+            value=len(tables.pieces) - len(ranks),
+            fix="export this tokenizer with --format hf or keep the native format",
+        )
+    back = ranks_to_tables(ranks).merges
+    if back != tables.merges:
+        first = next(
+            (k for k, (a, b) in enumerate(zip(back, tables.merges, strict=False)) if a != b),
+            min(len(back), len(tables.merges)),
+        )
+        raise FormatError(
+            "UNSUPPORTED_TOKENIZER",
+            f"tiktoken's rank-based joining differs from this tokenizer's merges at merge #{first}",
+            value=first,
+            fix="export this tokenizer with --format hf or keep the native format",
+        )
+    return ranks

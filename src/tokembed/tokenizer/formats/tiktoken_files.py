@@ -1,0 +1,147 @@
+"""Loading and exporting tiktoken rank files (with their pattern and specials).
+
+A rank file alone does not define a tokenizer: the regex and the special
+tokens come from, in this order,
+
+1. ``encoding=`` — a name known to :func:`~.encodings.encoding_spec`
+   (tiktoken's plugins or our own table, e.g. ``"qwen"``);
+2. a sidecar ``<stem>.json`` beside the rank file (what :func:`export_tiktoken`
+   writes: ``{"format": ..., "version": 1, "name", "pat_str", "special_tokens"}``,
+   the keyword arguments of ``tiktoken.Encoding``);
+3. the file's stem when it is a known encoding name (``o200k_base.tiktoken``).
+
+Anything else is refused rather than guessed.
+
+Example::
+
+    >>> tok = load_tiktoken("o200k_base.tiktoken", encoding="o200k_harmony")  # doctest: +SKIP
+    >>> len(tok.tables.specials)  # doctest: +SKIP
+    1091
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from tokembed.errors import FormatError
+from tokembed.tokenizer.formats._build import build_pretokenizer, build_tables, malformed
+from tokembed.tokenizer.formats._io import (
+    read_json,
+    require_file,
+    write_atomic,
+    write_atomic_check,
+)
+from tokembed.tokenizer.formats.encodings import EncodingSpec, encoding_spec, known_encodings
+from tokembed.tokenizer.formats.ranks import (
+    format_ranks,
+    parse_ranks,
+    ranks_to_tables,
+    tables_to_ranks,
+)
+from tokembed.tokenizer.tokenizer import Tokenizer
+
+__all__ = ["SIDECAR_FORMAT", "export_tiktoken", "load_tiktoken"]
+
+SIDECAR_FORMAT = "tokembed.tiktoken-sidecar"
+_SIDECAR_VERSION = 1
+
+
+def _sidecar_spec(path: Path) -> EncodingSpec:
+    data = read_json(path)
+    if not isinstance(data, dict) or data.get("format") != SIDECAR_FORMAT:
+        raise malformed(str(path), f"not a {SIDECAR_FORMAT} file")
+    if data.get("version") != _SIDECAR_VERSION:
+        raise FormatError(
+            "UNSUPPORTED_VERSION",
+            f"{path}: sidecar version {data.get('version')!r}; this tokembed reads {_SIDECAR_VERSION}",
+            value=data.get("version"),
+            fix="upgrade tokembed or re-export the tokenizer",
+        )
+    pattern, specials, name = data.get("pat_str"), data.get("special_tokens"), data.get("name")
+    if not isinstance(pattern, str) or not isinstance(specials, dict):
+        raise malformed(str(path), "sidecar needs 'pat_str' (string) and 'special_tokens' (object)")
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in specials.values()):
+        raise malformed(str(path), "special token ids must be integers", value=specials)
+    return EncodingSpec(name=str(name or path.stem), pattern=pattern, specials=specials)
+
+
+def _spec_for(path: Path, encoding: str | None) -> EncodingSpec:
+    if encoding is not None:
+        return encoding_spec(encoding)
+    sidecar = path.with_suffix(".json")
+    if sidecar.is_file():
+        return _sidecar_spec(sidecar)
+    if path.stem in known_encodings():
+        return encoding_spec(path.stem)
+    raise FormatError(
+        "UNSUPPORTED_TOKENIZER",
+        f"{path}: a rank file has no pattern or special tokens, and none were named",
+        value=str(path),
+        fix=f"pass encoding= (one of {', '.join(known_encodings())}) or put {sidecar.name} beside it",
+    )
+
+
+def load_tiktoken(path: str | Path, *, encoding: str | None = None) -> Tokenizer:
+    """A tokenizer from a ``.tiktoken`` rank file; ids equal ranks, merges derived exactly.
+
+    Raises:
+        UsageError(FILE_NOT_FOUND); FormatError(MALFORMED_RANKS, UNSUPPORTED_TOKENIZER,
+        UNSUPPORTED_VERSION, MALFORMED_TOKENIZER_FILE).
+    """
+    path = Path(path)
+    spec = _spec_for(path, encoding)
+    ranks = parse_ranks(require_file(path).read_bytes(), source=str(path))
+    converted = ranks_to_tables(ranks)
+    tables = build_tables(
+        str(path), pieces=converted.pieces, merges=converted.merges, specials=spec.specials
+    )
+    return Tokenizer(
+        pretokenizer=build_pretokenizer(str(path), [spec.pattern]),
+        tables=tables,
+        name=spec.name,
+        metadata={"source_format": "tiktoken", "encoding": spec.name, "source": path.name},
+    )
+
+
+def export_tiktoken(
+    tok: Tokenizer, directory: str | Path, *, inputs: Iterable[str | Path] = ()
+) -> Path:
+    """Write ``<name>.tiktoken`` and its sidecar ``<name>.json`` into ``directory``.
+
+    Returns the rank file's path. tiktoken reads it back as
+    ``tiktoken.Encoding(mergeable_ranks=load_tiktoken_bpe(path), **sidecar)``
+    (minus the ``format``/``version`` keys).
+
+    Raises:
+        FormatError(UNSUPPORTED_TOKENIZER): more than one pre-tokenizer stage, or merges
+            that tiktoken's rank-based joining cannot reproduce (see ``tables_to_ranks``).
+        UsageError(OUTPUT_EXISTS): a file to write is one of ``inputs``.
+    """
+    if len(tok.pretokenizer.stages) != 1:
+        raise FormatError(
+            "UNSUPPORTED_TOKENIZER",
+            f"tiktoken has one regex; this tokenizer has {len(tok.pretokenizer.stages)} stages",
+            value=list(tok.pretokenizer.stages),
+            fix="export this tokenizer with --format hf instead",
+        )
+    ranks = tables_to_ranks(tok.tables)
+    directory = Path(directory)
+    stem = tok.name or "tokenizer"
+    sidecar: dict[str, Any] = {
+        "format": SIDECAR_FORMAT,
+        "version": _SIDECAR_VERSION,
+        "name": stem,
+        "pat_str": tok.pretokenizer.stages[0],
+        "special_tokens": dict(sorted(tok.tables.specials.items(), key=lambda kv: kv[1])),
+    }
+    keep = [Path(p) for p in inputs]
+    rank_path, sidecar_path = directory / f"{stem}.tiktoken", directory / f"{stem}.json"
+    for target in (rank_path, sidecar_path):  # refuse before writing either file
+        write_atomic_check(target, inputs=keep)
+    write_atomic(rank_path, format_ranks(ranks), inputs=keep)
+    text = json.dumps(sidecar, ensure_ascii=False, indent=2) + "\n"
+    write_atomic(sidecar_path, text.encode("utf-8"), inputs=keep)
+    return rank_path
