@@ -120,6 +120,7 @@ def run_ranks(
         RankFailed: a rank raised (message carries its traceback), died
             without a result, or the whole run exceeded ``timeout`` seconds.
     """
+    __tracebackhide__ = True  # pytest: show the child traceback, not this function
     assert world_size >= 1, world_size
     ctx = mp.get_context("spawn")
     store = dist.TCPStore(

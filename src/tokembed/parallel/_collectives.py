@@ -1,0 +1,103 @@
+"""Small wrappers over torch.distributed used by the parallel layers (gloo-tested).
+
+What gloo in torch 2.13 supports, probed on this machine with real process
+groups: ``all_to_all_single`` with uneven split sizes, ``reduce_scatter_single``
+and ``all_gather_single`` (equal chunks only). ``all_gather`` with uneven
+tensor sizes is refused by gloo, so :func:`all_gather_uneven` pads every shard to the
+ceil chunk, gathers, and trims by the known sizes.
+
+:func:`agree_on_error` makes a local admission failure collective: each rank
+contributes one small integer (0 = fine, else the index of its error code), one
+all-reduce shares them, and every rank raises. Without it a rank that refused
+its input would leave its peers blocked in the next collective (spec 0x0D).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.distributed as dist
+
+from tokembed.errors import EmbeddingError, ParallelError, TokembedError
+
+__all__ = [
+    "ProcessGroup",
+    "agree_on_error",
+    "all_gather_uneven",
+    "group_rank",
+    "group_size",
+]
+
+ProcessGroup = dist.ProcessGroup
+
+# Codes a rank may refuse its local input with before the first collective;
+# agreement sends the index into this tuple (+1), so every rank can name it.
+_AGREED_CODES: tuple[str, ...] = (
+    "ID_OUT_OF_RANGE",
+    "INDEX_DTYPE_MISMATCH",
+    "DEVICE_MISMATCH",
+    "SHAPE_MISMATCH",
+)
+
+
+def group_size(group: ProcessGroup | None) -> int:
+    """Number of ranks in ``group`` (the default group when None)."""
+    return dist.get_world_size(group)
+
+
+def group_rank(group: ProcessGroup | None) -> int:
+    """This process's rank inside ``group``."""
+    return dist.get_rank(group)
+
+
+def agree_on_error(check: Callable[[], None], *, group: ProcessGroup | None) -> None:
+    """Run a local ``check`` on every rank, then raise on every rank if any rank failed.
+
+    A rank whose check raised re-raises its own error; the others raise
+    ``ParallelError`` with the same code naming the first failing rank. Costs
+    one all-reduce of ``world_size`` int64 values.
+
+    Raises:
+        the local ``EmbeddingError``/``ParallelError`` on the failing ranks,
+        ParallelError <same code> on the others.
+    """
+    local: TokembedError | None = None
+    try:
+        check()
+    except (EmbeddingError, ParallelError) as error:
+        if error.code not in _AGREED_CODES:
+            raise
+        local = error
+    world, rank = group_size(group), group_rank(group)
+    flags = torch.zeros(world, dtype=torch.int64)  # [R]: 0 fine, k+1 = _AGREED_CODES[k]
+    if local is not None:
+        flags[rank] = _AGREED_CODES.index(local.code) + 1
+    dist.all_reduce(flags, group=group)
+    if local is not None:
+        raise local
+    bad = flags.nonzero()
+    if bad.numel():
+        first = int(bad[0, 0])
+        code = _AGREED_CODES[int(flags[first]) - 1]
+        raise ParallelError(
+            code,
+            f"rank {first} of the group refused its input with {code}; every rank stops here",
+            value=first,
+            fix=f"see rank {first}'s error for the offending value",
+        )
+
+
+def all_gather_uneven(
+    local: torch.Tensor, sizes: list[int], *, group: ProcessGroup | None
+) -> torch.Tensor:
+    """Concatenate every rank's ``local`` along dim 0; rank r contributes ``sizes[r]`` rows.
+
+    ``local``: [sizes[rank], *rest]; returns [sum(sizes), *rest] on every rank.
+    """
+    chunk = max(sizes)
+    padded = local.new_zeros((chunk, *local.shape[1:]))  # [c, *rest]
+    padded[: local.shape[0]] = local
+    out = local.new_empty((len(sizes) * chunk, *local.shape[1:]))  # [R*c, *rest]
+    dist.all_gather_single(out, padded, group=group)
+    return torch.cat([out[r * chunk : r * chunk + n] for r, n in enumerate(sizes)], dim=0)
