@@ -63,6 +63,7 @@ CODES: dict[str, str] = {
     "EMPTY_WORD_DEFINITION": "the word regex matches nothing in the corpus",
     "VOCAB_BELOW_ID_RANGE": "a model allocates fewer rows V than the tokenizer's id range R",
     "INVALID_PARTITION": "a partition rule is unknown or leaves a side empty",
+    "UNREADABLE_INPUT": "an input text file cannot be read (permissions, a damaged .gz)",
     # --- embedding ---------------------------------------------------------
     "INDEX_DTYPE_MISMATCH": "ids are not an integer tensor",
     "ID_OUT_OF_RANGE": "an id is outside [0, V)",
