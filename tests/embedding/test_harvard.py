@@ -1,0 +1,53 @@
+"""HarvardEmbedding: content scale once, sinusoid once; double application refused."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tokembed.embedding import oracles as O
+from tokembed.embedding.harvard import HarvardEmbedding, sinusoidal_table
+from tokembed.embedding.stamps import add_positions, apply_input_scale, row_stamp
+from tokembed.errors import EmbeddingError
+
+
+def test_harvard_scaling_0x0c() -> None:
+    wrapper = HarvardEmbedding(11, 8, dropout=0.0)
+    ids = torch.tensor([[1, 3]])
+    raw = F.embedding(ids, wrapper.lut.weight)
+    torch.testing.assert_close(wrapper.content(ids), raw * math.sqrt(wrapper.d_model))
+    expected = raw * math.sqrt(8) + torch.tensor(O.sinusoidal_positions(2, 8), dtype=torch.float32)
+    torch.testing.assert_close(wrapper(ids), expected)
+    assert list(wrapper.state_dict()) == ["lut.weight"]
+
+
+def test_sinusoid_table_equals_oracle() -> None:
+    for d in (8, 7):  # odd width: one fewer cosine column
+        np.testing.assert_allclose(
+            sinusoidal_table(64, d).numpy(), O.sinusoidal_positions(64, d), atol=1e-6
+        )
+
+
+def test_scale_and_positions_cannot_be_applied_twice() -> None:
+    wrapper = HarvardEmbedding(11, 8, dropout=0.1).train()
+    out = wrapper(torch.tensor([[1, 3, 5]]))
+    stamp = row_stamp(out)  # survives dropout
+    assert stamp is not None
+    assert stamp.scale == math.sqrt(8)
+    assert stamp.positions == "sinusoidal"
+    with pytest.raises(EmbeddingError) as e:
+        apply_input_scale(out, math.sqrt(8), by="caller")
+    assert e.value.code == "SCALE_APPLIED_TWICE"
+    with pytest.raises(EmbeddingError) as e:
+        add_positions(out, wrapper.get_buffer("pe")[:3], name="sinusoidal", by="caller")
+    assert e.value.code == "POSITION_APPLIED_TWICE"
+
+
+def test_sequence_longer_than_table() -> None:
+    with pytest.raises(EmbeddingError) as e:
+        HarvardEmbedding(11, 4, max_len=2)(torch.tensor([[1, 2, 3]]))
+    assert e.value.code == "SHAPE_MISMATCH"
