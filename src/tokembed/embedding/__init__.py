@@ -11,10 +11,46 @@ from __future__ import annotations
 
 from tokembed.embedding.addressed import AddressedIds, check_address_hash
 from tokembed.embedding.bag import TokenEmbeddingBag, validate_bag_offsets
+from tokembed.embedding.clipping import clip_grad_norm_sparse_
 from tokembed.embedding.contracts import INDEX_DTYPES, check_index_tensor, validate_ids
 from tokembed.embedding.factorized import FactorizedEmbedding
+from tokembed.embedding.gradients import (
+    GradientAdmission,
+    PadRowGuard,
+    admit_gradient,
+    check_sparse_options,
+    embedding_param_groups,
+    guard_padding_row,
+)
 from tokembed.embedding.harvard import HarvardEmbedding, sinusoidal_table
+from tokembed.embedding.init import (
+    Initializer,
+    InitLedger,
+    initialize_,
+    initializer_ledger,
+    matching_scale,
+    sample_ledger,
+)
 from tokembed.embedding.lookup import LookupConfig, TokenEmbedding
+from tokembed.embedding.materialize import (
+    Materialized,
+    TableSpec,
+    check_growth_prefix,
+    grow,
+    grow_optimizer_state_,
+    is_safe_cast,
+    load_exact,
+    materialize_fresh,
+)
+from tokembed.embedding.memory import (
+    MemoryReport,
+    TableConfig,
+    load_table_config,
+    memory_report,
+    table_parameters,
+    training_state_bytes,
+)
+from tokembed.embedding.numerics import NumericalLedger, observe_numerics, write_ledger
 from tokembed.embedding.onehot import one_hot_linear, one_hot_lookup, one_hot_selectors
 from tokembed.embedding.projector import FeatureProjector
 from tokembed.embedding.stamps import RowStamp, add_positions, apply_input_scale, row_stamp
@@ -25,21 +61,51 @@ __all__ = [
     "AddressedIds",
     "FactorizedEmbedding",
     "FeatureProjector",
+    "GradientAdmission",
     "HarvardEmbedding",
+    "InitLedger",
+    "Initializer",
     "LookupConfig",
+    "Materialized",
+    "MemoryReport",
+    "NumericalLedger",
+    "PadRowGuard",
     "RowStamp",
     "SummedEmbedding",
+    "TableConfig",
+    "TableSpec",
     "TokenEmbedding",
     "TokenEmbeddingBag",
     "add_positions",
+    "admit_gradient",
     "apply_input_scale",
     "check_address_hash",
+    "check_growth_prefix",
     "check_index_tensor",
+    "check_sparse_options",
+    "clip_grad_norm_sparse_",
+    "embedding_param_groups",
+    "grow",
+    "grow_optimizer_state_",
+    "guard_padding_row",
+    "initialize_",
+    "initializer_ledger",
+    "is_safe_cast",
+    "load_exact",
+    "load_table_config",
+    "matching_scale",
+    "materialize_fresh",
+    "memory_report",
+    "observe_numerics",
     "one_hot_linear",
     "one_hot_lookup",
     "one_hot_selectors",
     "row_stamp",
+    "sample_ledger",
     "sinusoidal_table",
+    "table_parameters",
+    "training_state_bytes",
     "validate_bag_offsets",
     "validate_ids",
+    "write_ledger",
 ]
