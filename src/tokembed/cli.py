@@ -60,8 +60,211 @@ def _run_memory(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_tokenizer_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-t",
+        "--tokenizer",
+        required=True,
+        help="tokembed JSON, .tiktoken rank file, HF tokenizer.json, or a folder with one",
+    )
+    p.add_argument(
+        "--encoding",
+        help="for rank files: encoding whose pattern/specials apply (e.g. o200k_harmony, qwen)",
+    )
+
+
+def _load_tokenizer(args: argparse.Namespace) -> Any:
+    from tokembed.tokenizer.formats import load_tokenizer
+
+    return load_tokenizer(args.tokenizer, encoding=args.encoding)
+
+
+def _add_quiet(p: argparse.ArgumentParser) -> None:
+    # Also accepted after the subcommand; SUPPRESS keeps a global --quiet from being reset.
+    p.add_argument(
+        "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress bars"
+    )
+
+
+def _special_option(text: str) -> tuple[str, int | None]:
+    name, sep, value = text.partition("=")
+    if not name or (sep and not value.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected NAME or NAME=ID, got {text!r}")
+    return name, int(value) if sep else None
+
+
+def _add_train(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train a byte-level BPE tokenizer on text files",
+        description="Train byte-level BPE on files, folders (recursive), globs, .gz or '-' (stdin).",
+    )
+    p.add_argument("corpus", nargs="+", help="text files, folders, globs, or '-'")
+    p.add_argument("--merges", type=int, required=True, help="number of merges to learn")
+    p.add_argument("--pattern", default="teaching", help="preset name or regex")
+    p.add_argument(
+        "--special",
+        action="append",
+        type=_special_option,
+        default=[],
+        metavar="NAME[=ID]",
+        help="special token (id defaults to the next free id); repeatable",
+    )
+    p.add_argument("--workers", type=int, default=1, help="processes counting chunks")
+    p.add_argument("-o", "--output", required=True, help="tokenizer JSON to write")
+    _add_quiet(p)
+    p.set_defaults(handler=_run_train)
+
+
+def _run_train(args: argparse.Namespace) -> int:
+    import time
+
+    from tokembed.measure.sources import expand_paths, read_texts
+    from tokembed.tokenizer.formats import save_tokenizer
+    from tokembed.tokenizer.train import TrainConfig, train
+
+    config = TrainConfig(
+        merges=args.merges,
+        pattern=args.pattern,
+        specials=dict(args.special),
+        workers=args.workers,
+        progress=not args.quiet,
+    )
+    sources = read_texts(args.corpus)
+    start = time.perf_counter()
+    tok = train((s.text for s in sources), config=config)
+    seconds = time.perf_counter() - start
+    inputs = [p for p in expand_paths(args.corpus) if p != "-"]
+    path = save_tokenizer(tok, args.output, inputs=inputs)
+    n_bytes = sum(s.n_bytes for s in sources)
+    print(
+        f"trained {tok.n_merges} merges on {len(sources)} file(s), {n_bytes:,} bytes, "
+        f"in {seconds:.1f} s\nwrote {path} ({tok.address_hash[:19]})"
+    )
+    return 0
+
+
+def _add_encode(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser("encode", help="print the token ids of a text")
+    _add_tokenizer_option(p)
+    p.add_argument("text", nargs="?", default="-", help="text to encode, or '-' for stdin")
+    p.add_argument(
+        "--allow-special", action="store_true", help="special-token spellings become their ids"
+    )
+    p.set_defaults(handler=_run_encode)
+
+
+def _run_encode(args: argparse.Namespace) -> int:
+    tok = _load_tokenizer(args)
+    if args.text == "-":
+        from tokembed.measure.sources import read_texts
+
+        text = read_texts(["-"])[0].text
+    else:
+        text = args.text
+    ids = tok.encode(text, allowed_special="all" if args.allow_special else frozenset())
+    print(" ".join(map(str, ids)))
+    return 0
+
+
+def _add_decode(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser("decode", help="print the text of token ids")
+    _add_tokenizer_option(p)
+    p.add_argument("ids", nargs="+", type=int, metavar="ID", help="token ids")
+    p.add_argument(
+        "--errors", choices=("strict", "replace"), default="strict", help="invalid UTF-8 policy"
+    )
+    p.set_defaults(handler=_run_decode)
+
+
+def _run_decode(args: argparse.Namespace) -> int:
+    tok = _load_tokenizer(args)
+    sys.stdout.write(tok.decode(args.ids, errors=args.errors) + "\n")
+    return 0
+
+
+def _add_export(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser("export", help="write a tokenizer as tiktoken ranks or HF tokenizer.json")
+    _add_tokenizer_option(p)
+    p.add_argument("--format", required=True, choices=("tiktoken", "hf"), dest="fmt")
+    p.add_argument("-o", "--output", required=True, help="folder (tiktoken) or file/folder (hf)")
+    p.set_defaults(handler=_run_export)
+
+
+def _run_export(args: argparse.Namespace) -> int:
+    from tokembed.tokenizer.formats import export_hf, export_tiktoken
+
+    tok = _load_tokenizer(args)
+    export = export_tiktoken if args.fmt == "tiktoken" else export_hf
+    path = export(tok, args.output, inputs=[args.tokenizer])
+    print(f"wrote {path}")
+    return 0
+
+
+def _add_demo(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="train on a corpus (default: this Python's stdlib), measure, save",
+        description="Train a tokenizer, hold whole files out, print bytes/token, save it.",
+    )
+    p.add_argument(
+        "--corpus", nargs="+", help="your files/folders/globs/.gz/'-' (default: stdlib .py files)"
+    )
+    p.add_argument("--max-bytes", type=int, default=None, help="cap on corpus bytes (whole files)")
+    p.add_argument("--merges", type=int, default=4096)
+    p.add_argument("--holdout", type=float, default=0.1, help="fraction of files held out")
+    p.add_argument("--pattern", default="teaching", help="preset name or regex")
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("-o", "--output", default="out/demo-tokenizer.json")
+    _add_quiet(p)
+    p.set_defaults(handler=_run_demo)
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from tokembed.measure.demo import DemoConfig, run_demo
+    from tokembed.measure.sources import DEFAULT_CORPUS_BYTES, default_corpus, read_texts
+    from tokembed.tokenizer.formats import save_tokenizer
+
+    config = DemoConfig(
+        merges=args.merges,
+        holdout=args.holdout,
+        pattern=args.pattern,
+        workers=args.workers,
+        progress=not args.quiet,
+    )
+    if args.corpus:
+        sources = read_texts(args.corpus, max_bytes=args.max_bytes)
+        what = " ".join(args.corpus)
+    else:
+        sources = default_corpus(max_bytes=args.max_bytes or DEFAULT_CORPUS_BYTES)
+        what = f"Python {sys.version.split()[0]} stdlib .py files (default corpus)"
+    total = sum(s.n_bytes for s in sources)
+    print(f"corpus: {what}: {len(sources)} files, {total:,} bytes")
+    print(f"training {config.merges} merges, pattern {config.pattern!r}, holdout {config.holdout}")
+    result = run_demo(sources, config=config)
+    for label, side in (("train", result.train), ("held-out", result.held_out)):
+        if side.files:
+            print(
+                f"{label:>8}: {side.files} files, {side.n_bytes:,} bytes, {side.tokens:,} tokens, "
+                f"{side.bytes_per_token:.3f} bytes/token"
+            )
+        else:
+            print(f"{label:>8}: none (a single file cannot be split)")
+    print(f"  merges: {result.tokenizer.n_merges} learned in {result.train_seconds:.1f} s")
+    path = save_tokenizer(result.tokenizer, args.output, inputs=args.corpus or ())
+    print(f"   saved: {path} ({result.tokenizer.address_hash[:19]})")
+    return 0
+
+
 # Each area adds one `_add_<command>(sub)` function above and lists it here.
-_REGISTRY: list[Callable[[argparse._SubParsersAction[Any]], None]] = [_add_memory]
+_REGISTRY: list[Callable[[argparse._SubParsersAction[Any]], None]] = [
+    _add_memory,
+    _add_train,
+    _add_encode,
+    _add_decode,
+    _add_export,
+    _add_demo,
+]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

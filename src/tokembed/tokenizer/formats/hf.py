@@ -248,9 +248,17 @@ def to_hf_document(tok: Tokenizer) -> dict[str, Any]:
 
 
 def export_hf(tok: Tokenizer, path: str | Path, *, inputs: Iterable[str | Path] = ()) -> Path:
-    """Write ``tok`` as ``tokenizer.json`` at ``path`` (a folder gets ``tokenizer.json`` inside)."""
+    """Write ``tok`` as a ``tokenizer.json`` file; returns its path.
+
+    ``path`` ending in ``.json`` is the file itself; any other path is a folder
+    (created if needed) that receives ``tokenizer.json``.
+
+    Raises:
+        FormatError(UNSUPPORTED_TOKENIZER): see :func:`to_hf_document`.
+        UsageError(OUTPUT_EXISTS): the file is one of ``inputs``.
+    """
     target = Path(path)
-    if target.is_dir():
+    if target.suffix != ".json":
         target = target / "tokenizer.json"
     data = json.dumps(to_hf_document(tok), ensure_ascii=False, indent=2) + "\n"
     return write_atomic(target, data.encode("utf-8"), inputs=[Path(p) for p in inputs])

@@ -5,6 +5,7 @@
 * our JSON (``"format": "tokembed.tokenizer"``),
 * a Hugging Face ``tokenizer.json`` (any JSON with a ``model`` object) or a folder holding one,
 * a folder (or its ``vocab.json``) with GPT-2's ``vocab.json`` + ``merges.txt``,
+* a folder holding exactly one ``.tiktoken`` file (what ``export_tiktoken`` writes),
 * anything else as a tiktoken rank file (``encoding=`` names its pattern and specials).
 
 ``encoding=`` only makes sense for rank files; passing it with another kind is
@@ -62,10 +63,12 @@ def load_tokenizer(path: str | Path, *, encoding: str | None = None) -> Tokenize
         elif (path / "vocab.json").is_file() and (path / "merges.txt").is_file():
             _no_encoding(encoding, path)
             return load_vocab_merges(path)
+        elif len(rank_files := sorted(path.glob("*.tiktoken"))) == 1:
+            path = rank_files[0]
         else:
             raise UsageError(
                 "FILE_NOT_FOUND",
-                f"{path} holds neither tokenizer.json nor vocab.json + merges.txt",
+                f"{path} holds no tokenizer.json, vocab.json + merges.txt or single .tiktoken file",
                 value=str(path),
                 fix="pass a tokenizer file or a folder containing one",
             )

@@ -5,7 +5,7 @@ tokens come from, in this order,
 
 1. ``encoding=`` — a name known to :func:`~.encodings.encoding_spec`
    (tiktoken's plugins or our own table, e.g. ``"qwen"``);
-2. a sidecar ``<stem>.json`` beside the rank file (what :func:`export_tiktoken`
+2. a sidecar ``<file>.tiktoken.json`` beside the rank file (what :func:`export_tiktoken`
    writes: ``{"format": ..., "version": 1, "name", "pat_str", "special_tokens"}``,
    the keyword arguments of ``tiktoken.Encoding``);
 3. the file's stem when it is a known encoding name (``o200k_base.tiktoken``).
@@ -71,7 +71,7 @@ def _sidecar_spec(path: Path) -> EncodingSpec:
 def _spec_for(path: Path, encoding: str | None) -> EncodingSpec:
     if encoding is not None:
         return encoding_spec(encoding)
-    sidecar = path.with_suffix(".json")
+    sidecar = path.with_name(path.name + ".json")
     if sidecar.is_file():
         return _sidecar_spec(sidecar)
     if path.stem in known_encodings():
@@ -109,7 +109,7 @@ def load_tiktoken(path: str | Path, *, encoding: str | None = None) -> Tokenizer
 def export_tiktoken(
     tok: Tokenizer, directory: str | Path, *, inputs: Iterable[str | Path] = ()
 ) -> Path:
-    """Write ``<name>.tiktoken`` and its sidecar ``<name>.json`` into ``directory``.
+    """Write ``<name>.tiktoken`` and its sidecar ``<name>.tiktoken.json`` into ``directory``.
 
     Returns the rank file's path. tiktoken reads it back as
     ``tiktoken.Encoding(mergeable_ranks=load_tiktoken_bpe(path), **sidecar)``
@@ -138,7 +138,7 @@ def export_tiktoken(
         "special_tokens": dict(sorted(tok.tables.specials.items(), key=lambda kv: kv[1])),
     }
     keep = [Path(p) for p in inputs]
-    rank_path, sidecar_path = directory / f"{stem}.tiktoken", directory / f"{stem}.json"
+    rank_path, sidecar_path = directory / f"{stem}.tiktoken", directory / f"{stem}.tiktoken.json"
     for target in (rank_path, sidecar_path):  # refuse before writing either file
         write_atomic_check(target, inputs=keep)
     write_atomic(rank_path, format_ranks(ranks), inputs=keep)
