@@ -1,0 +1,73 @@
+"""Checked TokenEmbedding vs bare F.embedding: forward+backward on the same ids and table.
+
+Defaults follow the spec's sizing example (0x04): B=8, L=2048, V=128,000,
+d=1024, float32 on CPU. Both paths run in one process on identical inputs,
+interleaved (ours, peer, ours, ...) so drift hits both; the median of each is
+reported with the ratio ours/peer. Target: ratio <= 1.05.
+
+Usage: .venv/bin/python benchmarks/bench_embedding.py [--repeats 15] [--forward-only]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+from tokembed.embedding.lookup import TokenEmbedding
+
+
+def _step(fn, ids: torch.Tensor, weight: torch.Tensor, grad: torch.Tensor, backward: bool) -> float:  # type: ignore[no-untyped-def]
+    weight.grad = None
+    start = time.perf_counter()
+    out = fn(ids)
+    if backward:
+        out.backward(grad)
+    return time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--length", type=int, default=2048)
+    parser.add_argument("--vocab", type=int, default=128_000)
+    parser.add_argument("--dim", type=int, default=1024)
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--forward-only", action="store_true")
+    args = parser.parse_args(argv)
+
+    gen = torch.Generator().manual_seed(0)
+    ours = TokenEmbedding(args.vocab, args.dim, padding_idx=0)
+    weight = ours.weight  # the peer uses the very same Parameter
+    ids = torch.randint(0, args.vocab, (args.batch, args.length), generator=gen)
+    grad = torch.randn(args.batch, args.length, args.dim, generator=gen)
+    backward = not args.forward_only
+
+    def peer(x: torch.Tensor) -> torch.Tensor:
+        return F.embedding(x, weight, padding_idx=0)
+
+    assert torch.equal(ours(ids), peer(ids))
+    for _ in range(2):  # warm-up: allocator, thread pool
+        _step(ours, ids, weight, grad, backward)
+        _step(peer, ids, weight, grad, backward)
+    times_ours, times_peer = [], []
+    for _ in range(args.repeats):
+        times_ours.append(_step(ours, ids, weight, grad, backward))
+        times_peer.append(_step(peer, ids, weight, grad, backward))
+    t_ours, t_peer = statistics.median(times_ours), statistics.median(times_peer)
+    what = "forward" if args.forward_only else "forward+backward"
+    print(
+        f"{what}  B={args.batch} L={args.length} V={args.vocab} d={args.dim} float32"
+        f" cpu threads={torch.get_num_threads()} repeats={args.repeats} (median)"
+    )
+    print(f"  TokenEmbedding (checked): {t_ours * 1e3:9.2f} ms")
+    print(f"  F.embedding (peer):       {t_peer * 1e3:9.2f} ms")
+    print(f"  ratio ours/peer:          {t_ours / t_peer:9.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
