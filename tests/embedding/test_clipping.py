@@ -10,6 +10,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
+from conftest import data_path, pud_text
 from tokembed.embedding.clipping import clip_grad_norm_sparse_
 from tokembed.errors import UsageError
 
@@ -64,33 +65,56 @@ def test_invalid_max_norm() -> None:
     assert e.value.code == "INVALID_ARGUMENT"
 
 
-def _rank(rank: int, world: int, store: str, out: str, full: torch.Tensor, sparse: bool) -> None:
+def _rank(rank: int, world: int, store: str, out: str, full: torch.Tensor) -> None:
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     try:
         lo, hi = rank * 4, min((rank + 1) * 4, full.shape[0])  # rows [0,4) and [4,7)
-        w = nn.Parameter(torch.zeros(hi - lo, full.shape[1]))
-        local = full[lo:hi].clone()
-        w.grad = local.to_sparse() if sparse else local
-        norm = clip_grad_norm_sparse_([w], 1.0, group=dist.group.WORLD)
-        torch.save({"norm": norm, "grad": w.grad.to_dense()}, f"{out}/rank{rank}.pt")
+        results = {}
+        for layout in ("dense", "sparse"):
+            w = nn.Parameter(torch.zeros(hi - lo, full.shape[1]))
+            local = full[lo:hi].clone()
+            w.grad = local.to_sparse() if layout == "sparse" else local
+            norm = clip_grad_norm_sparse_([w], 1.0, group=dist.group.WORLD)
+            assert w.grad.layout == (torch.sparse_coo if layout == "sparse" else torch.strided)
+            results[layout] = {"norm": norm, "grad": w.grad.to_dense()}
+        torch.save(results, f"{out}/rank{rank}.pt")
     finally:
         dist.destroy_process_group()
 
 
 @pytest.mark.distributed
-@pytest.mark.parametrize("sparse", [False, True])
-def test_row_sharded_clipping_on_two_gloo_ranks(tmp_path: Path, sparse: bool) -> None:
+def test_row_sharded_clipping_on_two_gloo_ranks(tmp_path: Path) -> None:
     torch.manual_seed(1)
     full = torch.randn(7, 3)
     full[2] = 0  # an untouched row
-    mp.spawn(_rank, args=(2, str(tmp_path / "store"), str(tmp_path), full, sparse), nprocs=2)
+    mp.spawn(_rank, args=(2, str(tmp_path / "store"), str(tmp_path), full), nprocs=2)
     peer = nn.Parameter(torch.zeros(7, 3))
     peer.grad = full.clone()
     want = nn.utils.clip_grad_norm_([peer], 1.0)
     parts = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
-    for part in parts:
-        torch.testing.assert_close(part["norm"], want)
-    torch.testing.assert_close(torch.cat([p["grad"] for p in parts]), peer.grad)
-    # Local clipping would have clipped each shard to norm 1 (global norm sqrt(2) > 1).
+    for layout in ("dense", "sparse"):
+        for part in parts:
+            torch.testing.assert_close(part[layout]["norm"], want)
+        torch.testing.assert_close(torch.cat([p[layout]["grad"] for p in parts]), peer.grad)
+    # Local clipping would have clipped each shard by its own norm (both exceed 1).
     local_norms = [float(full[:4].norm()), float(full[4:].norm())]
     assert all(n > 1.0 for n in local_norms)
+
+
+def test_real_token_ids_sparse_clip_equals_dense_peer() -> None:
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(data_path("tokenizers", "smollm2-135m", "tokenizer.json")))
+    ids = torch.tensor(tok.encode(pud_text("de")[:8_000]).ids)
+    torch.manual_seed(0)
+    emb = nn.Embedding(49_152, 8, sparse=True)
+    upstream = torch.randn(ids.numel(), 8)
+    (emb(ids) * upstream).sum().backward()
+    assert emb.weight.grad is not None
+    peer = nn.Parameter(torch.zeros(49_152, 8))
+    peer.grad = emb.weight.grad.to_dense()
+    want = nn.utils.clip_grad_norm_([peer], 1.0)
+    got = clip_grad_norm_sparse_([emb.weight], 1.0)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(emb.weight.grad.to_dense(), peer.grad)
+    assert emb.weight.grad.values().shape[0] == ids.unique().numel()

@@ -218,3 +218,19 @@ def test_param_groups_register_the_tied_table_once() -> None:
             table_weight_decay=0.0,
         )
     assert e.value.code == "INVALID_ARGUMENT"
+
+
+def test_admission_reads_token_embedding_policy() -> None:
+    from tokembed.embedding.lookup import TokenEmbedding
+
+    torch.manual_seed(0)
+    emb = TokenEmbedding(8, 3, sparse=True, padding_idx=0)
+    opt = torch.optim.SparseAdam(emb.parameters())
+    guard_padding_row(emb.weight, 0, optimizer=opt)
+    emb(IDS).pow(2).sum().backward()
+    adm = admit_gradient(emb, opt)
+    assert (adm.layout, adm.touched_rows) == ("sparse", 3)  # rows 1, 4, 6; PAD 0 left out
+    opt.step()
+    with pytest.raises(EmbeddingError) as e:
+        admit_gradient(emb, torch.optim.Adam(emb.parameters()))
+    assert e.value.code == "GRADIENT_LAYOUT_MISMATCH"

@@ -7,8 +7,10 @@ import math
 from pathlib import Path
 
 import pytest
+import torch
+from torch import nn
 
-from conftest import data_path
+from conftest import data_path, pud_text
 from tokembed.embedding.memory import (
     GIB,
     MIB,
@@ -262,3 +264,37 @@ def test_unreadable_configs(tmp_path: Path) -> None:
         dtype_bytes("fp4")
     assert u.value.code == "INVALID_ARGUMENT"
     assert math.isclose(dtype_bytes("bfloat16"), 2)
+
+
+@pytest.fixture(scope="module")
+def smollm2_ids() -> torch.Tensor:
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(data_path("tokenizers", "smollm2-135m", "tokenizer.json")))
+    text = pud_text("en")[:20_000]
+    return torch.tensor(tok.encode(text).ids, dtype=torch.int64)
+
+
+def test_gradient_payload_equals_a_real_sparse_gradient(smollm2_ids: torch.Tensor) -> None:
+    # Real ids (SmolLM2 tokenizer on PUD English) into a V=49,152 table of width 8.
+    cfg = load_table_config(data_path("tokenizers", "smollm2-135m", "config.json"))
+    emb = nn.Embedding(cfg.vocab_size, 8, sparse=True)
+    emb(smollm2_ids).sum().backward()
+    assert emb.weight.grad is not None
+    grad = emb.weight.grad.coalesce()
+    unique = int(smollm2_ids.unique().numel())
+    pay = gradient_payload(vocab_size=cfg.vocab_size, embedding_dim=8, unique_rows=unique)
+    values, indices = grad.values(), grad.indices()
+    assert pay.sparse_value_bytes == values.numel() * values.element_size()
+    assert pay.sparse_index_bytes == indices.numel() * indices.element_size()
+    dense = grad.to_dense()
+    assert pay.dense_bytes == dense.numel() * dense.element_size()
+    assert 0 < unique < cfg.vocab_size // 4  # a few thousand touched rows: sparse pays off
+    assert pay.sparse_bytes < pay.dense_bytes / 4
+    onehot = lookup_payload(batch=1, seq_len=smollm2_ids.numel(), vocab_size=cfg.vocab_size)
+    assert (
+        onehot.one_hot_bytes
+        == torch.nn.functional.one_hot(smollm2_ids[:100], cfg.vocab_size).element_size()
+        * smollm2_ids.numel()
+        * cfg.vocab_size
+    )
