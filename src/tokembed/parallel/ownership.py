@@ -20,6 +20,9 @@ from dataclasses import dataclass
 
 import torch
 
+from tokembed.parallel._collectives import ProcessGroup, group_rank, group_size
+from tokembed.parallel.intervals import row_intervals, validate_cover
+
 __all__ = ["RowOwnership", "mark_rows", "row_ownership"]
 
 _ATTR = "_tokembed_rows"
@@ -38,6 +41,25 @@ class RowOwnership:
     def __post_init__(self) -> None:
         assert 0 <= self.start <= self.end <= self.num_embeddings, self
         assert 0 <= self.rank < self.world_size, self
+
+    @classmethod
+    def for_group(cls, num_embeddings: int, *, group: ProcessGroup | None) -> RowOwnership:
+        """This rank's ceil-chunk interval of ``num_embeddings`` rows split over ``group``."""
+        world, rank = group_size(group), group_rank(group)
+        intervals = row_intervals(num_embeddings, world)
+        validate_cover(intervals, num_embeddings)
+        start, end = intervals[rank]
+        return cls(num_embeddings=num_embeddings, start=start, end=end, rank=rank, world_size=world)
+
+    @property
+    def intervals(self) -> list[tuple[int, int]]:
+        """Every rank's interval, in rank order."""
+        return row_intervals(self.num_embeddings, self.world_size)
+
+    @property
+    def rows(self) -> int:
+        """Number of rows held locally."""
+        return self.end - self.start
 
 
 def mark_rows(param: torch.Tensor, ownership: RowOwnership) -> None:

@@ -38,10 +38,7 @@ from tokembed.parallel._collectives import (
     ProcessGroup,
     agree_on_error,
     all_gather_uneven,
-    group_rank,
-    group_size,
 )
-from tokembed.parallel.intervals import row_intervals, validate_cover
 from tokembed.parallel.ownership import RowOwnership, mark_rows
 
 __all__ = ["VocabParallelEmbedding"]
@@ -113,10 +110,10 @@ class VocabParallelEmbedding(nn.Module):
                 fix="pass id_check='local' (same ids on every rank) or 'group'",
             )
         self.group = group
-        self.world_size, self.rank = group_size(group), group_rank(group)
-        self.intervals = row_intervals(num_embeddings, self.world_size)
-        validate_cover(self.intervals, num_embeddings)
-        self.vocab_start, self.vocab_end = self.intervals[self.rank]
+        self.ownership = RowOwnership.for_group(num_embeddings, group=group)
+        self.world_size, self.rank = self.ownership.world_size, self.ownership.rank
+        self.intervals = self.ownership.intervals
+        self.vocab_start, self.vocab_end = self.ownership.start, self.ownership.end
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = padding_idx
         self.max_norm, self.norm_type = max_norm, norm_type
@@ -136,17 +133,6 @@ class VocabParallelEmbedding(nn.Module):
         if pad is None or not self.vocab_start <= pad < self.vocab_end:
             return None
         return pad - self.vocab_start
-
-    @property
-    def ownership(self) -> RowOwnership:
-        """The rows this rank owns, as recorded on ``weight`` for optimizer checks."""
-        return RowOwnership(
-            num_embeddings=self.num_embeddings,
-            start=self.vocab_start,
-            end=self.vocab_end,
-            rank=self.rank,
-            world_size=self.world_size,
-        )
 
     def reset_parameters(self) -> None:
         """N(0, 1) rows like nn.Embedding, with the owned PAD row zeroed."""
