@@ -29,6 +29,7 @@ from torch import nn
 
 from tokembed.embedding import oracles as O
 from tokembed.embedding.addressed import AddressedIds
+from tokembed.embedding.frequency import row_counts
 from tokembed.embedding.lookup import LookupConfig, TokenEmbedding
 from tokembed.embedding.stamps import apply_input_scale, row_stamp
 from tokembed.errors import EmbeddingError, MeasureError, UsageError
@@ -181,7 +182,7 @@ def test_frequency_scopes_0x04a_invocation_vs_global() -> None:
     assert local.weight.grad[1].tolist() == [3.0, 2.5, 1.5]
 
     glob = _spec_embedding(padding_idx=0, scale_grad_by_freq=True, count_scope="global")
-    counts = sum(torch.bincount(i[i != 0], minlength=8) for i in ids)  # all-reduce stand-in
+    counts = row_counts(ids[0], 8, padding_idx=0) + row_counts(ids[1], 8, padding_idx=0)  # SUM
     for rank in range(2):
         glob(ids[rank], row_counts=counts).backward(grads[rank])
     assert glob.weight.grad is not None
@@ -197,7 +198,7 @@ def test_global_scope_with_one_rank_equals_torch_scale_grad_by_freq() -> None:
     g = torch.randn(2, 4, 5, generator=torch.Generator().manual_seed(1))
     ref = nn.Embedding(6, 5, scale_grad_by_freq=True)
     ours = TokenEmbedding.from_embedding(ref, count_scope="global")
-    ours(ids, row_counts=torch.bincount(ids.flatten(), minlength=6)).backward(g)
+    ours(ids, row_counts=row_counts(ids, 6)).backward(g)
     assert ours.weight.grad is not None
     expected = ours.weight.grad.clone()
     ours.weight.grad = None

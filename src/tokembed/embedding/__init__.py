@@ -14,6 +14,7 @@ from tokembed.embedding.bag import TokenEmbeddingBag, validate_bag_offsets
 from tokembed.embedding.clipping import clip_grad_norm_sparse_
 from tokembed.embedding.contracts import INDEX_DTYPES, check_index_tensor, validate_ids
 from tokembed.embedding.factorized import FactorizedEmbedding
+from tokembed.embedding.frequency import global_frequency_embedding, row_counts
 from tokembed.embedding.gradients import (
     GradientAdmission,
     PadRowGuard,
@@ -85,6 +86,7 @@ __all__ = [
     "check_sparse_options",
     "clip_grad_norm_sparse_",
     "embedding_param_groups",
+    "global_frequency_embedding",
     "grow",
     "grow_optimizer_state_",
     "guard_padding_row",
@@ -100,6 +102,7 @@ __all__ = [
     "one_hot_linear",
     "one_hot_lookup",
     "one_hot_selectors",
+    "row_counts",
     "row_stamp",
     "sample_ledger",
     "sinusoidal_table",

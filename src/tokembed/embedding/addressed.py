@@ -26,9 +26,9 @@ from typing import Protocol
 
 import torch
 
-from tokembed.errors import UsageError
+from tokembed.errors import EmbeddingError, UsageError
 
-__all__ = ["AddressedIds", "SupportsAddressHash", "check_address_hash"]
+__all__ = ["AddressedIds", "SupportsAddressHash", "admit_ids", "check_address_hash"]
 
 _HASH = re.compile(r"sha256:[0-9a-f]{64}")
 
@@ -139,3 +139,48 @@ class AddressedIds:
         if self.pad_id is None:
             return torch.ones_like(self.ids, dtype=torch.bool)
         return self.ids.ne(self.pad_id)
+
+
+def admit_ids(
+    batch: torch.Tensor | AddressedIds,
+    *,
+    address_hash: str | None,
+    padding_idx: int | None,
+    require_address: bool = False,
+) -> torch.Tensor:
+    """The ids of ``batch`` if its address space and PAD id agree with a table's.
+
+    A bare tensor passes unless ``require_address``; a stamped batch must carry the
+    table's hash (when the table is bound) and a ``pad_id`` equal to ``padding_idx``.
+
+    Raises:
+        EmbeddingError ADDRESS_HASH_MISMATCH: other hash, or bare ids where stamped are required.
+        EmbeddingError PAD_ID_INVALID: the batch's PAD id differs from ``padding_idx``.
+    """
+    if not isinstance(batch, AddressedIds):
+        if require_address:
+            raise EmbeddingError(
+                "ADDRESS_HASH_MISMATCH",
+                f"the table is bound to {address_hash} and requires stamped batches;"
+                " got bare ids whose tokenizer is unknown",
+                value=None,
+                fix="wrap the ids: AddressedIds(ids=..., address_hash=tokenizer.address_hash)",
+            )
+        return batch
+    if address_hash is not None and batch.address_hash != address_hash:
+        raise EmbeddingError(
+            "ADDRESS_HASH_MISMATCH",
+            f"ids come from address space {batch.address_hash} but the table's rows were"
+            f" trained for {address_hash}; in-range ids would read the wrong rows",
+            value=batch.address_hash,
+            fix="encode with the tokenizer the table is bound to, or load the matching table",
+        )
+    if batch.pad_id != padding_idx:
+        raise EmbeddingError(
+            "PAD_ID_INVALID",
+            f"the batch pads with id {batch.pad_id} but the table's padding_idx is"
+            f" {padding_idx}; PAD rows would train as content or content rows freeze",
+            value=(batch.pad_id, padding_idx),
+            fix="make the tokenizer's PAD id and padding_idx the same row (or both None)",
+        )
+    return batch.ids

@@ -41,15 +41,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tokembed.embedding.addressed import AddressedIds, SupportsAddressHash, check_address_hash
+from tokembed.embedding.addressed import (
+    AddressedIds,
+    SupportsAddressHash,
+    admit_ids,
+    check_address_hash,
+)
 from tokembed.embedding.contracts import check_index_tensor, raise_out_of_range, same_device
+from tokembed.embedding.frequency import CountScope, global_frequency_embedding
 from tokembed.embedding.stamps import apply_input_scale
 from tokembed.errors import EmbeddingError, MeasureError, UsageError
 
 __all__ = ["CountScope", "IdRoute", "LookupConfig", "TokenEmbedding"]
 
 IdRoute = Literal["refuse", "copy"]
-CountScope = Literal["invocation", "global"]
 
 
 def _invalid(message: str, value: object, fix: str) -> UsageError:
@@ -135,29 +140,6 @@ class LookupConfig:
             raise _invalid("require_address=True needs an address_hash", None, "bind one")
         if self.id_route not in ("refuse", "copy"):
             raise _invalid(f"unknown id_route {self.id_route!r}", self.id_route, "refuse|copy")
-
-
-class _GlobalFrequencyLookup(torch.autograd.Function):
-    """Gather whose weight gradient divides row j by a caller-given count c_j (0x04A)."""
-
-    @staticmethod
-    def forward(
-        ctx: Any, ids: torch.Tensor, weight: torch.Tensor, counts: torch.Tensor, pad: int
-    ) -> torch.Tensor:
-        ctx.save_for_backward(ids, counts)
-        ctx.pad = pad
-        ctx.weight_shape = weight.shape
-        return F.embedding(ids, weight)
-
-    @staticmethod
-    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[Any, ...]:
-        ids, counts = ctx.saved_tensors
-        flat = ids.reshape(-1)
-        rows = grad_out.reshape(flat.numel(), -1)  # [N, d]
-        keep = flat != ctx.pad  # pad=-1 keeps everything: ids are already >= 0
-        grad = rows.new_zeros(ctx.weight_shape).index_add_(0, flat[keep], rows[keep])
-        grad /= counts.clamp(min=1).to(grad.dtype).unsqueeze(1)  # c_j = 0 rows stay 0
-        return None, grad, None, None
 
 
 class TokenEmbedding(nn.Module):
@@ -326,36 +308,6 @@ class TokenEmbedding(nn.Module):
         return text + (", sparse=True" if c.sparse else "")
 
     # forward ------------------------------------------------------------------------
-    def _admit_batch(self, batch: torch.Tensor | AddressedIds) -> torch.Tensor:
-        c = self.config
-        if not isinstance(batch, AddressedIds):
-            if c.require_address:
-                raise EmbeddingError(
-                    "ADDRESS_HASH_MISMATCH",
-                    f"the table is bound to {c.address_hash} and requires stamped batches;"
-                    " got bare ids whose tokenizer is unknown",
-                    value=None,
-                    fix="wrap the ids: AddressedIds(ids=..., address_hash=tokenizer.address_hash)",
-                )
-            return batch
-        if c.address_hash is not None and batch.address_hash != c.address_hash:
-            raise EmbeddingError(
-                "ADDRESS_HASH_MISMATCH",
-                f"ids come from address space {batch.address_hash} but the table's rows were"
-                f" trained for {c.address_hash}; in-range ids would read the wrong rows",
-                value=batch.address_hash,
-                fix="encode with the tokenizer the table is bound to, or load the matching table",
-            )
-        if batch.pad_id != c.padding_idx:
-            raise EmbeddingError(
-                "PAD_ID_INVALID",
-                f"the batch pads with id {batch.pad_id} but the table's padding_idx is"
-                f" {c.padding_idx}; PAD rows would train as content or content rows freeze",
-                value=(batch.pad_id, c.padding_idx),
-                fix="make the tokenizer's PAD id and padding_idx the same row (or both None)",
-            )
-        return batch.ids
-
     def _check_values(self, ids: torch.Tensor) -> None:
         c = self.config
         if ids.numel() == 0:
@@ -399,7 +351,12 @@ class TokenEmbedding(nn.Module):
         self, ids: torch.Tensor | AddressedIds, *, row_counts: torch.Tensor | None = None
     ) -> torch.Tensor:
         c = self.config
-        raw = self._admit_batch(ids)
+        raw = admit_ids(
+            ids,
+            address_hash=c.address_hash,
+            padding_idx=c.padding_idx,
+            require_address=c.require_address,
+        )
         device = self.weight.device
         if c.id_route == "copy":
             check_index_tensor(raw, what=c.role)
@@ -411,7 +368,14 @@ class TokenEmbedding(nn.Module):
         if c.max_norm is not None:
             self._record_renormalized(raw)
         if c.count_scope == "global":
-            out = self._global_frequency_lookup(raw, row_counts)
+            out = global_frequency_embedding(
+                raw,
+                self.weight,
+                row_counts,
+                padding_idx=c.padding_idx,
+                max_norm=c.max_norm,
+                norm_type=c.norm_type,
+            )
         else:
             if row_counts is not None:
                 raise _invalid("row_counts is only read with count_scope='global'", None, "")
@@ -430,34 +394,9 @@ class TokenEmbedding(nn.Module):
 
     def _record_renormalized(self, ids: torch.Tensor) -> None:
         # Rows F.embedding will rescale in place: selected and norm > max_norm (0x03B).
+        # unique + boolean mask cost a second sync; only tables with max_norm pay it.
         selected = torch.unique(ids)
         norms = torch.linalg.vector_norm(
             self.weight.detach()[selected], ord=self.config.norm_type, dim=-1
         )
         self.last_renormalized_rows = selected[norms > self.config.max_norm]
-
-    def _global_frequency_lookup(
-        self, ids: torch.Tensor, row_counts: torch.Tensor | None
-    ) -> torch.Tensor:
-        c = self.config
-        if row_counts is None:
-            raise EmbeddingError(
-                "FREQ_COUNT_SCOPE_UNDECLARED",
-                "count_scope='global' divides by effective-batch row counts, none were given",
-                value=None,
-                fix="pass row_counts= (e.g. bincount of every rank's ids, all-reduced with SUM)",
-            )
-        if tuple(row_counts.shape) != (c.num_embeddings,) or row_counts.is_floating_point():
-            raise EmbeddingError(
-                "SHAPE_MISMATCH",
-                f"row_counts must be an integer [{c.num_embeddings}] tensor, got"
-                f" {row_counts.dtype} {tuple(row_counts.shape)}",
-                value=tuple(row_counts.shape),
-                fix="count with torch.bincount(ids.flatten(), minlength=V)",
-            )
-        if c.max_norm is not None:
-            with torch.no_grad():  # the same in-place rescale F.embedding performs
-                torch.embedding_renorm_(self.weight, ids, c.max_norm, c.norm_type)
-        pad = -1 if c.padding_idx is None else c.padding_idx
-        out: torch.Tensor = _GlobalFrequencyLookup.apply(ids, self.weight, row_counts, pad)
-        return out
