@@ -234,3 +234,13 @@ def test_admission_reads_token_embedding_policy() -> None:
     with pytest.raises(EmbeddingError) as e:
         admit_gradient(emb, torch.optim.Adam(emb.parameters()))
     assert e.value.code == "GRADIENT_LAYOUT_MISMATCH"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_adagrad_sparse_on_cuda_is_not_admitted() -> None:
+    emb = nn.Embedding(8, 3, sparse=True, device="cuda")
+    emb(IDS.cuda()).sum().backward()
+    with pytest.raises(EmbeddingError) as e:
+        admit_gradient(emb, torch.optim.Adagrad(emb.parameters()))
+    assert e.value.code == "GRADIENT_LAYOUT_MISMATCH"
+    assert admit_gradient(emb, torch.optim.SparseAdam(emb.parameters())).layout == "sparse"

@@ -29,12 +29,13 @@ Example::
 
 Raises :class:`~tokembed.errors.EmbeddingError` SPARSE_WITH_FREQ_SCALING,
 GRADIENT_LAYOUT_MISMATCH, TIED_DENSE_UNDER_SPARSE, UNCOALESCED_GRADIENT,
-DEVICE_MISMATCH, MISSING_GRADIENT, PAD_ID_INVALID.
+MISSING_GRADIENT, PAD_ID_INVALID; :class:`~tokembed.errors.UsageError`
+INVALID_ARGUMENT for a table the optimizer does not hold.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,12 +130,6 @@ def admit_gradient(
             "the table has no gradient; call backward() before admission",
             fix="run the loss backward first (or the table is not part of the loss)",
         )
-    if grad.device != weight.device:
-        raise EmbeddingError(
-            "DEVICE_MISMATCH",
-            f"gradient on {grad.device}, table on {weight.device}",
-            value=str(grad.device),
-        )
     if not any(p is weight for g in optimizer.param_groups for p in g["params"]):
         raise UsageError(
             "INVALID_ARGUMENT",
@@ -209,12 +204,12 @@ class PadRowGuard:
         self.row = weight.detach()[pad_id].clone()
         self._handles: list[Any] = [weight.register_hook(lambda g: _zero_row(g, pad_id))]
         if optimizer is not None:
-            restore: Callable[..., None] = lambda *_: self._restore(weight)  # noqa: E731
-            self._handles.append(optimizer.register_step_post_hook(restore))
 
-    def _restore(self, weight: torch.Tensor) -> None:
-        with torch.no_grad():
-            weight[self.pad_id].copy_(self.row)
+            def restore(*_: object) -> None:
+                with torch.no_grad():
+                    weight[pad_id].copy_(self.row)
+
+            self._handles.append(optimizer.register_step_post_hook(restore))
 
     def remove(self) -> None:
         for handle in self._handles:
