@@ -22,7 +22,7 @@ from tokembed.embedding import oracles as O
 from tokembed.embedding.addressed import AddressedIds
 from tokembed.embedding.bag import TokenEmbeddingBag
 from tokembed.embedding.lookup import TokenEmbedding
-from tokembed.errors import EmbeddingError
+from tokembed.errors import EmbeddingError, MeasureError
 from tokembed.tokenizer.pretokenize import PATTERNS
 
 V, D, PAD = 50_304, 8, 50_257
@@ -171,3 +171,23 @@ def test_other_tokenizer_ids_are_refused(corpus: _Corpus) -> None:
     with pytest.raises(EmbeddingError) as e:
         emb(foreign.ids)  # bare: some cl100k ids exceed the 50,304 rows
     assert e.value.code == "ID_OUT_OF_RANGE"
+
+
+def test_binding_to_tokembeds_own_r50k_tokenizer(corpus: _Corpus) -> None:
+    from tokembed.tokenizer.formats import load_tokenizer
+
+    tok = load_tokenizer(data_path("tokenizers", "r50k_base.tiktoken"), encoding="r50k_base")
+    sentences = pud_text("en").splitlines()[:50]
+    rows = [tok.encode_ordinary(s) for s in sentences]
+    assert rows == corpus.rows[:50]  # same ids as the tiktoken peer for these sentences
+    emb = TokenEmbedding(V, D, weight=_table(), padding_idx=PAD)
+    emb.bind_address(tok)  # reads tok.address_hash and checks R = 50,257 <= V
+    batch = AddressedIds.from_lists(rows, source=tok, pad_id=PAD)
+    assert torch.equal(emb(batch), F.embedding(batch.ids, emb.weight))
+    with pytest.raises(EmbeddingError) as e:
+        emb(corpus.batch)  # same ids, but stamped with another identity (the file hash)
+    assert e.value.code == "ADDRESS_HASH_MISMATCH"
+    small = TokenEmbedding(50_000, D)
+    with pytest.raises(MeasureError) as m:
+        small.bind_address(tok)  # the tokenizer emits ids up to 50,256
+    assert m.value.code == "VOCAB_BELOW_ID_RANGE"
