@@ -7,20 +7,53 @@ engineer appends exports here with small edits.
 
 from __future__ import annotations
 
+from tokembed.parallel.causal_lm import causal_lm_loss
 from tokembed.parallel.cross_entropy import vocab_parallel_cross_entropy
 from tokembed.parallel.intervals import owner_of, row_intervals, validate_cover
+from tokembed.parallel.ledger import (
+    CollectiveLedger,
+    MemoryLedger,
+    count_collectives,
+    count_remote,
+    memory_ledger,
+    schedule_payloads,
+)
 from tokembed.parallel.lm_head import VocabParallelLMHead
 from tokembed.parallel.ownership import RowOwnership, mark_rows, row_ownership
+from tokembed.parallel.reshard import (
+    ShardLayout,
+    load_rows,
+    load_vocab_shards,
+    read_layout,
+    save_shard,
+    save_vocab_shards,
+)
+from tokembed.parallel.shard import shard_input_embedding, shard_lm_head
 from tokembed.parallel.vocab_embedding import VocabParallelEmbedding
 
 __all__ = [
+    "CollectiveLedger",
+    "MemoryLedger",
     "RowOwnership",
+    "ShardLayout",
     "VocabParallelEmbedding",
     "VocabParallelLMHead",
+    "causal_lm_loss",
+    "count_collectives",
+    "count_remote",
+    "load_rows",
+    "load_vocab_shards",
     "mark_rows",
+    "memory_ledger",
     "owner_of",
+    "read_layout",
     "row_intervals",
     "row_ownership",
+    "save_shard",
+    "save_vocab_shards",
+    "schedule_payloads",
+    "shard_input_embedding",
+    "shard_lm_head",
     "validate_cover",
     "vocab_parallel_cross_entropy",
 ]

@@ -1,0 +1,200 @@
+"""Whole-model checks on real gloo ranks: one spawn per world size runs them all.
+
+``world_results(world_size)`` spawns the ranks once per test session (cached) and
+returns, per rank, a dict of everything the test modules assert on: losses and
+gathered weights of sharded training (untied, tied, head-sharded, TP x DP),
+reshard round trips, collective ledgers and the error codes of refusals made in
+whole-model context. Spawning once keeps the distributed tests within the time
+budget on 2 cores (each child imports torch and transformers).
+"""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from _harness import run_ranks
+from _llama import HIDDEN, VOCAB, batches, build_llama, make_optimizer, train
+from torch import nn
+
+from tokembed.errors import TokembedError
+from tokembed.parallel._collectives import all_gather_uneven
+from tokembed.parallel.intervals import row_intervals
+from tokembed.parallel.ledger import count_collectives, memory_ledger
+from tokembed.parallel.lm_head import VocabParallelLMHead
+from tokembed.parallel.reshard import load_vocab_shards, save_vocab_shards
+from tokembed.parallel.shard import shard_input_embedding, shard_lm_head
+from tokembed.parallel.vocab_embedding import VocabParallelEmbedding
+
+__all__ = ["KINDS", "world_results"]
+
+KINDS = ("sgd", "adamw")
+
+
+def _hf_loss(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    return model(input_ids=ids, labels=ids).loss
+
+
+def _vp_loss(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    from tokembed.parallel.causal_lm import causal_lm_loss
+
+    return causal_lm_loss(model, ids)
+
+
+def _gathered_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Full state dict: sharded tables gathered, replicated tensors as they are."""
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    emb = model.get_input_embeddings()
+    if isinstance(emb, VocabParallelEmbedding):
+        state["model.embed_tokens.weight"] = emb.gather_weight()
+    head = model.get_output_embeddings()
+    if isinstance(head, VocabParallelLMHead):
+        sizes = [end - start for start, end in head.intervals]
+        state["lm_head.weight"] = all_gather_uneven(head.weight.detach(), sizes, group=head.group)
+    return state
+
+
+def _run(
+    *,
+    tied: bool,
+    kind: str,
+    shard: Callable[[nn.Module], Any],
+    loss_fn: Callable[[nn.Module, torch.Tensor], torch.Tensor],
+) -> dict[str, Any]:
+    model = build_llama(tied=tied)
+    shard(model)
+    opt = make_optimizer(kind, model.parameters())
+    losses = train(model, opt, batches(), loss_fn)
+    return {"losses": losses, "state": _gathered_state(model)}
+
+
+def _code(fn: Callable[[], object]) -> str | None:
+    try:
+        fn()
+    except TokembedError as error:
+        return error.code
+    return None
+
+
+def _parity(group: dist.ProcessGroup | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kind in KINDS:
+        out[f"untied-{kind}"] = _run(
+            tied=False,
+            kind=kind,
+            shard=lambda m: shard_input_embedding(m, group),
+            loss_fn=_hf_loss,
+        )
+        out[f"tied-{kind}"] = _run(
+            tied=True,
+            kind=kind,
+            shard=lambda m: shard_input_embedding(m, group, tie=True),
+            loss_fn=_vp_loss,
+        )
+        out[f"untied-head-{kind}"] = _run(
+            tied=False,
+            kind=kind,
+            shard=lambda m: (shard_lm_head(m, group), shard_input_embedding(m, group)),
+            loss_fn=_vp_loss,
+        )
+    return out
+
+
+def _model_facts(group: dist.ProcessGroup | None) -> dict[str, Any]:
+    """Identity and ownership facts of sharded models (not values)."""
+    tied = build_llama(tied=True)
+    emb = shard_input_embedding(tied, group, tie=True)
+    head = tied.get_output_embeddings()
+    untied = build_llama(tied=False)
+    first = shard_input_embedding(untied, group)
+    second = shard_input_embedding(untied, group)  # already sharded: a no-op
+    pre_head = build_llama(tied=True)
+    shard_lm_head(pre_head, group)  # shards the tied pair; the embedding call is then a no-op
+    return {
+        "tied_same_parameter": head.weight is emb.weight,
+        "tied_param_count": len({id(p) for p in tied.parameters()}),
+        "tied_named_params": len(list(tied.named_parameters())),
+        "interval": (emb.vocab_start, emb.vocab_end),
+        "local_rows": int(emb.weight.shape[0]),
+        "second_call": second,
+        "first_is_vpe": isinstance(first, VocabParallelEmbedding),
+        "after_head_call": shard_input_embedding(pre_head, group),
+        "tied_refusal": _code(lambda: shard_input_embedding(build_llama(tied=True), group)),
+        "dtensor_refusal": _dtensor_refusal(group),
+    }
+
+
+def _dtensor_refusal(group: dist.ProcessGroup | None) -> str | None:
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.tensor.parallel import RowwiseParallel, parallelize_module
+
+    model = build_llama(tied=False)
+    ranks = dist.get_process_group_ranks(group) if group is not None else None
+    mesh = DeviceMesh("cpu", ranks if ranks is not None else list(range(dist.get_world_size())))
+    parallelize_module(model.model, mesh, {"embed_tokens": RowwiseParallel()})
+    return _code(lambda: shard_input_embedding(model, group))
+
+
+def _ledger(group: dist.ProcessGroup | None) -> dict[str, Any]:
+    """Bytes handed to collectives by one forward + backward of the sharded table."""
+    emb = VocabParallelEmbedding.from_embedding(nn.Embedding(VOCAB, HIDDEN), group=group)
+    ids = batches()[0]
+    with count_collectives() as ledger:
+        emb(ids).square().sum().backward()
+    table = nn.Embedding(VOCAB, HIDDEN)
+    table(ids).sum().backward()
+    with count_collectives() as replicated:
+        assert table.weight.grad is not None
+        dist.all_reduce(table.weight.grad, group=group)  # schedule A's dense gradient reduce
+    opt = torch.optim.AdamW(emb.parameters())
+    opt.step()
+    return {
+        "vpe": ledger.by_op(),
+        "replicated": replicated.by_op(),
+        "memory": memory_ledger(emb, opt, table=emb.weight),
+        "n_tokens": ids.numel(),
+    }
+
+
+def _reshard_same_world(group: dist.ProcessGroup | None, directory: str) -> dict[str, Any]:
+    """Save at the group's size, load into a one-rank table: every rank has the full rows."""
+    model = build_llama(tied=False, seed=3)
+    emb = shard_input_embedding(model, group)
+    assert emb is not None
+    save_vocab_shards(emb, directory)
+    full = emb.gather_weight()
+    single = VocabParallelEmbedding(VOCAB, HIDDEN, group=_SELF_GROUP[dist.get_rank()])
+    load_vocab_shards(single, directory)
+    return {"full": full, "loaded": single.weight.detach().clone()}
+
+
+_SELF_GROUP: dict[int, dist.ProcessGroup] = {}
+
+
+def _make_self_groups() -> None:
+    # new_group is collective over the world: every rank creates every singleton group.
+    for r in range(dist.get_world_size()):
+        g = dist.new_group([r])
+        if r == dist.get_rank():
+            _SELF_GROUP[r] = g
+
+
+def _checks(rank: int, world_size: int, directory: str) -> dict[str, Any]:
+    _make_self_groups()
+    out: dict[str, Any] = {"rank": rank, "intervals": row_intervals(VOCAB, world_size)}
+    out["parity"] = _parity(None)
+    out["facts"] = _model_facts(None)
+    out["ledger"] = _ledger(None)
+    out["reshard_to_1"] = _reshard_same_world(None, f"{directory}/tp{world_size}")
+    return out
+
+
+@functools.cache
+def world_results(world_size: int) -> list[dict[str, Any]]:
+    """Run every whole-model check on ``world_size`` gloo ranks (once per session)."""
+    with tempfile.TemporaryDirectory() as directory:
+        return run_ranks(_checks, world_size, directory, timeout=300.0)
