@@ -29,6 +29,7 @@ import torch.distributed as dist
 from tokembed.parallel._collectives import (
     ProcessGroup,
     all_gather_uneven,
+    exchange_rows,
     group_rank,
     group_size,
 )
@@ -120,15 +121,11 @@ class _AllToAllRows(torch.autograd.Function):
         group: ProcessGroup | None,
     ) -> torch.Tensor:
         ctx.send, ctx.recv, ctx.group = send, recv, group
-        out = x.new_empty((sum(recv), *x.shape[1:]))  # [sum(recv), *rest]
-        dist.all_to_all_single(out, x.contiguous(), recv, send, group=group)
-        return out
+        return exchange_rows(x, send, recv, group=group)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
-        out = grad.new_empty((sum(ctx.send), *grad.shape[1:]))  # [sum(send), *rest]
-        dist.all_to_all_single(out, grad.contiguous(), ctx.send, ctx.recv, group=ctx.group)
-        return out, None, None, None
+        return exchange_rows(grad, ctx.recv, ctx.send, group=ctx.group), None, None, None
 
 
 def reduce_from_group(x: torch.Tensor, *, group: ProcessGroup | None) -> torch.Tensor:

@@ -25,6 +25,7 @@ __all__ = [
     "ProcessGroup",
     "agree_on_error",
     "all_gather_uneven",
+    "exchange_rows",
     "group_rank",
     "group_size",
 ]
@@ -101,3 +102,15 @@ def all_gather_uneven(
     out = local.new_empty((len(sizes) * chunk, *local.shape[1:]))  # [R*c, *rest]
     dist.all_gather_single(out, padded, group=group)
     return torch.cat([out[r * chunk : r * chunk + n] for r, n in enumerate(sizes)], dim=0)
+
+
+def exchange_rows(
+    x: torch.Tensor, send: list[int], recv: list[int], *, group: ProcessGroup | None
+) -> torch.Tensor:
+    """all_to_all on dim 0: segment r of ``x`` (``send[r]`` rows) goes to rank r.
+
+    ``x``: [sum(send), *rest]; returns [sum(recv), *rest], segments in source-rank order.
+    """
+    out = x.new_empty((sum(recv), *x.shape[1:]))  # [sum(recv), *rest]
+    dist.all_to_all_single(out, x.contiguous(), recv, send, group=group)
+    return out

@@ -32,21 +32,17 @@ import torch.nn.functional as F
 from torch import nn
 
 from tokembed.embedding.contracts import validate_ids
-from tokembed.errors import EmbeddingError, ParallelError, UsageError
+from tokembed.errors import ParallelError, UsageError
 from tokembed.parallel._autograd import reduce_from_group, reduce_scatter_along
-from tokembed.parallel._collectives import (
-    ProcessGroup,
-    agree_on_error,
-    all_gather_uneven,
-)
-from tokembed.parallel.ownership import RowOwnership, mark_rows
+from tokembed.parallel._collectives import ProcessGroup, agree_on_error
+from tokembed.parallel._row_shard import RowShardedTable
 
 __all__ = ["VocabParallelEmbedding"]
 
 IdCheck = Literal["local", "group"]
 
 
-class VocabParallelEmbedding(nn.Module):
+class VocabParallelEmbedding(RowShardedTable):
     """An ``nn.Embedding(V, d)`` whose rows are split over a tensor-parallel group.
 
     Args:
@@ -94,14 +90,6 @@ class VocabParallelEmbedding(nn.Module):
         dtype: torch.dtype | None = None,
         device: torch.device | str | None = None,
     ) -> None:
-        super().__init__()
-        if embedding_dim < 1 or (padding_idx is not None and not 0 <= padding_idx < num_embeddings):
-            raise UsageError(
-                "INVALID_ARGUMENT",
-                f"embedding_dim={embedding_dim}, padding_idx={padding_idx} for V={num_embeddings}",
-                value=(embedding_dim, padding_idx),
-                fix="use embedding_dim >= 1 and a global padding_idx in [0, V)",
-            )
         if id_check not in ("local", "group"):
             raise UsageError(
                 "INVALID_ARGUMENT",
@@ -109,37 +97,18 @@ class VocabParallelEmbedding(nn.Module):
                 value=id_check,
                 fix="pass id_check='local' (same ids on every rank) or 'group'",
             )
-        self.group = group
-        self.ownership = RowOwnership.for_group(num_embeddings, group=group)
-        self.world_size, self.rank = self.ownership.world_size, self.ownership.rank
-        self.intervals = self.ownership.intervals
-        self.vocab_start, self.vocab_end = self.ownership.start, self.ownership.end
-        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        self.padding_idx = padding_idx
-        self.max_norm, self.norm_type = max_norm, norm_type
+        super().__init__(
+            num_embeddings,
+            embedding_dim,
+            group=group,
+            padding_idx=padding_idx,
+            max_norm=max_norm,
+            norm_type=norm_type,
+            dtype=dtype,
+            device=device,
+        )
         self.sequence_parallel, self.sequence_dim = sequence_parallel, sequence_dim
         self.id_check: IdCheck = id_check
-        local_rows = self.vocab_end - self.vocab_start
-        self.weight = nn.Parameter(
-            torch.empty(local_rows, embedding_dim, dtype=dtype, device=device)
-        )  # [V_r, d]
-        mark_rows(self.weight, self.ownership)
-        self.reset_parameters()
-
-    @property
-    def local_padding_idx(self) -> int | None:
-        """``padding_idx - vocab_start`` on the owner of the PAD row, None elsewhere."""
-        pad = self.padding_idx
-        if pad is None or not self.vocab_start <= pad < self.vocab_end:
-            return None
-        return pad - self.vocab_start
-
-    def reset_parameters(self) -> None:
-        """N(0, 1) rows like nn.Embedding, with the owned PAD row zeroed."""
-        nn.init.normal_(self.weight)
-        if self.local_padding_idx is not None:
-            with torch.no_grad():
-                self.weight[self.local_padding_idx].zero_()
 
     @classmethod
     def from_embedding(
@@ -153,42 +122,21 @@ class VocabParallelEmbedding(nn.Module):
     ) -> VocabParallelEmbedding:
         """Shard a full ``nn.Embedding`` (same on every rank): copy this rank's rows.
 
+        Keeps its padding_idx, max_norm and norm_type.
+
         Raises:
             ParallelError NOT_AN_EMBEDDING: ``emb`` is not an nn.Embedding.
             UsageError INVALID_ARGUMENT: ``emb`` uses sparse gradients or
                 scale_grad_by_freq (masked lookup would count non-owned
                 positions against local row 0).
         """
-        if not isinstance(emb, nn.Embedding):
-            raise ParallelError(
-                "NOT_AN_EMBEDDING",
-                f"expected an nn.Embedding, got {type(emb).__name__}",
-                value=type(emb).__name__,
-                fix="shard the model's input embedding module itself",
-            )
-        if emb.sparse or emb.scale_grad_by_freq:
-            raise UsageError(
-                "INVALID_ARGUMENT",
-                "vocabulary-parallel lookup supports neither sparse=True nor scale_grad_by_freq",
-                value=(emb.sparse, emb.scale_grad_by_freq),
-                fix="build the embedding with sparse=False, scale_grad_by_freq=False",
-            )
-        out = cls(
-            emb.num_embeddings,
-            emb.embedding_dim,
+        return cls._from_embedding(
+            emb,
             group=group,
-            padding_idx=emb.padding_idx,
-            max_norm=emb.max_norm,
-            norm_type=emb.norm_type,
             sequence_parallel=sequence_parallel,
             sequence_dim=sequence_dim,
             id_check=id_check,
-            dtype=emb.weight.dtype,
-            device=emb.weight.device,
         )
-        with torch.no_grad():
-            out.weight.copy_(emb.weight[out.vocab_start : out.vocab_end])
-        return out
 
     def _check_ids(self, ids: torch.Tensor) -> None:
         validate_ids(ids, self.num_embeddings, device=self.weight.device)
@@ -203,31 +151,6 @@ class VocabParallelEmbedding(nn.Module):
                     fix="pad the sequence to a multiple of the tensor-parallel size",
                 )
 
-    def local_lookup(self, local_ids: torch.Tensor) -> torch.Tensor:
-        """Look up rows of this shard by LOCAL index in ``[0, vocab_end - vocab_start)``.
-
-        ``local_ids`` [*] -> [*, d]. No collective, no renormalization.
-
-        Raises:
-            ParallelError GLOBAL_ID_ON_LOCAL_SHARD: an index is outside the
-                local rows (a global id used without subtracting vocab_start).
-        """
-        rows = self.vocab_end - self.vocab_start
-        try:
-            validate_ids(local_ids, rows, device=self.weight.device, what="local_ids")
-        except EmbeddingError as error:
-            if error.code != "ID_OUT_OF_RANGE":
-                raise
-            raise ParallelError(
-                "GLOBAL_ID_ON_LOCAL_SHARD",
-                f"{error.message}; this shard holds local rows [0, {rows}) for global rows "
-                f"[{self.vocab_start}, {self.vocab_end})",
-                value=error.value,
-                fix=f"map global ids with id - {self.vocab_start} after proving ownership, "
-                "or call the module itself with global ids",
-            ) from error
-        return F.embedding(local_ids, self.weight, padding_idx=self.local_padding_idx)
-
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """Global ids [*] -> embeddings [*, d] (sequence-parallel: ``sequence_dim`` / R)."""
         if self.id_check == "group":
@@ -241,28 +164,11 @@ class VocabParallelEmbedding(nn.Module):
             # backward reaches the reduction on this rank like on its peers.
             part = self.weight.new_zeros((*ids.shape, 0)) @ self.weight  # [*, d]
         else:
-            if self.max_norm is not None:
-                # Renormalize only owned rows that are looked up; non-owned
-                # positions point at local row 0 and must not touch it.
-                with torch.no_grad():
-                    torch.embedding_renorm_(
-                        self.weight, local[owned], self.max_norm, self.norm_type
-                    )
+            # Renormalize only owned rows that are looked up; non-owned
+            # positions point at local row 0 and must not touch it.
+            self._renorm(local[owned])
             part = F.embedding(local, self.weight, padding_idx=self.local_padding_idx)  # [*, d]
             part = part.masked_fill(~owned.unsqueeze(-1), 0.0)
         if self.sequence_parallel:
             return reduce_scatter_along(part, dim=self.sequence_dim, group=self.group)
         return reduce_from_group(part, group=self.group)
-
-    @torch.no_grad()
-    def gather_weight(self) -> torch.Tensor:
-        """The full [V, d] table on every rank (a collective: call it on all ranks)."""
-        sizes = [end - start for start, end in self.intervals]
-        return all_gather_uneven(self.weight.detach(), sizes, group=self.group)
-
-    def extra_repr(self) -> str:
-        return (
-            f"{self.num_embeddings}, {self.embedding_dim}, rows=[{self.vocab_start}, "
-            f"{self.vocab_end}) of {self.world_size} ranks, padding_idx={self.padding_idx}, "
-            f"max_norm={self.max_norm}, sequence_parallel={self.sequence_parallel}"
-        )
