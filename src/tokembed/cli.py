@@ -256,6 +256,150 @@ def _run_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _merge_counts(text: str) -> list[int]:
+    try:
+        counts = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N1,N2,... (integers), got {text!r}") from None
+    if not counts:
+        raise argparse.ArgumentTypeError("expected at least one merge count")
+    return counts
+
+
+def _add_corpus_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-t",
+        "--tokenizer",
+        action="append",
+        required=True,
+        metavar="TOK",
+        help="tokenizer file/folder, or RANKS.tiktoken@ENCODING (repeat -t for several)",
+    )
+    p.add_argument("corpus", nargs="+", help="CoNLL-U (.conllu[.gz]) or plain text (.txt, .gz) files")
+    p.add_argument("--partition", metavar="RULE", help="document split: lecture, sha256-mod<K>, every<K>")
+    p.add_argument("--curve", type=_merge_counts, metavar="N1,N2,...", help="merge counts of the first -t")
+    p.add_argument("--reference", metavar="LABEL", help="language label for token premiums, e.g. en")
+    p.add_argument("--words", default=r"\p{L}+|\p{N}+", metavar="REGEX", help="word definition")
+    p.add_argument(
+        "--leading-space",
+        choices=("space", "bare"),
+        default="space",
+        help="retention encodes ' word' (space) or 'word' (bare)",
+    )
+
+
+def _measure_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    from tokembed.measure.metrics import WordDefinition
+    from tokembed.measure.session import load_corpora, load_tokenizers
+
+    words = WordDefinition(pattern=args.words, leading_space=args.leading_space)
+    corpora = load_corpora(args.corpus, partition=args.partition)
+    return load_tokenizers(args.tokenizer), corpora, words
+
+
+def _add_measure(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser(
+        "measure",
+        help="bytes/token, fertility, retention, premiums of tokenizers on corpora",
+        description="Measure tokenizers side by side on named corpora (optionally partitioned, "
+        "with a compression curve of the first tokenizer).",
+    )
+    _add_corpus_options(p)
+    p.add_argument("--json", action="store_true", help="print everything as JSON")
+    p.add_argument("--csv", metavar="PATH", help="write the compression curve as CSV")
+    p.add_argument("--plot", metavar="PATH", help="write the compression curve plot (.svg or .png)")
+    p.set_defaults(handler=_run_measure)
+
+
+def _run_measure(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from tokembed.measure.curves import curve_csv, plot_curve
+    from tokembed.measure.session import run_measure
+    from tokembed.measure.tables import corpus_rows, format_table, measurement_rows
+
+    toks, corpora, words = _measure_inputs(args)
+    result = run_measure(
+        toks, corpora, reference=args.reference, merge_counts=args.curve or (), words=words
+    )
+    if args.csv and result.curve:
+        Path(args.csv).write_text(curve_csv(result.curve), encoding="utf-8")
+    if args.plot and result.curve:
+        plot_curve(result.curve, args.plot)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        return 0
+    print(format_table(*corpus_rows(result.records)))
+    print()
+    print(format_table(*measurement_rows(result.measurements, result.premiums or None)))
+    if result.curve:
+        print()
+        print(curve_csv(result.curve), end="")
+    return 0
+
+
+def _add_inspect(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser(
+        "inspect",
+        help="vocabulary sizes |I|, R, holes, aliases and V of tokenizer files",
+        description="Three vocabulary sizes of tokenizer files; a config.json after a tokenizer "
+        "gives the model's V.",
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH", help="tokenizer files/folders, config.json")
+    p.add_argument("--encoding", help="tiktoken encoding for rank files (e.g. o200k_harmony)")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(handler=_run_inspect)
+
+
+def _run_inspect(args: argparse.Namespace) -> int:
+    import json
+
+    from tokembed.measure.artifacts import inspect_paths
+    from tokembed.measure.tables import format_table, vocab_rows
+
+    sizes = inspect_paths(args.paths, encoding=args.encoding)
+    if args.json:
+        print(json.dumps([s.to_dict() for s in sizes], indent=2))
+    else:
+        print(format_table(*vocab_rows(sizes)))
+    return 0
+
+
+def _add_report(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser(
+        "report",
+        help="write one static HTML report (metrics, curve, vocabulary sizes, token view)",
+        description="Measure tokenizers on corpora and write a self-contained HTML file.",
+    )
+    _add_corpus_options(p)
+    p.add_argument("--inspect", nargs="+", metavar="PATH", help="files for the vocabulary section")
+    p.add_argument("--width", type=int, default=768, help="embedding width d for the memory table")
+    p.add_argument("--sample", action="append", help="text for the token view (repeatable)")
+    p.add_argument("-o", "--output", default="out/report.html")
+    p.set_defaults(handler=_run_report)
+
+
+def _run_report(args: argparse.Namespace) -> int:
+    from tokembed.measure.artifacts import inspect_paths
+    from tokembed.measure.report import DEFAULT_SAMPLES, build_report, write_report
+
+    toks, corpora, words = _measure_inputs(args)
+    data = build_report(
+        tokenizers=toks,
+        corpora=corpora,
+        reference=args.reference,
+        curve_tokenizer=next(iter(toks.values())) if args.curve else None,
+        merge_counts=args.curve or (),
+        vocab=inspect_paths(args.inspect) if args.inspect else (),
+        width=args.width,
+        samples=args.sample or DEFAULT_SAMPLES,
+        words=words,
+    )
+    print(write_report(data, args.output))
+    return 0
+
+
 # Each area adds one `_add_<command>(sub)` function above and lists it here.
 _REGISTRY: list[Callable[[argparse._SubParsersAction[Any]], None]] = [
     _add_memory,
@@ -264,6 +408,9 @@ _REGISTRY: list[Callable[[argparse._SubParsersAction[Any]], None]] = [
     _add_decode,
     _add_export,
     _add_demo,
+    _add_measure,
+    _add_inspect,
+    _add_report,
 ]
 
 

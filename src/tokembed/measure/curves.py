@@ -1,0 +1,280 @@
+"""Compression curves: metrics at many merge counts from one training run, without retraining.
+
+The first ``n`` merges of a trained merge list are themselves a tokenizer
+(:meth:`Tokenizer.truncated`). Measuring it naively re-encodes the corpus once per
+``n``. We encode once, with the largest ``n``, and derive every smaller ``n``:
+
+* In a *trained* merge list every merge joins ids that are bytes or results of
+  earlier merges. Then encoding applies merges in non-decreasing rank order (a new
+  pair always contains the id just created, whose merges come later), so encoding
+  with the first ``n`` merges is the full encoding stopped before the first merge
+  of rank ``>= n``.
+* Each applied merge removes one token. The merges applied to produce a final token
+  are exactly the internal nodes of its merge tree. Hence
+  ``tokens(n) = bytes - #{applied merges of rank < n}``, and the applied merges of a
+  whole text follow from its id histogram by pushing counts down the merge trees
+  in decreasing rank order (:func:`_rank_histogram`).
+* A distinct word is one token at ``n`` iff it is one token at the largest count
+  and that token's own rank is ``< n`` (or it is a byte).
+
+Merge lists without that property (some imported files) fall back to the
+reference, :func:`compression_curve_reference`, which encodes with
+``tok.truncated(n)`` for every ``n``; tests prove both equal on PUD.
+
+Example::
+
+    >>> pts = compression_curve(tok, {"ru-eval": ru_eval}, [0, 256, 1024])  # doctest: +SKIP
+    >>> [round(p.measurement.bytes_per_token, 2) for p in pts]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tokembed.errors import UsageError
+from tokembed.measure.corpus import Corpus
+from tokembed.measure.metrics import Measurement, WordDefinition, measure
+
+if TYPE_CHECKING:
+    from tokembed.tokenizer import BPETables, Tokenizer
+
+__all__ = [
+    "CurvePoint",
+    "compression_curve",
+    "compression_curve_reference",
+    "curve_csv",
+    "plot_curve",
+    "tree_ordered",
+]
+
+_CSV_FIELDS = (
+    "partition",
+    "n_merges",
+    "bytes",
+    "chars",
+    "tokens",
+    "words",
+    "bytes_per_token",
+    "chars_per_token",
+    "fertility",
+    "retention",
+    "tokens_per_sentence",
+    "bits_per_byte",
+)
+
+_LABELS = {
+    "bytes_per_token": "bytes/token",
+    "chars_per_token": "chars/token",
+    "fertility": "tokens/word",
+    "retention": "single-token retention",
+    "tokens_per_sentence": "tokens/sentence",
+    "bits_per_byte": "bits/byte",
+}
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """The measurement of the first ``n_merges`` merges on one labelled corpus."""
+
+    label: str
+    n_merges: int
+    measurement: Measurement
+
+
+def _check_counts(tok: Tokenizer, merge_counts: Sequence[int]) -> list[int]:
+    counts = sorted(set(merge_counts))
+    if not counts or counts[0] < 0 or counts[-1] > tok.n_merges:
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            f"merge counts must lie in 0..{tok.n_merges} for this tokenizer",
+            value=list(merge_counts),
+            fix=f"pass merge counts between 0 and {tok.n_merges}",
+        )
+    return counts
+
+
+def tree_ordered(tables: BPETables) -> bool:
+    """True when every merge joins bytes or results of earlier merges (a trained list)."""
+    made_at = {result: k for k, (_, _, result) in enumerate(tables.merges)}
+    for k, (left, right, _) in enumerate(tables.merges):
+        if made_at.get(left, -1) >= k or made_at.get(right, -1) >= k:
+            return False
+    return None not in tables.byte_ids
+
+
+def _rank_histogram(tables: BPETables, ids: Sequence[int], n_merges: int) -> np.ndarray:
+    """hist[k] = how many times merge k was applied while encoding to ``ids``."""
+    size = max(tables.id_range, 1)
+    counts = np.bincount(np.asarray(ids, dtype=np.int64), minlength=size).tolist()
+    hist = [0] * n_merges
+    merges = tables.merges
+    for k in range(n_merges - 1, -1, -1):
+        left, right, result = merges[k]
+        c = counts[result]
+        if c:
+            hist[k] = c
+            counts[left] += c
+            counts[right] += c
+    return np.asarray(hist, dtype=np.int64)
+
+
+def _tokens_at(total_bytes: int, hist: np.ndarray, counts: list[int]) -> list[int]:
+    applied = np.concatenate([[0], np.cumsum(hist)])
+    return [total_bytes - int(applied[n]) for n in counts]
+
+
+def _fast_points(
+    tok: Tokenizer, label: str, corpus: Corpus, counts: list[int], words: WordDefinition
+) -> list[CurvePoint]:
+    corpus.require_text()
+    top = tok.truncated(counts[-1])
+    tables, encode = top.tables, top.encode_ordinary
+    text = corpus.text
+    n_bytes = len(text.encode("utf-8"))
+    text_hist = _rank_histogram(tables, encode(text), counts[-1])
+    sent_ids: list[int] = []
+    sent_bytes = 0
+    for s in corpus.sentences:
+        sent_ids += encode(s.text)
+        sent_bytes += len(s.text.encode("utf-8"))
+    sent_hist = _rank_histogram(tables, sent_ids, counts[-1])
+    found = words.words(text, corpus=corpus.name)
+    distinct = list(dict.fromkeys(found))
+    # Rank of the single token of each one-token word (-1 for a byte: one token at every n).
+    rank_of = {result: k for k, (_, _, result) in enumerate(tables.merges)}
+    singles = []
+    for w in distinct:
+        ids = encode(words.form(w))
+        if len(ids) == 1:
+            singles.append(rank_of.get(ids[0], -1))
+    single_ranks = np.sort(np.asarray(singles, dtype=np.int64))
+    tokens = _tokens_at(n_bytes, text_hist, counts)
+    sent_tokens = _tokens_at(sent_bytes, sent_hist, counts)
+    points = []
+    for n, t, st in zip(counts, tokens, sent_tokens, strict=True):
+        m = Measurement(
+            tokenizer=tok.name or "tokenizer",
+            corpus=corpus.name,
+            partition=corpus.partition,
+            bytes=n_bytes,
+            chars=len(text),
+            tokens=t,
+            words=len(found),
+            distinct_words=len(distinct),
+            single_token_words=int(np.searchsorted(single_ranks, n, side="left")),
+            sentences=len(corpus.sentences),
+            sentence_tokens=st,
+            id_range=tok.tables.truncated(n).id_range,
+            word_definition=words.describe(),
+        )
+        points.append(CurvePoint(label, n, m))
+    return points
+
+
+def compression_curve_reference(
+    tok: Tokenizer,
+    corpora: Mapping[str, Corpus],
+    merge_counts: Sequence[int],
+    *,
+    words: WordDefinition | None = None,
+) -> list[CurvePoint]:
+    """The obviously correct curve: ``measure(tok.truncated(n).encode_ordinary, ...)`` per ``n``."""
+    words = words or WordDefinition()
+    counts = _check_counts(tok, merge_counts)
+    points = []
+    for label, corpus in corpora.items():
+        for n in counts:
+            small = tok.truncated(n)
+            m = measure(
+                small.encode_ordinary,
+                corpus,
+                tokenizer=tok.name or "tokenizer",
+                words=words,
+                id_range=small.tables.id_range,
+            )
+            points.append(CurvePoint(label, n, m))
+    return points
+
+
+def compression_curve(
+    tok: Tokenizer,
+    corpora: Mapping[str, Corpus],
+    merge_counts: Sequence[int],
+    *,
+    words: WordDefinition | None = None,
+) -> list[CurvePoint]:
+    """Metrics of ``tok.truncated(n)`` for every ``n`` and every labelled corpus (one encode each).
+
+    Equal to :func:`compression_curve_reference`; points are ordered by label, then ``n``.
+
+    Raises:
+        UsageError(INVALID_ARGUMENT): a merge count outside ``0..tok.n_merges``.
+        MeasureError(EMPTY_CORPUS), MeasureError(EMPTY_WORD_DEFINITION).
+    """
+    words = words or WordDefinition()
+    counts = _check_counts(tok, merge_counts)
+    if not tree_ordered(tok.tables):
+        return compression_curve_reference(tok, corpora, counts, words=words)
+    points: list[CurvePoint] = []
+    for label, corpus in corpora.items():
+        points += _fast_points(tok, label, corpus, counts, words)
+    return points
+
+
+def curve_csv(points: Sequence[CurvePoint]) -> str:
+    """CSV text: one row per (label, merge count) with counts and ratios."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(_CSV_FIELDS)
+    for p in points:
+        d = p.measurement.to_dict()
+        d["partition"], d["n_merges"] = p.label, p.n_merges
+        writer.writerow([f"{d[f]:.6f}" if isinstance(d[f], float) else d[f] for f in _CSV_FIELDS])
+    return out.getvalue()
+
+
+def plot_curve(
+    points: Sequence[CurvePoint],
+    path: str | Path | None = None,
+    *,
+    metric: str = "bytes_per_token",
+    title: str | None = None,
+) -> str:
+    """Plot ``metric`` against the merge count (linear axis), one line per label.
+
+    Writes ``path`` (format from its suffix: .svg or .png) when given and returns the
+    SVG text, which the HTML report embeds inline. matplotlib is imported here only.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.2), dpi=100)
+    try:
+        for label in dict.fromkeys(p.label for p in points):
+            xs = [p.n_merges for p in points if p.label == label]
+            ys = [getattr(p.measurement, metric) for p in points if p.label == label]
+            ax.plot(xs, ys, marker="o", markersize=3, label=label)
+        ax.set_xlabel("merges (linear axis)")
+        label = _LABELS.get(metric, metric)
+        ax.set_ylabel(label)
+        ax.set_title(title or f"{label} vs merge count")
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        if path is not None:
+            fig.savefig(path)
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg")
+    finally:
+        plt.close(fig)
+    svg = buf.getvalue()
+    return svg[svg.index("<svg") :]

@@ -1,0 +1,264 @@
+"""Sequence-length metrics of one tokenizer on one corpus (lecture §3, §4 step 3, §10).
+
+Given an ``encode`` callable (text → ids) and a :class:`Corpus`:
+
+* bytes/token = UTF-8 bytes of the measured text / tokens;
+* chars/token = code points / tokens;
+* fertility = tokens / words, where a word is a match of :attr:`WordDefinition.pattern`
+  (default ``\\p{L}+|\\p{N}+``: runs of letters or digits);
+* single-token retention = share of *distinct* words that encode to exactly one
+  token under the leading-space policy (``"space"``: the word is encoded as
+  ``" " + word``, its usual form inside running text for GPT-style pre-tokenizers;
+  ``"bare"``: the word alone);
+* tokens/sentence = mean tokens when each sentence is encoded on its own, with no
+  added LF (separators can change chunk boundaries, so this is not derived from the
+  joined text);
+* bits per byte = tokens · ⌈log2 R⌉ / bytes for an id range R (§3: a fixed-width code);
+* the token premium of each language over a reference on parallel text = its
+  sentence-by-sentence token total divided by the reference's.
+
+Everything here works on an ``encode`` callable, so any tokenizer (ours, tiktoken,
+HF) can be measured the same way. Text is encoded ordinarily: special-token
+spellings in a corpus count as text.
+
+Example::
+
+    >>> from tokembed.measure.corpus import text_corpus
+    >>> m = measure(lambda t: list(t.encode()), text_corpus("x", "ab cd\\n"))
+    >>> m.bytes_per_token, m.fertility
+    (1.0, 3.0)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Literal
+
+import regex
+
+from tokembed.errors import MeasureError, UsageError
+from tokembed.measure.corpus import Corpus
+
+if TYPE_CHECKING:
+    from tokembed.tokenizer import Tokenizer
+
+__all__ = [
+    "DEFAULT_WORD_PATTERN",
+    "Encode",
+    "Measurement",
+    "WordDefinition",
+    "compare",
+    "measure",
+    "token_premium",
+]
+
+Encode = Callable[[str], Sequence[int]]
+DEFAULT_WORD_PATTERN = r"\p{L}+|\p{N}+"
+
+
+@dataclass(frozen=True, kw_only=True)
+class WordDefinition:
+    """What a word is (a regex) and how a word is encoded for retention."""
+
+    pattern: str = DEFAULT_WORD_PATTERN
+    leading_space: Literal["space", "bare"] = "space"
+
+    def __post_init__(self) -> None:
+        if self.leading_space not in ("space", "bare"):
+            raise UsageError(
+                "INVALID_ARGUMENT",
+                f"unknown leading-space policy {self.leading_space!r}",
+                value=self.leading_space,
+                fix="use 'space' (encode ' ' + word) or 'bare' (the word alone)",
+            )
+        try:
+            regex.compile(self.pattern)
+        except regex.error as exc:
+            raise UsageError(
+                "INVALID_PATTERN",
+                f"word regex does not compile: {exc}",
+                value=self.pattern,
+                fix="pass a valid `regex` pattern such as \\p{L}+|\\p{N}+",
+            ) from exc
+
+    @cached_property
+    def _compiled(self) -> regex.Pattern[str]:
+        return regex.compile(self.pattern)
+
+    def words(self, text: str, *, corpus: str = "") -> list[str]:
+        """All non-empty matches in ``text``; raises EMPTY_WORD_DEFINITION when there are none."""
+        found = [w for w in self._compiled.findall(text) if isinstance(w, str) and w]
+        if not found:
+            raise MeasureError(
+                "EMPTY_WORD_DEFINITION",
+                f"the word regex {self.pattern!r} matches nothing in {corpus or 'the text'}",
+                value=self.pattern,
+                fix="use a word regex that matches this script, e.g. the default \\p{L}+|\\p{N}+",
+            )
+        return found
+
+    def form(self, word: str) -> str:
+        """The string encoded to test whether ``word`` is a single token."""
+        return " " + word if self.leading_space == "space" else word
+
+    def describe(self) -> str:
+        return f"{self.pattern} (retention encodes {self.form('w')!r} for word 'w')"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Measurement:
+    """Raw counts of one tokenizer on one corpus; ratios are derived properties."""
+
+    tokenizer: str
+    corpus: str
+    partition: str | None
+    bytes: int
+    chars: int
+    tokens: int
+    words: int
+    distinct_words: int
+    single_token_words: int
+    sentences: int
+    sentence_tokens: int
+    id_range: int | None
+    word_definition: str
+
+    @property
+    def bytes_per_token(self) -> float:
+        return self.bytes / self.tokens
+
+    @property
+    def chars_per_token(self) -> float:
+        return self.chars / self.tokens
+
+    @property
+    def fertility(self) -> float:
+        return self.tokens / self.words
+
+    @property
+    def retention(self) -> float:
+        return self.single_token_words / self.distinct_words
+
+    @property
+    def tokens_per_sentence(self) -> float:
+        return self.sentence_tokens / self.sentences if self.sentences else math.nan
+
+    @property
+    def bits_per_id(self) -> int | None:
+        """⌈log2 R⌉: the bits of a fixed-width id code (§3)."""
+        return None if self.id_range is None else max(1, (self.id_range - 1).bit_length())
+
+    @property
+    def bits_per_byte(self) -> float | None:
+        bits = self.bits_per_id
+        return None if bits is None else self.tokens * bits / self.bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for name in (
+            "bytes_per_token",
+            "chars_per_token",
+            "fertility",
+            "retention",
+            "tokens_per_sentence",
+            "bits_per_id",
+            "bits_per_byte",
+        ):
+            d[name] = getattr(self, name)
+        return d
+
+
+def _retained(encode: Encode, distinct: Sequence[str], words: WordDefinition) -> int:
+    return sum(1 for w in distinct if len(encode(words.form(w))) == 1)
+
+
+def measure(
+    encode: Encode,
+    corpus: Corpus,
+    *,
+    tokenizer: str = "encode",
+    words: WordDefinition | None = None,
+    id_range: int | None = None,
+) -> Measurement:
+    """Measure ``encode`` on ``corpus`` (metrics in the module docstring).
+
+    Raises:
+        MeasureError(EMPTY_CORPUS): the corpus has no text.
+        MeasureError(EMPTY_WORD_DEFINITION): the word regex matches nothing in it.
+    """
+    words = words or WordDefinition()
+    corpus.require_text()
+    text = corpus.text
+    found = words.words(text, corpus=corpus.name)
+    distinct = list(dict.fromkeys(found))
+    return Measurement(
+        tokenizer=tokenizer,
+        corpus=corpus.name,
+        partition=corpus.partition,
+        bytes=len(text.encode("utf-8")),
+        chars=len(text),
+        tokens=len(encode(text)),
+        words=len(found),
+        distinct_words=len(distinct),
+        single_token_words=_retained(encode, distinct, words),
+        sentences=len(corpus.sentences),
+        sentence_tokens=sum(len(encode(s.text)) for s in corpus.sentences),
+        id_range=id_range,
+        word_definition=words.describe(),
+    )
+
+
+def token_premium(measurements: Mapping[str, Measurement], *, reference: str) -> dict[str, float]:
+    """Each language's sentence-wise token total over the reference language's (parallel text).
+
+    Raises:
+        UsageError(INVALID_ARGUMENT): ``reference`` is not among the measurements.
+        MeasureError(UNALIGNED_PARALLEL_CORPUS): sentence counts differ.
+    """
+    if reference not in measurements:
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            f"reference language {reference!r} was not measured",
+            value=reference,
+            fix=f"choose one of {sorted(measurements)}",
+        )
+    ref = measurements[reference]
+    out: dict[str, float] = {}
+    for name, m in measurements.items():
+        if m.sentences != ref.sentences:
+            raise MeasureError(
+                "UNALIGNED_PARALLEL_CORPUS",
+                f"{name} has {m.sentences} sentences, reference {reference} has {ref.sentences}",
+                value=name,
+                fix="measure aligned corpora (see tokembed.measure.corpus.align)",
+            )
+        out[name] = m.sentence_tokens / ref.sentence_tokens
+    return out
+
+
+def compare(
+    tokenizers: Mapping[str, Tokenizer],
+    corpora: Mapping[str, Corpus],
+    *,
+    words: WordDefinition | None = None,
+) -> list[Measurement]:
+    """:func:`measure` every tokenizer on every corpus (ordinary encoding, R from its tables).
+
+    Results are ordered by corpus, then tokenizer, in the order given.
+    """
+    out = []
+    for corpus in corpora.values():
+        for name, tok in tokenizers.items():
+            out.append(
+                measure(
+                    tok.encode_ordinary,
+                    corpus,
+                    tokenizer=name,
+                    words=words,
+                    id_range=tok.tables.id_range,
+                )
+            )
+    return out

@@ -1,0 +1,157 @@
+"""From command-line style inputs to measurements: what ``tokembed measure`` and ``report`` run.
+
+* :func:`load_tokenizers` — ``PATH`` or ``PATH@ENCODING`` specs → named tokenizers;
+* :func:`load_corpora` — files → labelled corpora. Labels are the language prefix of
+  PUD-style names (``ru_pud-ud-test.conllu`` → ``ru``) when those are distinct, else the
+  file stem. Several CoNLL-U files are checked to be parallel (:func:`align`). With a
+  partition rule every corpus is split by documents and labelled ``ru/train``, ``ru/eval``;
+* :func:`run_measure` — metrics of every tokenizer on every corpus, token premiums over
+  a reference language (per side) and, optionally, a compression curve of the first
+  tokenizer (which must be a trained merge list; see :mod:`.curves`).
+
+Example::
+
+    >>> toks = load_tokenizers(["o200k_base.tiktoken"])  # doctest: +SKIP
+    >>> result = run_measure(toks, load_corpora(["ru_pud-ud-test.conllu"]))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tokembed.errors import UsageError
+from tokembed.measure.artifacts import split_encoding
+from tokembed.measure.corpus import Corpus, CorpusRecord, align, load_corpus
+from tokembed.measure.curves import CurvePoint, compression_curve
+from tokembed.measure.metrics import Measurement, WordDefinition, compare, token_premium
+from tokembed.measure.partition import partition_parallel
+
+if TYPE_CHECKING:
+    from tokembed.tokenizer import Tokenizer
+
+__all__ = ["MeasureResult", "load_corpora", "load_tokenizers", "premiums_by_side", "run_measure"]
+
+
+def load_tokenizers(specs: Sequence[str]) -> dict[str, Tokenizer]:
+    """Named tokenizers from ``PATH`` / ``PATH@ENCODING`` specs (names made unique).
+
+    Raises: UsageError(FILE_NOT_FOUND), FormatError (from the readers).
+    """
+    from tokembed.tokenizer.formats import load_tokenizer
+
+    out: dict[str, Tokenizer] = {}
+    for spec in specs:
+        path, enc = split_encoding(spec)
+        tok = load_tokenizer(path, encoding=enc)
+        name = enc or tok.name or Path(path).stem
+        base, k = name, 2
+        while name in out:
+            name, k = f"{base}#{k}", k + 1
+        out[name] = tok
+    return out
+
+
+def _labels(corpora: Sequence[Corpus]) -> list[str]:
+    prefixes = [c.name.split("_", 1)[0] for c in corpora]
+    if all("_" in c.name for c in corpora) and len(set(prefixes)) == len(prefixes):
+        return prefixes
+    names = [c.name for c in corpora]
+    return [f"{n}#{k}" if names.count(n) > 1 else n for k, n in enumerate(names)]
+
+
+def load_corpora(
+    paths: Sequence[str], *, partition: str | None = None, doc_rule: str = "auto"
+) -> dict[str, Corpus]:
+    """Labelled corpora (see module docstring), split by ``partition`` when given.
+
+    Raises:
+        UsageError(INVALID_ARGUMENT): no paths. MeasureError(EMPTY_CORPUS,
+        MALFORMED_CONLLU, UNALIGNED_PARALLEL_CORPUS, INVALID_PARTITION).
+    """
+    if not paths:
+        raise UsageError(
+            "INVALID_ARGUMENT", "no corpus given", value=None, fix="pass a corpus file"
+        )
+    loaded = [load_corpus(p, doc_rule=doc_rule) for p in paths]
+    named = {
+        label: replace(c, name=label) for label, c in zip(_labels(loaded), loaded, strict=True)
+    }
+    conllu = {k: c for k, c in named.items() if c.format == "conllu"}
+    if len(conllu) > 1:
+        align(conllu)
+    if partition is None:
+        return named
+    out: dict[str, Corpus] = {}
+    parts = partition_parallel(conllu, partition) if conllu else {}
+    for label, c in named.items():
+        p = parts.get(label) or partition_parallel({label: c}, partition)[label]
+        out[f"{label}/train"] = replace(p.train, name=f"{label}/train")
+        out[f"{label}/eval"] = replace(p.eval, name=f"{label}/eval")
+    return out
+
+
+def premiums_by_side(
+    measurements: Sequence[Measurement], *, reference: str
+) -> dict[tuple[str, str], float]:
+    """Token premium over ``reference`` per tokenizer, within each side (``/train``, ``/eval``)."""
+    out: dict[tuple[str, str], float] = {}
+    groups: dict[tuple[str, str], dict[str, Measurement]] = {}
+    for m in measurements:
+        side = m.corpus.rpartition("/")[2] if "/" in m.corpus else ""
+        groups.setdefault((m.tokenizer, side), {})[m.corpus] = m
+    for (tok, side), group in groups.items():
+        ref = f"{reference}/{side}" if side else reference
+        for corpus, value in token_premium(group, reference=ref).items():
+            out[(tok, corpus)] = value
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class MeasureResult:
+    records: list[CorpusRecord]
+    measurements: list[Measurement]
+    premiums: dict[tuple[str, str], float]
+    curve: list[CurvePoint]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "corpora": [r.to_dict() for r in self.records],
+            "measurements": [m.to_dict() for m in self.measurements],
+            "premiums": [
+                {"tokenizer": t, "corpus": c, "premium": p} for (t, c), p in self.premiums.items()
+            ],
+            "curve": [
+                {"label": p.label, "n_merges": p.n_merges, **p.measurement.to_dict()}
+                for p in self.curve
+            ],
+        }
+
+
+def run_measure(
+    tokenizers: Mapping[str, Tokenizer],
+    corpora: Mapping[str, Corpus],
+    *,
+    reference: str | None = None,
+    merge_counts: Sequence[int] = (),
+    words: WordDefinition | None = None,
+) -> MeasureResult:
+    """Measure every tokenizer on every corpus; premiums when ``reference`` names a corpus label.
+
+    Raises: as :func:`measure` and :func:`compression_curve`; UsageError(INVALID_ARGUMENT)
+    when ``reference`` is not a corpus label.
+    """
+    measurements = compare(tokenizers, corpora, words=words)
+    premiums = premiums_by_side(measurements, reference=reference) if reference else {}
+    curve: list[CurvePoint] = []
+    if merge_counts:
+        first = next(iter(tokenizers.values()))
+        curve = compression_curve(first, corpora, merge_counts, words=words)
+    return MeasureResult(
+        records=[c.record() for c in corpora.values()],
+        measurements=measurements,
+        premiums=premiums,
+        curve=curve,
+    )
