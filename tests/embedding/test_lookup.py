@@ -430,6 +430,11 @@ def test_zero_pad_row_policy() -> None:
     assert allowed(torch.tensor([0])).tolist() == [[1.0, 1.0, 1.0]]
 
     emb = TokenEmbedding(8, 3, padding_idx=0, zero_pad_row=True)
+    with pytest.raises(EmbeddingError) as e:  # a checkpoint with a nonzero PAD row
+        emb.load_state_dict({"weight": nonzero})
+    assert e.value.code == "PAD_ROW_NOT_ZERO"
+    assert not emb.weight[1:].eq(nonzero[1:].float()).all()  # refused before copying
+    emb.load_state_dict({"weight": torch.tensor(SPEC_TABLE, dtype=torch.float32)})
     assert not emb.weight[0].any()
     x = emb(_ids())
     assert not x[_ids() == 0].any()  # 0x0C: PAD positions read a zero row

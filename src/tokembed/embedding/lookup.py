@@ -142,6 +142,17 @@ class LookupConfig:
             raise _invalid(f"unknown id_route {self.id_route!r}", self.id_route, "refuse|copy")
 
 
+def _refuse_nonzero_pad_row(module: TokenEmbedding, state_dict: Any, prefix: str, *_: Any) -> None:
+    saved = state_dict.get(prefix + "weight")
+    c = module.config
+    # Shape problems are left to load_state_dict's own SHAPE error.
+    pad = c.padding_idx
+    if not (c.zero_pad_row and pad is not None and isinstance(saved, torch.Tensor)):
+        return
+    if saved.dim() == 2 and pad < saved.shape[0] and bool(saved[pad].any()):
+        module._raise_pad_row()
+
+
 class TokenEmbedding(nn.Module):
     """A checked ``[V, d]`` lookup table with nn.Embedding semantics and state-dict keys.
 
@@ -217,6 +228,8 @@ class TokenEmbedding(nn.Module):
             self.weight = weight if isinstance(weight, nn.Parameter) else nn.Parameter(weight)
             self.check_pad_row()
         self.last_renormalized_rows: torch.Tensor | None = None
+        # A checkpoint may carry a nonzero PAD row (0x03B): refuse it before copying it in.
+        self.register_load_state_dict_pre_hook(_refuse_nonzero_pad_row)
 
     @classmethod
     def from_config(
