@@ -28,13 +28,16 @@ from tokembed.parallel.reshard import (
     save_shard,
     save_vocab_shards,
 )
+from tokembed.parallel.routed import RouteLedger, RowRoutedEmbedding, restore_origin_order
 from tokembed.parallel.shard import shard_input_embedding, shard_lm_head
 from tokembed.parallel.vocab_embedding import VocabParallelEmbedding
 
 __all__ = [
     "CollectiveLedger",
     "MemoryLedger",
+    "RouteLedger",
     "RowOwnership",
+    "RowRoutedEmbedding",
     "ShardLayout",
     "VocabParallelEmbedding",
     "VocabParallelLMHead",
@@ -47,6 +50,7 @@ __all__ = [
     "memory_ledger",
     "owner_of",
     "read_layout",
+    "restore_origin_order",
     "row_intervals",
     "row_ownership",
     "save_shard",
