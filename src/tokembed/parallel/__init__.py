@@ -8,6 +8,7 @@ engineer appends exports here with small edits.
 from __future__ import annotations
 
 from tokembed.parallel.causal_lm import causal_lm_loss
+from tokembed.parallel.column import ColumnParallelEmbedding
 from tokembed.parallel.cross_entropy import vocab_parallel_cross_entropy
 from tokembed.parallel.intervals import owner_of, row_intervals, validate_cover
 from tokembed.parallel.ledger import (
@@ -34,6 +35,7 @@ from tokembed.parallel.vocab_embedding import VocabParallelEmbedding
 
 __all__ = [
     "CollectiveLedger",
+    "ColumnParallelEmbedding",
     "MemoryLedger",
     "RouteLedger",
     "RowOwnership",

@@ -1,0 +1,62 @@
+"""ColumnParallelEmbedding (feature shards) equals nn.Embedding on real gloo groups.
+
+Uneven width (d=7 over 4 ranks: columns [0,2) [2,4) [4,6) [6,7)), PAD row,
+the gathered forward with its split backward, and the undeclared-gather
+layout (gather_output=False) that returns only this rank's columns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from _harness import run_ranks
+from torch import nn
+from torch.testing import assert_close
+
+from tokembed.errors import EmbeddingError, UsageError
+from tokembed.parallel import ColumnParallelEmbedding, row_intervals
+
+pytestmark = pytest.mark.distributed
+
+
+def _checks(rank: int, world: int) -> dict[str, Any]:
+    torch.manual_seed(5)
+    ref = nn.Embedding(131, 7, padding_idx=77)
+    col = ColumnParallelEmbedding.from_embedding(ref)
+    sharded = ColumnParallelEmbedding.from_embedding(ref, gather_output=False)
+    gen = torch.Generator().manual_seed(6)
+    ids = torch.randint(0, 131, (3, 6), generator=gen)
+    ids[2, :2] = 77
+    upstream = torch.randn(3, 6, 7, generator=gen)
+    expected = ref(ids)
+    (expected * upstream).sum().backward()
+    got = col(ids)
+    assert_close(got, expected, rtol=0, atol=0)
+    (got * upstream).sum().backward()  # every rank computes the same replicated loss
+    columns = slice(col.column_start, col.column_end)
+    assert col.weight.grad is not None
+    assert ref.weight.grad is not None
+    assert_close(col.weight.grad, ref.weight.grad[:, columns])
+    assert_close(col.gather_weight(), ref.weight.detach(), rtol=0, atol=0)
+    local = sharded(ids)  # declared feature-sharded layout: no collective
+    assert_close(local, expected[..., columns], rtol=0, atol=0)
+    out: dict[str, Any] = {"columns": (col.column_start, col.column_end)}
+    try:
+        col(torch.tensor([131]))
+    except EmbeddingError as e:
+        out["bad"] = e.code
+    try:
+        ColumnParallelEmbedding.from_embedding(nn.Embedding(4, 4, max_norm=1.0))
+    except UsageError as e:
+        out["max_norm"] = e.code
+    return out
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_column_shards_match_nn_embedding(world: int) -> None:
+    results = run_ranks(_checks, world)
+    assert [r["columns"] for r in results] == row_intervals(7, world)
+    assert all(r["bad"] == "ID_OUT_OF_RANGE" for r in results)
+    assert all(r["max_norm"] == "INVALID_ARGUMENT" for r in results)
