@@ -53,6 +53,12 @@ from tokembed.embedding.memory import (
 )
 from tokembed.embedding.numerics import NumericalLedger, observe_numerics, write_ledger
 from tokembed.embedding.onehot import one_hot_linear, one_hot_lookup, one_hot_selectors
+from tokembed.embedding.payloads import (
+    classifier_macs,
+    gradient_payload,
+    lookup_payload,
+    projector_ledger,
+)
 from tokembed.embedding.projector import FeatureProjector
 from tokembed.embedding.stamps import RowStamp, add_positions, apply_input_scale, row_stamp
 from tokembed.embedding.summed import SummedEmbedding
@@ -84,9 +90,11 @@ __all__ = [
     "check_growth_prefix",
     "check_index_tensor",
     "check_sparse_options",
+    "classifier_macs",
     "clip_grad_norm_sparse_",
     "embedding_param_groups",
     "global_frequency_embedding",
+    "gradient_payload",
     "grow",
     "grow_optimizer_state_",
     "guard_padding_row",
@@ -95,6 +103,7 @@ __all__ = [
     "is_safe_cast",
     "load_exact",
     "load_table_config",
+    "lookup_payload",
     "matching_scale",
     "materialize_fresh",
     "memory_report",
@@ -102,6 +111,7 @@ __all__ = [
     "one_hot_linear",
     "one_hot_lookup",
     "one_hot_selectors",
+    "projector_ledger",
     "row_counts",
     "row_stamp",
     "sample_ledger",

@@ -1,4 +1,4 @@
-"""Calculators: parameters, bytes, payloads and MACs of vocabulary tables.
+"""Memory calculators: parameters and bytes of a model's vocabulary tables.
 
 Every figure is a logical payload (element count times element size); it
 excludes allocator, workspace and collective-buffer overhead (spec 0x04A). GiB
@@ -8,13 +8,12 @@ is 2^30 bytes (lecture §11.3).
   factorized (ALBERT-style lexical width D, spec 0x05A / 0x0A), output bias;
 * :func:`training_state_bytes`: weights, optional master copy, Adam moments,
   gradient (spec 0x0A1);
-* :func:`lookup_payload`, :func:`gradient_payload`: one-hot vs gather (0x04),
-  dense vs sparse gradient (0x04A);
-* :func:`classifier_macs`, :func:`projector_ledger`: bridge, classifier and
-  media-projector arithmetic (0x05A, 0x0A, 0x0A1);
 * :func:`memory_report`: the per-rank share under tensor parallelism
   (ceil(V/tp) rows per rank, no vocabulary padding) for ``tokembed memory``,
   from numbers or an HF ``config.json`` (:func:`load_table_config`).
+
+Payloads and MACs (one-hot vs gather, dense vs sparse gradients, bridges,
+projectors) live in :mod:`tokembed.embedding.payloads`.
 
 Example::
 
@@ -40,22 +39,17 @@ from tokembed.errors import EmbeddingError, UsageError
 __all__ = [
     "DTYPE_BYTES",
     "GIB",
+    "KIB",
     "MIB",
-    "GradientPayload",
-    "LookupPayload",
     "MemoryReport",
     "ParameterCount",
-    "ProjectorLedger",
     "TableConfig",
     "TrainingState",
-    "classifier_macs",
+    "check_positive",
     "dtype_bytes",
     "format_memory_report",
-    "gradient_payload",
     "load_table_config",
-    "lookup_payload",
     "memory_report",
-    "projector_ledger",
     "rows_per_rank",
     "table_parameters",
     "training_state_bytes",
@@ -86,7 +80,8 @@ def dtype_bytes(dtype: str) -> int:
     return DTYPE_BYTES[_canonical(dtype)]
 
 
-def _positive(**values: int | None) -> None:
+def check_positive(**values: int | None) -> None:
+    """Refuse (INVALID_CONFIG) any value that is not a positive int (None is skipped)."""
     for name, v in values.items():
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise EmbeddingError(
@@ -112,7 +107,7 @@ class TableConfig:
     output_bias: bool = False
 
     def __post_init__(self) -> None:
-        _positive(
+        check_positive(
             vocab_size=self.vocab_size,
             hidden_size=self.hidden_size,
             embedding_dim=self.embedding_dim,
@@ -225,7 +220,7 @@ def table_parameters(cfg: TableConfig) -> ParameterCount:
 
 def rows_per_rank(vocab_size: int, tp: int) -> int:
     """Rows of the largest vocabulary shard: ceil(V / tp) (contiguous chunks, no padding)."""
-    _positive(vocab_size=vocab_size)
+    check_positive(vocab_size=vocab_size)
     if tp < 1:
         raise UsageError("INVALID_ARGUMENT", f"tp must be >= 1, got {tp}", value=tp)
     return math.ceil(vocab_size / tp)
@@ -269,123 +264,6 @@ def training_state_bytes(
         second_moment=parts[3],
         gradient=parts[4],
         total=sum(parts),
-    )
-
-
-@dataclass(frozen=True, kw_only=True)
-class LookupPayload:
-    """One-hot product versus gather for a [batch, seq_len] id tensor (spec 0x04)."""
-
-    id_entries: int
-    one_hot_entries: int
-    id_bytes: int
-    one_hot_bytes: int  # F.one_hot's int64 result
-    selector_bytes: int  # after the cast to the compute dtype
-    gather_output_bytes: int  # B * L * d rows in the compute dtype (0 without d)
-    entry_ratio: int  # = V
-
-
-def lookup_payload(
-    *,
-    batch: int,
-    seq_len: int,
-    vocab_size: int,
-    embedding_dim: int | None = None,
-    id_dtype: str = "int64",
-    compute_dtype: str = "fp16",
-) -> LookupPayload:
-    """Spec 0x04: B=8, L=2048, V=128,000 -> 128 KiB of ids versus a 15.625 GiB int64 one-hot."""
-    _positive(batch=batch, seq_len=seq_len, vocab_size=vocab_size, embedding_dim=embedding_dim)
-    n = batch * seq_len
-    c = dtype_bytes(compute_dtype)
-    return LookupPayload(
-        id_entries=n,
-        one_hot_entries=n * vocab_size,
-        id_bytes=n * dtype_bytes(id_dtype),
-        one_hot_bytes=n * vocab_size * 8,
-        selector_bytes=n * vocab_size * c,
-        gather_output_bytes=n * (embedding_dim or 0) * c,
-        entry_ratio=vocab_size,
-    )
-
-
-@dataclass(frozen=True, kw_only=True)
-class GradientPayload:
-    """Dense [V, d] gradient versus coalesced sparse rows (spec 0x04A)."""
-
-    dense_bytes: int
-    sparse_value_bytes: int
-    sparse_index_bytes: int
-
-    @property
-    def sparse_bytes(self) -> int:
-        return self.sparse_value_bytes + self.sparse_index_bytes
-
-
-def gradient_payload(
-    *,
-    vocab_size: int,
-    embedding_dim: int,
-    unique_rows: int,
-    dtype: str = "fp32",
-    index_dtype: str = "int64",
-) -> GradientPayload:
-    """V=128,000, d=4096, U=4096, fp32 -> 1.953 GiB dense, 64 MiB values + 32 KiB indices."""
-    _positive(vocab_size=vocab_size, embedding_dim=embedding_dim)
-    if not 0 <= unique_rows <= vocab_size:
-        raise UsageError(
-            "INVALID_ARGUMENT",
-            f"unique_rows {unique_rows} is outside [0, {vocab_size}]",
-            value=unique_rows,
-        )
-    b = dtype_bytes(dtype)
-    return GradientPayload(
-        dense_bytes=vocab_size * embedding_dim * b,
-        sparse_value_bytes=unique_rows * embedding_dim * b,
-        sparse_index_bytes=unique_rows * dtype_bytes(index_dtype),
-    )
-
-
-def classifier_macs(cfg: TableConfig, *, input_rows: int, output_rows: int) -> dict[str, int]:
-    """Logical dense MACs of the vocabulary boundary (spec 0x05A / 0x0A).
-
-    ``input_bridge`` = M D H, ``output_bridge`` = N H D (factorized tied head),
-    ``classifier`` = N V H, or N V D for a factorized tied head.
-    """
-    v, h, d = cfg.vocab_size, cfg.hidden_size, cfg.lexical_width
-    lexical_head = cfg.factorized and cfg.tied
-    return {
-        "input_bridge": input_rows * d * h if cfg.factorized else 0,
-        "output_bridge": output_rows * h * d if lexical_head else 0,
-        "classifier": output_rows * v * (d if lexical_head else h),
-    }
-
-
-@dataclass(frozen=True, kw_only=True)
-class ProjectorLedger:
-    """A linear media projector d_media -> d_model (spec 0x0A1)."""
-
-    parameters: int
-    parameter_bytes: int
-    macs: int
-    projected_elements: int
-    projected_bytes: int
-
-
-def projector_ledger(
-    *, batch: int, n_media: int, d_media: int, d_model: int, dtype: str = "bf16"
-) -> ProjectorLedger:
-    """B=1, n=576, 1024 -> 4096: 4,194,304 params (8 MiB), 2,415,919,104 MACs, 4.5 MiB out."""
-    _positive(batch=batch, n_media=n_media, d_media=d_media, d_model=d_model)
-    b = dtype_bytes(dtype)
-    params = d_media * d_model
-    states = batch * n_media * d_model
-    return ProjectorLedger(
-        parameters=params,
-        parameter_bytes=params * b,
-        macs=batch * n_media * params,
-        projected_elements=states,
-        projected_bytes=states * b,
     )
 
 
