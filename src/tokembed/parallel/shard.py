@@ -66,6 +66,15 @@ def _is_foreign_tensor_parallel(module: nn.Module) -> str | None:
     return None
 
 
+def _is_foreign_vocab_parallel(module: Any) -> bool:
+    """DeepSpeed's or Megatron-Core's VocabParallelEmbedding: already row-sharded by V."""
+    cls = type(module)
+    return cls.__name__ == "VocabParallelEmbedding" and cls.__module__.split(".")[0] in (
+        "deepspeed",
+        "megatron",
+    )
+
+
 def _expected_width(model: nn.Module) -> int | None:
     config = getattr(model, "config", None)
     if config is None:
@@ -133,7 +142,9 @@ def shard_input_embedding(
     :func:`shard_lm_head`), so the pair stays one Parameter per rank.
 
     Returns the new layer, or None when the embedding already is a
-    VocabParallelEmbedding (e.g. sharded earlier by :func:`shard_lm_head`).
+    VocabParallelEmbedding: ours (e.g. sharded earlier by :func:`shard_lm_head`),
+    DeepSpeed's (a tied pair sharded by AutoTP's ``vocab_parallel_lm_head``) or
+    Megatron-Core's.
 
     Example::
 
@@ -147,7 +158,7 @@ def shard_input_embedding(
         UsageError: INVALID_ARGUMENT for ``tie=True`` on a model that is not tied.
     """
     emb = model.get_input_embeddings()  # type: ignore[operator]
-    if isinstance(emb, VocabParallelEmbedding):
+    if isinstance(emb, VocabParallelEmbedding) or _is_foreign_vocab_parallel(emb):
         return None
     emb = _check_embedding(model, emb)
     sharers = _names_of(model, emb.weight)

@@ -1,0 +1,160 @@
+"""Vocabulary-parallel input embedding as an add-on to DeepSpeed AutoTP training.
+
+DeepSpeed 0.19.8 AutoTP shards a model's linear layers during
+``deepspeed.initialize`` and leaves an untied input embedding replicated on every
+tensor-parallel rank (the HF Llama tp_plan names no ``embed_tokens`` entry).
+:func:`initialize_autotp` shards that embedding with
+:func:`~tokembed.parallel.shard.shard_input_embedding` first, over the very
+group AutoTP will use, then hands the model to ``deepspeed.initialize``: AutoTP
+walks ``nn.Linear``/``nn.Embedding`` modules and leaves our
+VocabParallelEmbedding (a plain ``nn.Module``) alone, and the optimizer is built
+on the sharded Parameter.
+
+Config: the ``tensor_parallel`` section takes ``"vocab_parallel_embedding": true``
+(as proposed for DeepSpeed itself); this module removes the key before DeepSpeed
+validates the config. ``gradient_clipping`` defaults to 1.0 in DeepSpeed; set it
+to 0 to compare losses with unclipped single-process training.
+
+Example::
+
+    config = {"train_micro_batch_size_per_gpu": 4, "gradient_clipping": 0.0,
+              "optimizer": {"type": "SGD", "params": {"lr": 0.5}},
+              "tensor_parallel": {"autotp_size": 2, "vocab_parallel_embedding": True}}
+    engine, *_ = initialize_autotp(model, config)
+    loss = engine(input_ids=ids, labels=ids).loss; engine.backward(loss); engine.step()
+
+Why not ``deepspeed.tp_model_init(model, tp_size, dtype, tp_group=...)``: in
+0.19.8 the recorded group lands in the config that rank 0 prints as JSON, and
+``deepspeed.initialize`` fails with "Object of type ProcessGroup is not JSON
+serializable". :func:`autotp_group` instead creates DeepSpeed's own TP mesh
+early (the call ``deepspeed.initialize`` makes, which is idempotent).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from tokembed.errors import ParallelError, UsageError
+from tokembed.parallel._collectives import ProcessGroup
+from tokembed.parallel.shard import shard_input_embedding
+
+__all__ = ["autotp_group", "initialize_autotp"]
+
+_FLAG = "vocab_parallel_embedding"
+
+
+def autotp_group(tp_size: int) -> ProcessGroup:
+    """DeepSpeed's tensor-parallel group of this rank, created now if needed.
+
+    ``deepspeed.initialize`` later finds the mesh already built and reuses it, so
+    the embedding shards and AutoTP's linear shards reduce over one group.
+
+    Raises:
+        UsageError: INVALID_ARGUMENT when ``tp_size`` does not divide the world size.
+    """
+    import deepspeed
+    import torch.distributed as dist
+    from deepspeed.utils import groups
+
+    if not deepspeed.comm.is_initialized():
+        # Adopts the torch.distributed group when one exists (no second rendezvous).
+        deepspeed.init_distributed(
+            dist_backend=dist.get_backend() if dist.is_initialized() else "gloo"
+        )
+    world = dist.get_world_size()
+    if tp_size < 1 or world % tp_size:
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            f"autotp_size {tp_size} does not divide the world size {world}",
+            value=tp_size,
+            fix="choose an autotp_size that divides the number of ranks",
+        )
+    # deepspeed.initialize calls exactly this (runtime/engine.py, 0.19.8); it returns
+    # early once the groups exist, so our group and AutoTP's are the same object.
+    groups._init_tp_mesh_device(tensor_model_parallel_size=tp_size)
+    group: ProcessGroup = groups.get_tensor_model_parallel_group()
+    return group
+
+
+def _refuse_stale_optimizer(optimizer: Any, full: torch.Tensor | None) -> None:
+    if full is None or not isinstance(optimizer, torch.optim.Optimizer):
+        return
+    for group in optimizer.param_groups:
+        if any(p is full for p in group["params"]):
+            raise ParallelError(
+                "NON_OWNER_STEP",
+                "the optimizer holds the full input-embedding Parameter that sharding "
+                "replaces by this rank's rows: it would step rows this rank does not own",
+                value=tuple(full.shape),
+                fix="build the optimizer after sharding: pass a callable "
+                "(lambda params: AdamW(params)) or an optimizer section in the config",
+            )
+
+
+def initialize_autotp(
+    model: nn.Module,
+    config: Mapping[str, Any],
+    *,
+    optimizer: torch.optim.Optimizer
+    | Callable[[Iterable[torch.nn.Parameter]], torch.optim.Optimizer]
+    | None = None,
+    tie: bool = False,
+    **initialize_kwargs: Any,
+) -> tuple[Any, ...]:
+    """Shard the input embedding over AutoTP's group, then ``deepspeed.initialize``.
+
+    ``config["tensor_parallel"]["vocab_parallel_embedding"]`` (default True) turns the
+    add-on on; ``tie=True`` also shards a tied output head with it (then compute the
+    loss with :func:`~tokembed.parallel.causal_lm.causal_lm_loss`). ``optimizer``
+    must be a callable or None: an Optimizer built before sharding would step the
+    replaced full table. Returns what ``deepspeed.initialize`` returns.
+
+    Raises:
+        ParallelError: NON_OWNER_STEP for an optimizer holding the replaced table, and
+            the codes of :func:`~tokembed.parallel.shard.shard_input_embedding`.
+        UsageError: INVALID_ARGUMENT without ``tensor_parallel.autotp_size``.
+    """
+    import deepspeed
+
+    cfg = copy.deepcopy(dict(config))
+    tp = dict(cfg.get("tensor_parallel", {}))
+    enabled = bool(tp.pop(_FLAG, True))
+    cfg["tensor_parallel"] = tp
+    tp_size = tp.get("autotp_size")
+    if not isinstance(tp_size, int):
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            "config has no integer tensor_parallel.autotp_size",
+            value=tp_size,
+            fix='add "tensor_parallel": {"autotp_size": <tp size>} to the DeepSpeed config',
+        )
+    emb = model.get_input_embeddings()  # type: ignore[operator]
+    full = getattr(emb, "weight", None)
+    head = model.get_output_embeddings()  # type: ignore[operator]
+    # A tied pair under AutoTP's own vocab_parallel_lm_head is sharded by DeepSpeed
+    # (its VocabParallelLinear + VocabParallelEmbedding share one shard); our call
+    # after initialize is then the no-op the PR describes.
+    deepspeed_shards_pair = bool(tp.get("vocab_parallel_lm_head")) and (
+        full is not None and getattr(head, "weight", None) is full
+    )
+    if enabled and tp_size > 1 and not deepspeed_shards_pair:
+        _refuse_stale_optimizer(optimizer, full)
+        shard_input_embedding(model, autotp_group(tp_size), tie=tie)
+    out = tuple(
+        deepspeed.initialize(
+            model=model,
+            model_parameters=[p for p in model.parameters() if p.requires_grad],
+            optimizer=optimizer,
+            config=cfg,
+            **initialize_kwargs,
+        )
+    )
+    if enabled and deepspeed_shards_pair:
+        sharded = shard_input_embedding(out[0].module, autotp_group(tp_size))
+        assert sharded is None, "AutoTP left the tied embedding unsharded"
+    return out

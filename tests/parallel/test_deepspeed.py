@@ -1,0 +1,196 @@
+"""The vocabulary-parallel embedding as an add-on to DeepSpeed 0.19.8 AutoTP (CPU, gloo, 2 ranks).
+
+One spawn runs every check (importing DeepSpeed costs seconds per rank). AutoTP
+shards the attention/MLP linears and the gathered lm_head; our add-on shards the
+input embedding over the same group. Losses of 2 steps and the gathered
+embedding equal single-process training (``gradient_clipping: 0``: DeepSpeed
+clips at 1.0 by default).
+
+DeepSpeed JIT-compiles a shared-memory allreduce op on first use (minutes on 2
+cores); the ranks mark it incompatible so that gloo carries every collective.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+import pytest
+import torch
+from _harness import run_ranks
+from _llama import HIDDEN, VOCAB, batches, build_llama, make_optimizer, reference_training
+from torch import nn
+
+pytest.importorskip("deepspeed")
+
+from tokembed.errors import TokembedError
+
+pytestmark = [pytest.mark.distributed, pytest.mark.slow]
+
+_TP = 2
+_LR_SGD = 0.5
+
+
+def _config(*, zero: int, sgd: bool, **tp: Any) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "train_micro_batch_size_per_gpu": 4,
+        "gradient_clipping": 0.0,
+        "zero_optimization": {"stage": zero},
+        "zero_allow_untested_optimizer": True,  # torch SGD under ZeRO-1
+        "tensor_parallel": {"autotp_size": _TP, "vocab_parallel_embedding": True, **tp},
+        "steps_per_print": 10**6,
+    }
+    if sgd:
+        config["optimizer"] = {"type": "SGD", "params": {"lr": _LR_SGD}}
+    return config
+
+
+def _code(fn: Any) -> str | None:
+    try:
+        fn()
+    except TokembedError as error:
+        return error.code
+    return None
+
+
+def _train(engine: Any, loss_fn: Any) -> list[float]:
+    losses = []
+    for ids in batches():
+        loss = loss_fn(engine, ids)
+        losses.append(loss.item())
+        engine.backward(loss)
+        engine.step()
+    return losses
+
+
+def _hf_loss(engine: Any, ids: torch.Tensor) -> torch.Tensor:
+    return engine(input_ids=ids, labels=ids).loss
+
+
+def _vp_loss(engine: Any, ids: torch.Tensor) -> torch.Tensor:
+    from tokembed.parallel.causal_lm import causal_lm_loss
+
+    return causal_lm_loss(engine.module, ids)
+
+
+def _checks(rank: int, world_size: int) -> dict[str, Any]:
+    # What a launcher (deepspeed, torchrun) sets; DeepSpeed asserts on LOCAL_RANK.
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size))
+    import deepspeed
+
+    # Keep every collective on gloo and skip the shared-memory op's JIT build.
+    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+    from deepspeed.module_inject.layers import HiddenParallelEmbedding
+
+    from tokembed.parallel.deepspeed_tp import autotp_group, initialize_autotp
+    from tokembed.parallel.shard import shard_input_embedding
+    from tokembed.parallel.vocab_embedding import VocabParallelEmbedding
+
+    out: dict[str, Any] = {}
+    runs = {
+        "untied-sgd-zero0": (False, "sgd", 0),
+        "untied-sgd-zero1": (False, "sgd", 1),
+        "untied-adamw-zero0": (False, "adamw", 0),
+        "tied-sgd-zero0": (True, "sgd", 0),
+    }
+    engine = None
+    for name, (tied, kind, zero) in runs.items():
+        model = build_llama(tied=tied)
+        opt = None if kind == "sgd" else functools.partial(make_optimizer, kind)
+        engine, *_ = initialize_autotp(
+            model, _config(zero=zero, sgd=kind == "sgd"), optimizer=opt, tie=tied
+        )
+        emb = engine.module.get_input_embeddings()
+        assert isinstance(emb, VocabParallelEmbedding), type(emb)
+        losses = _train(engine, _vp_loss if tied else _hf_loss)
+        out[name] = {
+            "losses": losses,
+            "embedding": emb.gather_weight(),
+            "rows": (emb.vocab_start, emb.vocab_end),
+            "q_proj": type(engine.module.model.layers[0].self_attn.q_proj).__name__,
+        }
+    assert engine is not None
+    group = autotp_group(_TP)
+    # DeepSpeed's own tied vocab-parallel head shards the pair: our call is a no-op.
+    model = build_llama(tied=True)
+    ds_engine, *_ = initialize_autotp(
+        model, _config(zero=0, sgd=True, vocab_parallel_lm_head=True), tie=False
+    )
+    out["deepspeed-head"] = {
+        "embedding": type(ds_engine.module.get_input_embeddings()).__module__,
+        "noop": shard_input_embedding(ds_engine.module, group),
+        "losses": _train(ds_engine, _hf_loss),
+    }
+    # Refusals in whole-model context.
+    stale = build_llama(tied=False)
+    stale_opt = torch.optim.AdamW(stale.parameters())
+    linear_allreduce = engine.module.model.layers[0].self_attn.o_proj
+    hidden_sliced = build_llama(tied=False)
+    hidden_sliced.set_input_embeddings(
+        HiddenParallelEmbedding(nn.Embedding(VOCAB, HIDDEN), mp_group=group)
+    )
+    allreduce_model = build_llama(tied=False)
+    allreduce_model.set_input_embeddings(linear_allreduce)
+    out["refusals"] = {
+        "tied": _code(lambda: initialize_autotp(build_llama(tied=True), _config(zero=0, sgd=True))),
+        "stale_optimizer": _code(
+            lambda: initialize_autotp(stale, _config(zero=0, sgd=False), optimizer=stale_opt)
+        ),
+        "stale_left_unsharded": type(stale.get_input_embeddings()).__name__,
+        "hidden_parallel_embedding": _code(lambda: shard_input_embedding(hidden_sliced, group)),
+        "linear_allreduce": _code(lambda: shard_input_embedding(allreduce_model, group)),
+        "linear_allreduce_type": type(linear_allreduce).__name__,
+    }
+    return out
+
+
+@functools.cache
+def _results() -> list[dict[str, Any]]:
+    return run_ranks(_checks, _TP, timeout=400.0)
+
+
+@pytest.mark.parametrize(
+    ("name", "tied", "kind"),
+    [
+        ("untied-sgd-zero0", False, "sgd"),
+        ("untied-sgd-zero1", False, "sgd"),
+        ("untied-adamw-zero0", False, "adamw"),
+        ("tied-sgd-zero0", True, "sgd"),
+    ],
+)
+def test_autotp_with_sharded_embedding_matches_single_process(
+    name: str, tied: bool, kind: str
+) -> None:
+    ref_losses, ref_state = reference_training(tied=tied, kind=kind)
+    halves = [(0, 66), (66, 131)]
+    # AutoTP's row-parallel all-reduces reorder fp32 sums: rounding-level agreement.
+    tol = 2e-5 if kind == "adamw" else 2e-6
+    for rank, result in enumerate(_results()):
+        run = result[name]
+        assert run["rows"] == halves[rank]
+        assert run["q_proj"] == "LinearLayer"  # AutoTP did shard the linears
+        torch.testing.assert_close(run["losses"], ref_losses, rtol=0.0, atol=2e-6)
+        torch.testing.assert_close(
+            run["embedding"], ref_state["model.embed_tokens.weight"], rtol=0.0, atol=tol
+        )
+
+
+def test_deepspeed_sharded_tied_pair_makes_our_call_a_noop() -> None:
+    ref_losses, _ = reference_training(tied=True, kind="sgd")
+    for result in _results():
+        run = result["deepspeed-head"]
+        assert run["embedding"] == "deepspeed.module_inject.layers"
+        assert run["noop"] is None
+        torch.testing.assert_close(run["losses"], ref_losses, rtol=0.0, atol=2e-6)
+
+
+def test_refusals_in_a_deepspeed_model() -> None:
+    for result in _results():
+        refusals = result["refusals"]
+        assert refusals["tied"] == "TIED_WITHOUT_SHARDED_HEAD"
+        assert refusals["stale_optimizer"] == "NON_OWNER_STEP"
+        assert refusals["stale_left_unsharded"] == "Embedding"  # refused before any change
+        assert refusals["hidden_parallel_embedding"] == "ALREADY_PARALLELIZED"
+        assert refusals["linear_allreduce_type"] == "LinearAllreduce"
+        assert refusals["linear_allreduce"] == "ALREADY_PARALLELIZED"
