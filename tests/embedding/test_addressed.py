@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tokembed.embedding.addressed import AddressedIds
 from tokembed.errors import UsageError
@@ -32,3 +34,11 @@ def test_refusals() -> None:
     with pytest.raises(UsageError) as e:
         AddressedIds(ids=[1, 2], address_hash=HASH)  # type: ignore[arg-type]
     assert e.value.code == "INVALID_ARGUMENT"
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.lists(st.integers(1, 50_000), max_size=7), min_size=1, max_size=5))
+def test_from_lists_round_trip(rows: list[list[int]]) -> None:
+    batch = AddressedIds.from_lists(rows, source=HASH, pad_id=0)
+    mask = batch.attention_mask()
+    assert [r[m].tolist() for r, m in zip(batch.ids, mask, strict=True)] == rows

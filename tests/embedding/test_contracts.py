@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tokembed.embedding.contracts import first_bad_position, same_device, validate_ids
 from tokembed.errors import EmbeddingError, UsageError
@@ -83,3 +85,21 @@ def test_ids_are_not_copied_or_modified() -> None:
     validate_ids(ids, 4)
     assert torch.equal(ids, before)
     assert ids._version == version
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(-3, 12), min_size=3, max_size=3), min_size=1, max_size=5),
+    st.integers(1, 10),
+)
+def test_first_bad_position_matches_a_plain_scan(rows: list[list[int]], v: int) -> None:
+    bad = [(b, t) for b, row in enumerate(rows) for t, i in enumerate(row) if not 0 <= i < v]
+    ids = torch.tensor(rows)
+    if not bad:
+        validate_ids(ids, v)
+        return
+    with pytest.raises(EmbeddingError) as e:
+        validate_ids(ids, v)
+    b, t = bad[0]
+    assert e.value.value == rows[b][t]
+    assert f"ids[{b}, {t}] = {rows[b][t]} is outside [0, {v})" in str(e.value)
