@@ -53,6 +53,10 @@ class _Learner:
                     self.count[pair] = f
                     self.where[pair] = {w}
                     self.first[pair] = (w, off)
+        self.unigram = [0] * 256  # occurrences of each id, weighted by multiplicity
+        for ids, f in zip(self.words, self.freq, strict=True):
+            for t in ids:
+                self.unigram[t] += f
         self.heap = [(-c, *self.first[p], *p) for p, c in self.count.items()]
         heapq.heapify(self.heap)
 
@@ -67,11 +71,14 @@ class _Learner:
         return None
 
     def _exact_first(self, pair: _Pair) -> tuple[int, int]:
-        w, off = self.first[pair]
-        if self._offset_of(w, pair) == off:  # the bound is attained: it is exact
-            return w, off
+        # The bound (w, off) is <= the truth, so an occurrence in chunk w is the first one.
+        w = self.first[pair][0]
+        found = self._offset_of(w, pair)
+        if found is not None:
+            self.first[pair] = (w, found)
+            return w, found
         where = self.where[pair]
-        for cand in sorted(where):
+        for cand in sorted(c for c in where if c > w):
             found = self._offset_of(cand, pair)
             if found is not None:
                 self.first[pair] = (cand, found)
@@ -99,63 +106,107 @@ class _Learner:
         return None
 
     def apply(self, pair: _Pair, new_id: int) -> None:
+        """Replace ``pair`` by ``new_id`` in every chunk holding it, updating statistics.
+
+        Each replacement turns ``(prev, a)`` into ``(prev, new)`` and ``(b, next)``
+        into ``(new, next)``; ``prev`` is read after earlier replacements in the
+        same chunk, so ``abab`` correctly yields ``(new, new)``. A created pair's
+        position bound is ``(chunk, 0)``: cheap, and never later than the truth.
+        """
         a, b = pair
         length, words, freq = self.length, self.words, self.freq
-        count, where = self.count, self.where
+        count, where, first = self.count, self.where, self.first
         length.append(length[a] + length[b])
         assert len(length) == new_id + 1
-        del count[pair], self.first[pair]
+        del count[pair], first[pair]
         grown: set[_Pair] = set()
+        dead: list[_Pair] = []
+        uni = self.unigram
+        # Find occurrences by searching for the rarer side: a Cyrillic lead byte
+        # (0xD0) sits before half of all bytes, its partner is far rarer.
+        by_right = a != b and uni[b] < uni[a]
+        replaced = 0
         for w in where.pop(pair):
-            ids, f = words[w], freq[w]
-            n = len(ids)
-            out: list[int] = []
-            i = off = 0
-            prev_off = -1
-            while i < n:
-                t = ids[i]
-                if t == a and i + 1 < n and ids[i + 1] == b:
-                    if out:  # (prev, a) becomes (prev, new)
-                        self._shrink((out[-1], a), f, pair)
-                        self._grow((out[-1], new_id), f, w, prev_off, grown)
-                    if i + 2 < n:  # (b, next) becomes (new, next)
-                        self._shrink((b, ids[i + 2]), f, pair)
-                        self._grow((new_id, ids[i + 2]), f, w, off, grown)
-                    out.append(new_id)
-                    prev_off = off
-                    off += length[new_id]
-                    i += 2
+            ids = words[w]
+            pos: list[int] = []
+            try:
+                if by_right:  # a != b: occurrences cannot overlap
+                    j = 0
+                    while True:
+                        j = ids.index(b, j + 1)
+                        if ids[j - 1] == a:
+                            pos.append(j - 1)
                 else:
-                    out.append(t)
-                    prev_off = off
-                    off += length[t]
-                    i += 1
-            words[w] = out
+                    i = -1
+                    last = -2
+                    n = len(ids) - 1
+                    while True:
+                        i = ids.index(a, i + 1)
+                        if i < n and ids[i + 1] == b and i > last + 1:
+                            pos.append(i)
+                            last = i
+            except ValueError:
+                pass
+            if not pos:
+                continue  # stale membership: the pair left this chunk earlier
+            f = freq[w]
+            replaced += f * len(pos)
+            for k, i in enumerate(pos):
+                i -= k  # each earlier replacement shortened the list by one
+                # Two neighbours, written out (not looped) because this is the hot path:
+                # (prev, a) -> (prev, new) and (b, next) -> (new, next).
+                if i:
+                    prev = ids[i - 1]
+                    old = (prev, a)
+                    if old != pair:  # an overlapping occurrence ("aaa") is already gone
+                        c = count[old] - f
+                        count[old] = c
+                        if not c:
+                            dead.append(old)
+                    new = (prev, new_id)
+                    c = count.get(new)
+                    if c is None:
+                        count[new] = f
+                        where[new] = {w}
+                        first[new] = (w, 0)
+                    else:
+                        count[new] = c + f
+                        where[new].add(w)
+                        if w <= first[new][0]:
+                            first[new] = (w, 0)
+                    grown.add(new)
+                if i + 2 < len(ids):
+                    nxt = ids[i + 2]
+                    old = (b, nxt)
+                    if old != pair:
+                        c = count[old] - f
+                        count[old] = c
+                        if not c:
+                            dead.append(old)
+                    new = (new_id, nxt)
+                    c = count.get(new)
+                    if c is None:
+                        count[new] = f
+                        where[new] = {w}
+                        first[new] = (w, 0)
+                    else:
+                        count[new] = c + f
+                        where[new].add(w)
+                        if w <= first[new][0]:
+                            first[new] = (w, 0)
+                    grown.add(new)
+                ids[i : i + 2] = (new_id,)
+        uni[a] -= replaced
+        uni[b] -= replaced
+        uni.append(replaced)
+        for p in dead:  # forget dead pairs so memory follows the live table
+            if count.get(p) == 0:
+                del count[p], where[p], first[p]
+        heap = self.heap
         for p in grown:
             c = count.get(p, 0)
             if c > 0:
-                heapq.heappush(self.heap, (-c, *self.first[p], *p))
-
-    def _shrink(self, old: _Pair, f: int, merged: _Pair) -> None:
-        if old == merged:  # an overlapping occurrence ("aaa"): its count is already gone
-            return
-        c = self.count[old] - f
-        if c:
-            self.count[old] = c
-        else:  # forget dead pairs so memory follows the live table
-            del self.count[old], self.where[old], self.first[old]
-
-    def _grow(self, pair: _Pair, f: int, w: int, off: int, grown: set[_Pair]) -> None:
-        if pair in self.count:
-            self.count[pair] += f
-            self.where[pair].add(w)
-            if (w, off) < self.first[pair]:
-                self.first[pair] = (w, off)
-        else:
-            self.count[pair] = f
-            self.where[pair] = {w}
-            self.first[pair] = (w, off)
-        grown.add(pair)
+                heapq.heappush(heap, (-c, *first[p], *p))
 
 
 def learn_merges(
