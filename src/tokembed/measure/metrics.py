@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -247,18 +247,18 @@ def compare(
 ) -> list[Measurement]:
     """:func:`measure` every tokenizer on every corpus (ordinary encoding, R from its tables).
 
-    Results are ordered by corpus, then tokenizer, in the order given.
+    Results are ordered by corpus, then tokenizer, in the order given; each
+    measurement's ``corpus`` is its key in ``corpora``.
     """
     out = []
-    for corpus in corpora.values():
+    for label, corpus in corpora.items():
         for name, tok in tokenizers.items():
-            out.append(
-                measure(
-                    tok.encode_ordinary,
-                    corpus,
-                    tokenizer=name,
-                    words=words,
-                    id_range=tok.tables.id_range,
-                )
+            m = measure(
+                tok.encode_ordinary,
+                corpus,
+                tokenizer=name,
+                words=words,
+                id_range=tok.tables.id_range,
             )
+            out.append(replace(m, corpus=label))
     return out

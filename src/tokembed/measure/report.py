@@ -20,7 +20,7 @@ import html
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -246,9 +246,8 @@ def build_report(
                 embedding_memory(name=s.name, rows=s.model_rows or s.id_range, width=width)
             )
         memory.append(LLAMA_31_8B)
-    records = [c.record() for c in corpora.values()]
-    if curve_corpora:
-        records += [c.record() for c in curve_corpora.values() if c.record() not in records]
+    labelled = {**corpora, **(curve_corpora or {})}
+    records = [replace(c, name=label).record() for label, c in labelled.items()]
     return ReportData(
         title=title,
         corpora=records,

@@ -103,7 +103,7 @@ def premiums_by_side(
         side = m.corpus.rpartition("/")[2] if "/" in m.corpus else ""
         groups.setdefault((m.tokenizer, side), {})[m.corpus] = m
     for (tok, side), group in groups.items():
-        ref = f"{reference}/{side}" if side else reference
+        ref = reference if reference in group or not side else f"{reference}/{side}"
         for corpus, value in token_premium(group, reference=ref).items():
             out[(tok, corpus)] = value
     return out

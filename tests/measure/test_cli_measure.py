@@ -1,0 +1,156 @@
+"""`tokembed measure`, `inspect` and `report`: real output in-process, exit codes via subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from _measure_data import ru_tokenizer, tokenizer_path
+
+from conftest import pud_file
+from tokembed.cli import main
+from tokembed.tokenizer.formats import save_tokenizer
+
+
+@pytest.fixture
+def ru_json(tmp_path: Path) -> str:
+    return str(save_tokenizer(ru_tokenizer(), tmp_path / "ru.json"))
+
+
+def test_measure_lecture_partition_with_curve(
+    ru_json: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    csv_path = tmp_path / "curve.csv"
+    argv = [
+        "measure",
+        "-t",
+        ru_json,
+        "-t",
+        tokenizer_path("gpt2-hf"),
+        str(pud_file("ru")),
+        str(pud_file("en")),
+    ]
+    argv += [
+        "--partition",
+        "lecture",
+        "--reference",
+        "en",
+        "--curve",
+        "0,512,1024",
+        "--csv",
+        str(csv_path),
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "ru/eval" in out
+    assert "33,654" in out
+    assert "180,112" in out
+    assert "18,168" in out
+    lines = csv_path.read_text().splitlines()
+    assert len(lines) == 1 + 4 * 3  # four labelled sides, three merge counts
+    assert any(line.startswith("ru/train,1024,180112,") for line in lines)
+
+
+def test_measure_json(ru_json: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["measure", "-t", ru_json, str(pud_file("ru")), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    (record,) = data["corpora"]
+    assert (record["bytes"], record["sentences"], record["documents"]) == (213_766, 1000, 397)
+    assert record["files"][0]["path"].endswith("ru_pud-ud-test.conllu")
+    (m,) = data["measurements"]
+    assert m["corpus"] == "ru"
+    assert m["bytes_per_token"] == m["bytes"] / m["tokens"]
+
+
+def test_inspect_table_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    paths = [
+        tokenizer_path("smollm2-135m/tokenizer.json"),
+        tokenizer_path("smollm2-135m/config.json"),
+    ]
+    assert main(["inspect", *paths]) == 0
+    out = capsys.readouterr().out
+    assert "49,152" in out
+    assert main(["inspect", "--json", *paths]) == 0
+    (d,) = json.loads(capsys.readouterr().out)
+    assert (d["model_rows"], d["unreached_rows"]) == (49_152, 0)
+
+
+def test_report_writes_one_html_file(
+    ru_json: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "r" / "report.html"
+    argv = [
+        "report",
+        "-t",
+        ru_json,
+        str(pud_file("ru")),
+        str(pud_file("en")),
+        "--partition",
+        "lecture",
+    ]
+    argv += [
+        "--reference",
+        "en",
+        "--curve",
+        "0,1024",
+        "--inspect",
+        tokenizer_path("smollm2-135m"),
+        "-o",
+        str(out),
+    ]
+    assert main(argv) == 0
+    assert capsys.readouterr().out.strip() == str(out)
+    page = out.read_text(encoding="utf-8")
+    assert "<svg" in page
+    assert "smollm2-135m" in page
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tokembed.cli", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_bad_input_exits_with_one_line_and_a_code(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    words = tmp_path / "words.txt"
+    words.write_text("no digits at all\n")
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"vocab_size": 100}))
+    gpt2 = tokenizer_path("gpt2-hf")
+    cases = [
+        (["measure", "-t", gpt2, str(empty)], 1, "EMPTY_CORPUS"),
+        (["measure", "-t", gpt2, str(words), "--words", r"\d+"], 1, "EMPTY_WORD_DEFINITION"),
+        (
+            ["measure", "-t", gpt2, str(pud_file("ru")), "--partition", "random"],
+            1,
+            "INVALID_PARTITION",
+        ),
+        (["inspect", gpt2, str(cfg)], 1, "VOCAB_BELOW_ID_RANGE"),
+        (["measure", "-t", gpt2, str(words), "--curve", "x"], 2, "usage"),
+    ]
+    for argv, code, text in cases:
+        proc = _cli(*argv)
+        assert proc.returncode == code, (argv, proc.stderr)
+        assert text in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+        assert "Traceback" not in proc.stderr
+
+
+def test_unaligned_parallel_files_exit_1(tmp_path: Path) -> None:
+    block = "# sent_id = {}\n# text = x\n1\tx\n\n"
+    (tmp_path / "a_x.conllu").write_text(block.format("s1"))
+    (tmp_path / "b_x.conllu").write_text(block.format("s2"))
+    proc = _cli(
+        "measure",
+        "-t",
+        tokenizer_path("gpt2-hf"),
+        str(tmp_path / "a_x.conllu"),
+        str(tmp_path / "b_x.conllu"),
+    )
+    assert proc.returncode == 1
+    assert "UNALIGNED_PARALLEL_CORPUS" in proc.stderr

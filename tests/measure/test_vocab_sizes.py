@@ -1,0 +1,123 @@
+"""|I|, R, holes, aliases and V of real artifacts (lecture §8.2, §9) and table memory (§11.3)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from _measure_data import loaded, tokenizer_path
+
+from tokembed.errors import MeasureError, UsageError
+from tokembed.measure.artifacts import inspect_paths, split_encoding
+from tokembed.measure.report import LLAMA_31_8B
+from tokembed.measure.vocab_sizes import (
+    embedding_memory,
+    read_model_config,
+    vocab_sizes,
+    vocab_sizes_of,
+)
+
+
+@pytest.mark.slow
+def test_o200k_base_and_harmony() -> None:
+    from tokembed.tokenizer.formats.encodings import encoding_spec
+
+    tok = loaded("o200k_base.tiktoken")
+    base = vocab_sizes_of(tok)
+    assert base.mergeable_ids == 199_998
+    assert sorted(tok.tables.specials.values()) == [199_999, 200_018]
+    assert (base.unique_ids, base.id_range, base.holes) == (200_000, 200_019, 19)
+    assert base.hole_ranges == [(199_998, 199_998), (200_000, 200_017)]
+    # o200k_harmony = o200k_base ranks + the tiktoken package's harmony special tokens
+    harmony = vocab_sizes(
+        name="o200k_harmony",
+        ordinary_ids=tok.tables.pieces,
+        specials=encoding_spec("o200k_harmony").specials,
+    )
+    assert (harmony.special_names, harmony.special_ids) == (1_091, 1_090)
+    assert harmony.unique_ids == 199_998 + 1_090 == 201_088
+    assert harmony.aliases == {200_018: ("<|endofprompt|>", "<|reserved_200018|>")}
+    assert harmony.holes == 0
+
+
+def test_cl100k_base() -> None:
+    (s,) = inspect_paths([tokenizer_path("cl100k_base.tiktoken")])
+    assert (s.mergeable_ids, s.special_ids, s.unique_ids, s.id_range) == (
+        100_256,
+        5,
+        100_261,
+        100_277,
+    )
+    assert s.hole_ranges == [(100_256, 100_256), (100_261, 100_275)]
+    assert s.holes == 16
+    assert s.model_rows is None
+
+
+def test_smollm2_with_its_config() -> None:
+    (s,) = inspect_paths(
+        [tokenizer_path("smollm2-135m/tokenizer.json"), tokenizer_path("smollm2-135m/config.json")]
+    )
+    assert (s.mergeable_ids, s.special_ids, s.unique_ids, s.id_range) == (
+        49_135,
+        17,
+        49_152,
+        49_152,
+    )
+    assert (s.model_rows, s.unreached_rows, s.holes) == (49_152, 0, 0)
+    # a folder holding both files uses both
+    (f,) = inspect_paths([tokenizer_path("smollm2-135m")])
+    assert f.to_dict() == s.to_dict()
+
+
+def test_config_below_the_id_range(tmp_path: Path) -> None:
+    cfg = json.loads(Path(tokenizer_path("smollm2-135m/config.json")).read_text())
+    cfg["vocab_size"] = 49_000
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(MeasureError) as e:
+        inspect_paths(
+            [tokenizer_path("smollm2-135m/tokenizer.json"), str(tmp_path / "config.json")]
+        )
+    assert e.value.code == "VOCAB_BELOW_ID_RANGE"
+    assert e.value.value == (49_000, 49_152)
+
+
+def test_config_without_vocab_size(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 8}))
+    with pytest.raises(MeasureError) as e:
+        read_model_config(tmp_path)
+    assert e.value.code == "INVALID_CONFIG"
+    (tmp_path / "config.json").write_text(json.dumps({"text_config": {"vocab_size": 7}}))
+    assert read_model_config(tmp_path / "config.json").vocab_size == 7
+
+
+def test_config_before_any_tokenizer() -> None:
+    with pytest.raises(UsageError) as e:
+        inspect_paths([tokenizer_path("smollm2-135m/config.json")])
+    assert e.value.code == "INVALID_ARGUMENT"
+
+
+def test_rows_past_the_range_are_unreached() -> None:
+    s = vocab_sizes(
+        name="toy", ordinary_ids=range(256), specials={"<a>": 300, "<b>": 300}, model_rows=320
+    )
+    assert (s.unique_ids, s.id_range, s.holes, s.unreached_rows) == (257, 301, 44, 63)
+    assert s.aliases == {300: ("<a>", "<b>")}
+    assert s.hole_ranges == [(256, 299)]
+
+
+def test_encoding_suffix() -> None:
+    path = tokenizer_path("cl100k_base.tiktoken")
+    assert split_encoding(f"{path}@cl100k_base") == (Path(path), "cl100k_base")
+    assert split_encoding(path) == (Path(path), None)
+
+
+def test_llama_embedding_memory() -> None:
+    m = LLAMA_31_8B
+    assert m.untied_parameters == 2 * 128_256 * 4_096 == 1_050_673_152
+    assert m.tied_parameters == 525_336_576
+    assert m.bytes(tied=False, bytes_per_parameter=2) == 2_101_346_304
+    assert round(m.untied_parameters / 8e9, 2) == 0.13  # "roughly 13% of 8 billion"
+    with pytest.raises(UsageError) as e:
+        embedding_memory(name="x", rows=0, width=4)
+    assert e.value.code == "INVALID_ARGUMENT"
