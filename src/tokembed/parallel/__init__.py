@@ -10,6 +10,11 @@ from __future__ import annotations
 from tokembed.parallel.causal_lm import causal_lm_loss
 from tokembed.parallel.column import ColumnParallelEmbedding
 from tokembed.parallel.cross_entropy import vocab_parallel_cross_entropy
+from tokembed.parallel.data_parallel import (
+    GradientReduction,
+    check_parallel_groups,
+    reduce_gradients,
+)
 from tokembed.parallel.intervals import owner_of, row_intervals, validate_cover
 from tokembed.parallel.ledger import (
     CollectiveLedger,
@@ -20,7 +25,15 @@ from tokembed.parallel.ledger import (
     schedule_payloads,
 )
 from tokembed.parallel.lm_head import VocabParallelLMHead
-from tokembed.parallel.ownership import RowOwnership, mark_rows, row_ownership
+from tokembed.parallel.ownership import (
+    OwnerCheckedOptimizer,
+    RowOwnership,
+    check_owned_step,
+    mark_rows,
+    mark_sharded_source,
+    row_ownership,
+)
+from tokembed.parallel.pipeline_tie import TiedReplica, tensor_digest
 from tokembed.parallel.reshard import (
     ShardLayout,
     load_rows,
@@ -36,22 +49,29 @@ from tokembed.parallel.vocab_embedding import VocabParallelEmbedding
 __all__ = [
     "CollectiveLedger",
     "ColumnParallelEmbedding",
+    "GradientReduction",
     "MemoryLedger",
+    "OwnerCheckedOptimizer",
     "RouteLedger",
     "RowOwnership",
     "RowRoutedEmbedding",
     "ShardLayout",
+    "TiedReplica",
     "VocabParallelEmbedding",
     "VocabParallelLMHead",
     "causal_lm_loss",
+    "check_owned_step",
+    "check_parallel_groups",
     "count_collectives",
     "count_remote",
     "load_rows",
     "load_vocab_shards",
     "mark_rows",
+    "mark_sharded_source",
     "memory_ledger",
     "owner_of",
     "read_layout",
+    "reduce_gradients",
     "restore_origin_order",
     "row_intervals",
     "row_ownership",
@@ -60,6 +80,7 @@ __all__ = [
     "schedule_payloads",
     "shard_input_embedding",
     "shard_lm_head",
+    "tensor_digest",
     "validate_cover",
     "vocab_parallel_cross_entropy",
 ]

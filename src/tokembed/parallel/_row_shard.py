@@ -20,7 +20,7 @@ from torch import nn
 from tokembed.embedding.contracts import validate_ids
 from tokembed.errors import EmbeddingError, ParallelError, UsageError
 from tokembed.parallel._collectives import ProcessGroup, all_gather_uneven
-from tokembed.parallel.ownership import RowOwnership, mark_rows
+from tokembed.parallel.ownership import RowOwnership, mark_rows, mark_sharded_source
 
 __all__ = ["RowShardedTable"]
 
@@ -106,6 +106,7 @@ class RowShardedTable(nn.Module):
         )
         with torch.no_grad():
             out.weight.copy_(emb.weight[out.vocab_start : out.vocab_end])
+        mark_sharded_source(emb.weight, out.ownership)
         return out
 
     def _renorm(self, owned_local_ids: torch.Tensor) -> None:

@@ -20,8 +20,8 @@ from torch import nn
 
 from tokembed.errors import ParallelError, UsageError
 from tokembed.parallel._autograd import copy_to_group
-from tokembed.parallel._collectives import ProcessGroup
-from tokembed.parallel.ownership import RowOwnership, mark_rows
+from tokembed.parallel._collectives import ProcessGroup, all_gather_uneven
+from tokembed.parallel.ownership import RowOwnership, mark_rows, mark_sharded_source
 from tokembed.parallel.vocab_embedding import VocabParallelEmbedding
 
 __all__ = ["VocabParallelLMHead"]
@@ -125,12 +125,19 @@ class VocabParallelLMHead(nn.Module):
         )
         with torch.no_grad():
             head.weight.copy_(linear.weight[head.vocab_start : head.vocab_end])
+        mark_sharded_source(linear.weight, head.ownership)
         return head
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         """Replicated hidden [..., d] -> this rank's logits [..., vocab_end - vocab_start]."""
         hidden = copy_to_group(hidden, group=self.group)
         return hidden @ self.weight.t()  # [..., d] @ [d, V_r] -> [..., V_r]
+
+    @torch.no_grad()
+    def gather_weight(self) -> torch.Tensor:
+        """The full [V, d] output table on every rank (a collective: call it on all ranks)."""
+        sizes = [end - start for start, end in self.intervals]
+        return all_gather_uneven(self.weight.detach(), sizes, group=self.group)
 
     def extra_repr(self) -> str:
         return (
