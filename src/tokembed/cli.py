@@ -275,10 +275,18 @@ def _add_corpus_options(p: argparse.ArgumentParser) -> None:
         metavar="TOK",
         help="tokenizer file/folder, or RANKS.tiktoken@ENCODING (repeat -t for several)",
     )
-    p.add_argument("corpus", nargs="+", help="CoNLL-U (.conllu[.gz]) or plain text (.txt, .gz) files")
-    p.add_argument("--partition", metavar="RULE", help="document split: lecture, sha256-mod<K>, every<K>")
-    p.add_argument("--curve", type=_merge_counts, metavar="N1,N2,...", help="merge counts of the first -t")
-    p.add_argument("--reference", metavar="LABEL", help="language label for token premiums, e.g. en")
+    p.add_argument(
+        "corpus", nargs="+", help="CoNLL-U (.conllu[.gz]) or plain text (.txt, .gz) files"
+    )
+    p.add_argument(
+        "--partition", metavar="RULE", help="document split: lecture, sha256-mod<K>, every<K>"
+    )
+    p.add_argument(
+        "--curve", type=_merge_counts, metavar="N1,N2,...", help="merge counts of the first -t"
+    )
+    p.add_argument(
+        "--reference", metavar="LABEL", help="language label for token premiums, e.g. en"
+    )
     p.add_argument("--words", default=r"\p{L}+|\p{N}+", metavar="REGEX", help="word definition")
     p.add_argument(
         "--leading-space",

@@ -16,6 +16,9 @@ means possessive in both engines) and ``$`` as ``\\Z`` for Hugging Face; reading
 HF files applies the inverse table. The scanner knows escapes (``\\p{..}``),
 character classes and groups, which is all tokenizer patterns use.
 
+The two maps are exact inverses on patterns tokembed writes, so a stage
+survives export and re-import character for character (same address hash).
+
 Example::
 
     >>> to_onig(r"\\p{N}{1,3}+|\\s++$")
@@ -33,7 +36,13 @@ _ESCAPE = regex.compile(r"\\(?:[pPx]\{[^}]*\}|[pP].|.)", regex.DOTALL)
 
 # Anchors: (ours → Oniguruma) and (Oniguruma → ours), outside character classes.
 _TO_ONIG = {"$": r"\Z", r"\Z": r"\z"}
-_FROM_ONIG = {"$": r"(?m:$)", r"\Z": r"(?=\n?\z)"}
+_FROM_ONIG = {"$": r"(?m:$)", r"\Z": "$", r"\z": r"\Z"}
+# `(?>ATOM{n,m})`, which to_onig writes for a possessive counted repeat; read back as `ATOM{n,m}+`
+# so that a pattern survives the round trip unchanged (same address hash).
+_ATOMIC_REPEAT = regex.compile(
+    r"\(\?>(\\(?:[pPx]\{[^}]*\}|[pP].|.)|\[(?:\\.|[^\]\\])*\]|[^\\\[\]()|?*+{])"
+    r"(\{\d+(?:,\d*)?\})\)"
+)
 
 
 def _class_end(pattern: str, start: int) -> int:
@@ -82,6 +91,11 @@ def _translate(pattern: str, anchors: dict[str, str], *, possessive_to_onig: boo
         elif c == ")":
             out.append(c)
             last_atom = group_opens.pop() if group_opens else None
+            if not possessive_to_onig and last_atom is not None:
+                group = "".join(out[last_atom:])
+                atomic = _ATOMIC_REPEAT.fullmatch(group)
+                if atomic:
+                    out[last_atom:] = [atomic.group(1) + atomic.group(2) + "+"]
             i += 1
         else:
             if c not in "?*+{|":

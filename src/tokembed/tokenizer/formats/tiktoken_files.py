@@ -26,8 +26,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from tokembed.errors import FormatError
-from tokembed.tokenizer.formats._build import build_pretokenizer, build_tables, malformed
+from tokembed.errors import FormatError, TokenizerError
+from tokembed.tokenizer.formats._build import build_pretokenizer, malformed
 from tokembed.tokenizer.formats._io import (
     read_json,
     require_file,
@@ -94,10 +94,10 @@ def load_tiktoken(path: str | Path, *, encoding: str | None = None) -> Tokenizer
     path = Path(path)
     spec = _spec_for(path, encoding)
     ranks = parse_ranks(require_file(path).read_bytes(), source=str(path))
-    converted = ranks_to_tables(ranks)
-    tables = build_tables(
-        str(path), pieces=converted.pieces, merges=converted.merges, specials=spec.specials
-    )
+    try:
+        tables = ranks_to_tables(ranks, specials=spec.specials)
+    except TokenizerError as exc:  # a special id that is also a rank: wrong encoding name
+        raise malformed(str(path), f"{exc.code}: {exc.message}", value=exc.value) from exc
     return Tokenizer(
         pretokenizer=build_pretokenizer(str(path), [spec.pattern]),
         tables=tables,

@@ -1,0 +1,143 @@
+"""CLI train/encode/decode/export/demo: real output through main(), exit codes through a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import data_path, pud_file
+from tokembed.cli import main
+
+
+def _run(
+    *args: str, stdin: bytes | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "tokembed.cli", *args],
+        input=stdin,
+        capture_output=True,
+        cwd=cwd,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("cli") / "tok.json"
+    corpus = [str(pud_file(lang)) for lang in ("en", "ru")]
+    assert (
+        main(
+            ["--quiet", "train", *corpus, "--merges", "200", "--special", "<|end|>", "-o", str(out)]
+        )
+        == 0
+    )
+    return out
+
+
+def test_train_writes_a_loadable_tokenizer(
+    trained: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = json.loads(trained.read_text())
+    assert len(doc["merges"]) == 200
+    assert doc["specials"] == {"<|end|>": 456}
+
+
+def test_encode_then_decode_round_trip(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["encode", "-t", str(trained), "Hello, мир!"]) == 0
+    ids = capsys.readouterr().out.split()
+    assert main(["decode", "-t", str(trained), *ids]) == 0
+    assert capsys.readouterr().out == "Hello, мир!\n"
+
+
+def test_encode_special_policy(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["encode", "-t", str(trained), "--allow-special", "a<|end|>"]) == 0
+    assert capsys.readouterr().out.split() == ["97", "456"]
+    assert main(["encode", "-t", str(trained), "a<|end|>"]) == 1
+    assert "SPECIAL_TOKEN_DISALLOWED" in capsys.readouterr().err
+
+
+def test_encode_real_rank_file_with_encoding(capsys: pytest.CaptureFixture[str]) -> None:
+    rank_file = str(data_path("tokenizers", "r50k_base.tiktoken"))
+    assert main(["encode", "-t", rank_file, "--encoding", "r50k_base", "Hello world"]) == 0
+    assert capsys.readouterr().out == "15496 995\n"  # tiktoken r50k_base ids
+
+
+def test_export_both_formats(
+    trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["export", "-t", str(trained), "--format", "hf", "-o", str(tmp_path / "hf")]) == 0
+    assert (tmp_path / "hf" / "tokenizer.json").is_file()
+    assert (
+        main(["export", "-t", str(trained), "--format", "tiktoken", "-o", str(tmp_path / "tk")])
+        == 0
+    )
+    capsys.readouterr()
+    for folder in ("hf", "tk"):
+        assert main(["encode", "-t", str(tmp_path / folder), "Hello, мир!"]) == 0
+    first, second = capsys.readouterr().out.splitlines()
+    assert first == second
+
+
+def test_demo_on_user_corpus(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = [str(pud_file(lang)) for lang in ("en", "de", "fr")]
+    out = tmp_path / "demo.json"
+    code = main(
+        [
+            "--quiet",
+            "demo",
+            "--corpus",
+            *corpus,
+            "--merges",
+            "100",
+            "--holdout",
+            "0.34",
+            "-o",
+            str(out),
+        ]
+    )
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "3 files" in text
+    assert "held-out: 1 files" in text
+    assert str(out) in text
+    assert out.is_file()
+
+
+def test_user_mistakes_exit_codes_one_line(tmp_path: Path, trained: Path) -> None:
+    bad_utf8 = tmp_path / "bad.txt"
+    bad_utf8.write_bytes(b"ok \xff")
+    cases = [
+        (["encode", "-t", str(tmp_path / "missing.json"), "x"], 2, "FILE_NOT_FOUND"),
+        (["decode", "-t", str(trained), "abc"], 2, "usage"),
+        (
+            ["train", str(bad_utf8), "--merges", "5", "-o", str(tmp_path / "o.json")],
+            1,
+            "INVALID_UTF8",
+        ),
+        (
+            ["train", str(tmp_path / "nope"), "--merges", "5", "-o", str(tmp_path / "o.json")],
+            2,
+            "FILE_NOT_FOUND",
+        ),
+        (["export", "-t", str(trained), "--format", "xml", "-o", str(tmp_path)], 2, "usage"),
+        (["train", str(trained), "--merges", "5", "-o", str(trained)], 2, "OUTPUT_EXISTS"),
+        (["decode", "-t", str(trained), "999999"], 1, "UNKNOWN_TOKEN_ID"),
+    ]
+    for args, code, word in cases:
+        result = _run(*args, cwd=tmp_path)
+        err = result.stderr.decode()
+        assert result.returncode == code, (args, err)
+        assert word in err, (args, err)
+        assert err.count("\n") == 1, (args, err)
+        assert "Traceback" not in err
+
+
+def test_encode_reads_stdin_in_subprocess(trained: Path) -> None:
+    result = _run("encode", "-t", str(trained), "-", stdin=b"Hello")
+    assert result.returncode == 0
+    assert main(["decode", "-t", str(trained), *result.stdout.decode().split()]) == 0

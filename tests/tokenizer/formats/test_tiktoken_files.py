@@ -1,0 +1,232 @@
+"""tiktoken rank files: real encodings equal tiktoken's ids on 13 languages; malformed files refused."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+from _formats_data import TIKTOKEN_NAMES, pud_texts, real_tokenizer, tokenizer_path
+
+from tokembed.errors import FormatError, UsageError
+from tokembed.tokenizer.formats import (
+    encoding_spec,
+    export_tiktoken,
+    load_tokenizer,
+    parse_ranks,
+    ranks_to_tables,
+    tables_to_ranks,
+)
+from tokembed.tokenizer.formats.ranks import lowest_rank_split
+from tokembed.tokenizer.model import BPETables
+from tokembed.tokenizer.pretokenize import Pretokenizer
+from tokembed.tokenizer.tokenizer import Tokenizer
+
+tiktoken = pytest.importorskip("tiktoken")
+
+
+def _tiktoken_encoding(name: str):  # type: ignore[no-untyped-def]
+    from tiktoken.load import load_tiktoken_bpe
+
+    spec = encoding_spec(name)
+    return tiktoken.Encoding(
+        name=name,
+        pat_str=spec.pattern,
+        mergeable_ranks=load_tiktoken_bpe(tokenizer_path(name)),
+        special_tokens=dict(spec.specials),
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", TIKTOKEN_NAMES)
+def test_real_rank_files_encode_like_tiktoken_on_pud(name: str) -> None:
+    tok, enc = real_tokenizer(name), _tiktoken_encoding(name)
+    for lang, text in pud_texts().items():
+        assert tok.encode(text) == enc.encode(text), (name, lang)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["cl100k_base", "qwen"])
+def test_derived_merges_alone_reproduce_tiktoken(name: str) -> None:
+    """The pure merge-table path (no tiktoken backend) on a slice of every language."""
+    tok, enc = real_tokenizer(name), _tiktoken_encoding(name)
+    for lang, text in pud_texts().items():
+        sample = text[:1500]
+        assert tok.encode_ordinary_reference(sample) == enc.encode_ordinary(sample), lang
+
+
+def _reference_split(ranks: dict[bytes, int], piece: bytes, max_rank: int) -> list[bytes]:
+    """Hugging Face's converter loop: rescan all pairs, join the lowest rank below max_rank."""
+    parts = [bytes([b]) for b in piece]
+    while True:
+        found = [
+            (ranks[parts[i] + parts[i + 1]], i)
+            for i in range(len(parts) - 1)
+            if ranks.get(parts[i] + parts[i + 1], max_rank) < max_rank
+        ]
+        if not found:
+            return parts
+        _, i = min(found)
+        parts[i : i + 2] = [parts[i] + parts[i + 1]]
+
+
+def test_split_search_equals_reference_on_r50k() -> None:
+    ranks = parse_ranks(Path(tokenizer_path("r50k_base")).read_bytes())
+    for piece, rank in ranks.items():
+        if len(piece) > 1:
+            expected = _reference_split(ranks, piece, rank)
+            got = lowest_rank_split(ranks, piece, rank)
+            assert got is not None, piece
+            assert list(got) == expected, piece
+
+
+def test_real_files_have_the_documented_sizes() -> None:
+    o200k = real_tokenizer("o200k_base")
+    assert len(o200k.tables.pieces) == 199_998
+    assert o200k.tables.specials == {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
+    assert o200k.tables.id_range == 200_019  # §9: R = max(I) + 1 with 19 holes
+    assert o200k.n_merges == 199_998 - 256  # every multi-byte piece is reachable
+    qwen = real_tokenizer("qwen")
+    assert qwen.tables.specials["<|endoftext|>"] == 151_643
+    assert qwen.tables.specials["<|extra_204|>"] == 151_850
+    assert len(qwen.tables.specials) == 208
+
+
+def test_o200k_harmony_names_ids_and_alias() -> None:
+    """§8.2: 1,091 names, 1,090 ids, <|endofprompt|> and <|reserved_200018|> share 200018."""
+    spec = encoding_spec("o200k_harmony")
+    assert len(spec.specials) == 1091
+    assert len(set(spec.specials.values())) == 1090
+    assert spec.specials["<|endofprompt|>"] == spec.specials["<|reserved_200018|>"] == 200018
+    assert 199_998 + len(set(spec.specials.values())) == 201_088
+    assert spec.pattern == encoding_spec("o200k_base").pattern
+
+
+def test_harmony_tokenizer_encodes_allowed_specials_like_tiktoken() -> None:
+    o200k = real_tokenizer("o200k_base")  # harmony = o200k ranks and pattern + its specials
+    spec = encoding_spec("o200k_harmony")
+    tables = BPETables(
+        pieces=o200k.tables.pieces, merges=o200k.tables.merges, specials=spec.specials
+    )
+    tok = Tokenizer(pretokenizer=o200k.pretokenizer, tables=tables)
+    from tiktoken.load import load_tiktoken_bpe
+
+    enc = tiktoken.Encoding(
+        name="h",
+        pat_str=spec.pattern,
+        mergeable_ranks=load_tiktoken_bpe(tokenizer_path("o200k_base")),
+        special_tokens=dict(spec.specials),
+    )
+    text = "<|start|>user<|message|>Привет<|end|><|reserved_200018|><|endofprompt|>"
+    assert tok.encode(text, allowed_special="all") == enc.encode(text, allowed_special="all")
+
+
+def test_harmony_by_name_loads_all_specials(tmp_path: Path) -> None:
+    # A tiny rank file stands in for o200k's ranks; the names come from tiktoken's code.
+    path = tmp_path / "bytes.tiktoken"
+    path.write_bytes(b"".join(_b64(bytes([b])) + b" %d\n" % b for b in range(256)))
+    tok = load_tokenizer(path, encoding="o200k_harmony")
+    assert len(tok.tables.specials) == 1091
+    assert tok.name == "o200k_harmony"
+
+
+def _small() -> dict[bytes, int]:
+    ranks = {bytes([b]): b for b in range(256)}
+    ranks |= {b"ab": 256, b"abc": 257}
+    return ranks
+
+
+def _write(tmp_path: Path, lines: list[bytes]) -> Path:
+    path = tmp_path / "bad.tiktoken"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def _b64(piece: bytes) -> bytes:
+    return base64.b64encode(piece)
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        [_b64(b"a") + b" 0", b"!!notbase64 1"],  # bad base64
+        [_b64(b"a") + b" 0", _b64(b"b") + b" 0"],  # duplicate rank
+        [_b64(b"a") + b" 0", _b64(b"a") + b" 1"],  # duplicate piece
+        [_b64(b"a") + b" -1"],  # negative rank
+        [_b64(b"a") + b" 0 extra"],  # three fields
+    ],
+)
+def test_malformed_rank_files_are_refused(tmp_path: Path, lines: list[bytes]) -> None:
+    with pytest.raises(FormatError) as e:
+        load_tokenizer(_write(tmp_path, lines), encoding="r50k_base")
+    assert e.value.code == "MALFORMED_RANKS"
+
+
+def test_rank_file_without_pattern_or_name_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "mystery.tiktoken"
+    path.write_bytes(b"".join(_b64(bytes([b])) + b" %d\n" % b for b in range(256)))
+    with pytest.raises(FormatError) as e:
+        load_tokenizer(path)
+    assert e.value.code == "UNSUPPORTED_TOKENIZER"
+    with pytest.raises(FormatError) as e:
+        load_tokenizer(path, encoding="no_such_encoding")
+    assert e.value.code == "UNSUPPORTED_TOKENIZER"
+
+
+def test_encoding_option_for_a_json_file_is_a_usage_error(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text("{}")
+    with pytest.raises(UsageError) as e:
+        load_tokenizer(path, encoding="r50k_base")
+    assert e.value.code == "INVALID_ARGUMENT"
+
+
+def test_ranks_to_tables_derives_the_lowest_rank_split() -> None:
+    tables = ranks_to_tables(_small())
+    assert tables.merges == ((97, 98, 256), (256, 99, 257))
+
+
+def test_export_tiktoken_round_trip_and_tiktoken_reads_it(tmp_path: Path) -> None:
+    tok = real_tokenizer("r50k_base")
+    path = export_tiktoken(tok, tmp_path)
+    back = load_tokenizer(path)  # sidecar beside it supplies pattern and specials
+    assert back.address_hash == tok.address_hash
+    import json
+
+    from tiktoken.load import load_tiktoken_bpe
+
+    sidecar = json.loads(path.with_name(path.name + ".json").read_text())
+    enc = tiktoken.Encoding(
+        name=sidecar["name"],
+        pat_str=sidecar["pat_str"],
+        mergeable_ranks=load_tiktoken_bpe(str(path)),
+        special_tokens=sidecar["special_tokens"],
+    )
+    text = pud_texts()["de"]
+    assert enc.encode(text) == tok.encode(text)
+
+
+def test_export_refuses_merges_tiktoken_would_not_reproduce(tmp_path: Path) -> None:
+    # "aaa" as a + aa: tiktoken joins the leftmost pair first and reaches aa + a.
+    tables = BPETables.byte_level(merges=[(97, 97), (97, 256)])
+    tok = Tokenizer(pretokenizer=Pretokenizer.preset("teaching"), tables=tables)
+    with pytest.raises(FormatError) as e:
+        tables_to_ranks(tables)
+    assert e.value.code == "UNSUPPORTED_TOKENIZER"
+    with pytest.raises(FormatError):
+        export_tiktoken(tok, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_export_refuses_missing_bytes(tmp_path: Path) -> None:
+    with pytest.raises(FormatError) as e:
+        export_tiktoken(real_tokenizer("smollm2-135m"), tmp_path)
+    assert e.value.code == "UNSUPPORTED_TOKENIZER"
+
+
+def test_export_never_overwrites_its_input(tmp_path: Path) -> None:
+    tok = real_tokenizer("r50k_base")
+    first = export_tiktoken(tok, tmp_path)
+    with pytest.raises(UsageError) as e:
+        export_tiktoken(tok, tmp_path, inputs=[first])
+    assert e.value.code == "OUTPUT_EXISTS"
