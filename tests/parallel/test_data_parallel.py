@@ -78,6 +78,9 @@ def _train_step(rank: int, tp: dist.ProcessGroup, dp: dist.ProcessGroup) -> None
 _SUM_OF_SUMS = GradientReduction(collective="sum", loss_normalization="sum")
 
 
+_SUM_OF_SUMS = GradientReduction(collective="sum", loss_normalization="sum")
+
+
 def _checks(rank: int, world: int) -> dict[str, str]:
     tps = [dist.new_group([0, 1]), dist.new_group([2, 3])]
     dps = [dist.new_group([0, 2]), dist.new_group([1, 3])]
@@ -90,12 +93,7 @@ def _checks(rank: int, world: int) -> dict[str, str]:
         "same_group": _code(lambda: check_parallel_groups(tensor_group=tp, data_group=tp)),
         "overlap": _code(lambda: check_parallel_groups(tensor_group=tp, data_group=None)),
         "reduce_over_tp": _code(
-            lambda: reduce_gradients(
-                [],
-                group=tp,
-                tensor_group=tp,
-                reduction=GradientReduction(collective="sum", loss_normalization="sum"),
-            )  # fmt: skip
+            lambda: reduce_gradients([], group=tp, tensor_group=tp, reduction=_SUM_OF_SUMS)
         ),
         "avg_of_global_mean": _code(
             lambda: GradientReduction(collective="avg", loss_normalization="global_mean")
