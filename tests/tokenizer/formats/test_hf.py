@@ -13,7 +13,9 @@ from _formats_data import our_ids, pud_texts, real_tokenizer, tokenizer_path
 from tokembed.errors import FormatError, TokenizerError
 from tokembed.tokenizer.formats import export_hf, load_tokenizer
 from tokembed.tokenizer.formats.hf import from_hf_document
-from tokembed.tokenizer.pretokenize import PATTERNS
+from tokembed.tokenizer.model import BPETables
+from tokembed.tokenizer.pretokenize import PATTERNS, Pretokenizer
+from tokembed.tokenizer.tokenizer import Tokenizer
 from tokembed.tokenizer.train import TrainConfig, train
 
 tokenizers = pytest.importorskip("tokenizers")
@@ -98,6 +100,8 @@ def _assert_export_loads_in_hf(tok: Any, tmp_path: Path, ids: Any) -> None:
     for lang, hf_ids in _hf_pud_ids(hf).items():
         assert hf_ids == list(ids(lang)), lang
     assert load_tokenizer(path).address_hash == tok.address_hash
+    specials = "x".join(tok.tables.specials) + " ok"  # ids after the vocabulary's holes
+    assert _hf_ids(hf, specials) == tok.encode(specials, allowed_special="all")
 
 
 @pytest.mark.slow
@@ -115,6 +119,15 @@ def test_export_hf_of_a_trained_tokenizer(tmp_path: Path) -> None:
     config = TrainConfig(merges=300, specials={"<|end|>": None}, progress=False)
     tok = train([text[::7]], config=config)
     _assert_export_loads_in_hf(tok, tmp_path, lambda lang: tok.encode(pud_texts()[lang]))
+
+
+def test_export_hf_refuses_special_aliases(tmp_path: Path) -> None:
+    tables = BPETables.byte_level(merges=[], specials={"<|a|>": 256, "<|b|>": 256})
+    tok = Tokenizer(pretokenizer=Pretokenizer.preset("teaching"), tables=tables)
+    with pytest.raises(FormatError) as e:
+        export_hf(tok, tmp_path)
+    assert e.value.code == "UNSUPPORTED_TOKENIZER"
+    assert list(tmp_path.iterdir()) == []
 
 
 def _refused(doc: dict[str, Any]) -> FormatError:

@@ -196,8 +196,11 @@ def _check_onig(stages: Iterable[str]) -> None:
 def to_hf_document(tok: Tokenizer) -> dict[str, Any]:
     """The ``tokenizer.json`` document of ``tok``.
 
+    Special tokens are listed in ``model.vocab`` too, so HF keeps their ids.
+
     Raises:
-        FormatError(UNSUPPORTED_TOKENIZER): two ids share one piece (HF keys by spelling).
+        FormatError(UNSUPPORTED_TOKENIZER): two ids share one piece (HF keys by spelling),
+            a special id has several names, or a special is spelled like a piece.
     """
     tables = tok.tables
     vocab = {bytes_to_token_text(p): i for i, p in sorted(tables.pieces.items())}
@@ -210,6 +213,27 @@ def to_hf_document(tok: Tokenizer) -> dict[str, Any]:
         )
     onig_stages = [to_onig(s) for s in tok.pretokenizer.stages]
     _check_onig(onig_stages)
+    # HF gives an added token the id its content has in model.vocab, else the next free id
+    # after the vocabulary; listing specials in the vocab (as SmolLM2 does) keeps our ids.
+    aliased = {i: n for i, n in tok.aliases.items() if len(n) > 1}
+    if aliased:
+        first = min(aliased)
+        raise FormatError(
+            "UNSUPPORTED_TOKENIZER",
+            f"special id {first} has several names {list(aliased[first])}; "
+            "tokenizer.json keeps one name per id",
+            value=first,
+            fix="drop the alias names or keep the native format",
+        )
+    clash = sorted(set(tables.specials) & set(vocab))
+    if clash:
+        raise FormatError(
+            "UNSUPPORTED_TOKENIZER",
+            f"special token {clash[0]!r} is spelled like an ordinary piece in tokenizer.json",
+            value=clash[0],
+            fix="rename the special token or keep the native format",
+        )
+    vocab |= dict(sorted(tables.specials.items(), key=lambda kv: (kv[1], kv[0])))
     text = {i: bytes_to_token_text(p) for i, p in tables.pieces.items()}
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True}
     flags = {"single_word": False, "lstrip": False, "rstrip": False, "normalized": False}
