@@ -230,3 +230,22 @@ def test_export_never_overwrites_its_input(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as e:
         export_tiktoken(tok, tmp_path, inputs=[first])
     assert e.value.code == "OUTPUT_EXISTS"
+
+
+def test_sidecar_with_unknown_version_is_refused(tmp_path: Path) -> None:
+    path = export_tiktoken(real_tokenizer("r50k_base"), tmp_path)
+    sidecar = path.with_name(path.name + ".json")
+    import json
+
+    doc = json.loads(sidecar.read_text())
+    sidecar.write_text(json.dumps({**doc, "version": 99}))
+    with pytest.raises(FormatError) as e:
+        load_tokenizer(path)
+    assert e.value.code == "UNSUPPORTED_VERSION"
+
+
+def test_folder_without_a_tokenizer_is_file_not_found(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hi")
+    with pytest.raises(UsageError) as e:
+        load_tokenizer(tmp_path)
+    assert e.value.code == "FILE_NOT_FOUND"
