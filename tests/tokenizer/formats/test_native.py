@@ -126,3 +126,15 @@ def test_document_round_trip_property(merges: list[tuple[int, int]], stage: str,
     back = from_document(json.loads(json.dumps(to_document(tok))), source="mem")
     assert back.address_hash == tok.address_hash
     assert back.encode_ordinary(text) == tok.encode_ordinary(text)  # st.text has no surrogates
+
+
+def test_formats_import_no_optional_peer() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tokembed.tokenizer.formats, tokembed.measure.sources, tokembed.cli;"
+        "print(sorted(m for m in ('tiktoken', 'tokenizers', 'torch') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
