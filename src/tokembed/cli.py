@@ -253,6 +253,12 @@ def _run_demo(args: argparse.Namespace) -> int:
     print(f"  merges: {result.tokenizer.n_merges} learned in {result.train_seconds:.1f} s")
     path = save_tokenizer(result.tokenizer, args.output, inputs=args.corpus or ())
     print(f"   saved: {path} ({result.tokenizer.address_hash[:19]})")
+    from tokembed.measure.report import write_demo_report
+
+    report = write_demo_report(
+        result.tokenizer, sources=sources, holdout=config.holdout, path=path.parent / "report.html"
+    )
+    print(f"  report: {report}")
     return 0
 
 

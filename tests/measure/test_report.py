@@ -122,3 +122,20 @@ def test_chromium_renders_tables_plot_and_tokens(tmp_path: Path) -> None:
     non_white = float(np.mean(pixels.min(axis=2) < 0.95))
     assert non_white > 0.05  # text, table borders, plot lines and coloured tokens
     assert float(pixels.std()) > 0.05
+
+
+def test_demo_report_covers_both_sides(tmp_path: Path) -> None:
+    from tokembed.measure.report import write_demo_report
+    from tokembed.measure.sources import SourceText
+
+    sources = [
+        SourceText(name=f"f{i}.txt", text=f"Строка номер {i}.\nLine {i} of text.\n")
+        for i in range(10)
+    ]
+    path = write_demo_report(
+        ru_tokenizer(), sources=sources, holdout=0.2, path=tmp_path / "demo.html"
+    )
+    page = path.read_text(encoding="utf-8")
+    assert "8 training files, 2 held-out files" in page
+    assert page.count('<section id="') == 6
+    assert ">held-out<" in page

@@ -33,6 +33,7 @@ import csv
 import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,7 +41,7 @@ import numpy as np
 
 from tokembed.errors import UsageError
 from tokembed.measure.corpus import Corpus
-from tokembed.measure.metrics import Measurement, WordDefinition, measure
+from tokembed.measure.metrics import Measurement, WordDefinition, measure, single_token_ids
 
 if TYPE_CHECKING:
     from tokembed.tokenizer import BPETables, Tokenizer
@@ -125,6 +126,19 @@ def _rank_histogram(tables: BPETables, ids: Sequence[int], n_merges: int) -> np.
     return np.asarray(hist, dtype=np.int64)
 
 
+def _id_ranges(tables: BPETables, counts: list[int]) -> dict[int, int]:
+    """R of ``tables.truncated(n)`` for each ``n``, without building the truncated tables."""
+    results = [m[2] for m in tables.merges]
+    made = set(results)
+    base = max(
+        [i for i in tables.pieces if i not in made] + list(tables.specials.values()), default=-1
+    )
+    out = {}
+    for n in counts:
+        out[n] = max([base, *results[:n]]) + 1
+    return out
+
+
 def _tokens_at(total_bytes: int, hist: np.ndarray, counts: list[int]) -> list[int]:
     applied = np.concatenate([[0], np.cumsum(hist)])
     return [total_bytes - int(applied[n]) for n in counts]
@@ -139,24 +153,20 @@ def _fast_points(
     text = corpus.text
     n_bytes = len(text.encode("utf-8"))
     text_hist = _rank_histogram(tables, encode(text), counts[-1])
-    sent_ids: list[int] = []
-    sent_bytes = 0
-    for s in corpus.sentences:
-        sent_ids += encode(s.text)
-        sent_bytes += len(s.text.encode("utf-8"))
+    sentences = [s.text for s in corpus.sentences]
+    sent_bytes = sum(len(t.encode("utf-8")) for t in sentences)
+    sent_ids = list(chain.from_iterable(map(encode, sentences)))
     sent_hist = _rank_histogram(tables, sent_ids, counts[-1])
     found = words.words(text, corpus=corpus.name)
-    distinct = list(dict.fromkeys(found))
+    distinct = set(found)
     # Rank of the single token of each one-token word (-1 for a byte: one token at every n).
     rank_of = {result: k for k, (_, _, result) in enumerate(tables.merges)}
-    singles = []
-    for w in distinct:
-        ids = encode(words.form(w))
-        if len(ids) == 1:
-            singles.append(rank_of.get(ids[0], -1))
+    pieces = frozenset(tables.pieces.values())
+    singles = [rank_of.get(i, -1) for i in single_token_ids(encode, distinct, words, pieces=pieces)]
     single_ranks = np.sort(np.asarray(singles, dtype=np.int64))
     tokens = _tokens_at(n_bytes, text_hist, counts)
     sent_tokens = _tokens_at(sent_bytes, sent_hist, counts)
+    id_ranges = _id_ranges(tok.tables, counts)
     points = []
     for n, t, st in zip(counts, tokens, sent_tokens, strict=True):
         m = Measurement(
@@ -171,7 +181,7 @@ def _fast_points(
             single_token_words=int(np.searchsorted(single_ranks, n, side="left")),
             sentences=len(corpus.sentences),
             sentence_tokens=st,
-            id_range=tok.tables.truncated(n).id_range,
+            id_range=id_ranges[n],
             word_definition=words.describe(),
         )
         points.append(CurvePoint(label, n, m))

@@ -29,6 +29,7 @@ from tokembed.measure.corpus import Corpus, CorpusRecord, text_corpus
 from tokembed.measure.curves import CurvePoint, compression_curve, curve_csv, plot_curve
 from tokembed.measure.metrics import Measurement, WordDefinition, compare
 from tokembed.measure.session import premiums_by_side
+from tokembed.measure.sources import SourceText, holdout_split
 from tokembed.measure.tables import corpus_rows, measurement_rows, vocab_rows
 from tokembed.measure.vocab_sizes import (
     EmbeddingMemory,
@@ -266,20 +267,23 @@ def build_report(
 def write_demo_report(
     tok: Tokenizer,
     *,
-    train_texts: Sequence[tuple[str, str]],
-    held_texts: Sequence[tuple[str, str]],
+    sources: Sequence[SourceText],
+    holdout: float,
     path: str | Path,
     width: int = 768,
 ) -> Path:
-    """The demo's report: our tokenizer on its training and held-out files, curve included.
+    """The demo's report: ``tok`` on its training and held-out files, with its compression curve.
 
-    ``*_texts`` are ``(file name, text)`` pairs. Returns the written path.
+    The files are split again with :func:`~tokembed.measure.sources.holdout_split` and
+    ``holdout`` (deterministic, so the sides are the ones ``run_demo`` trained and
+    held out). Returns the written path.
     """
+    train_side, held_side = holdout_split(list(sources), fraction=holdout)
     corpora = {
-        "train": text_corpus("train", "".join(t for _, t in train_texts)),
-        "held-out": text_corpus("held-out", "".join(t for _, t in held_texts)),
+        label: text_corpus(label, "".join(s.text for s in side))
+        for label, side in (("train", train_side), ("held-out", held_side))
+        if any(s.text for s in side)
     }
-    corpora = {k: c for k, c in corpora.items() if c.text}
     n = tok.n_merges
     counts = sorted({0, *(n * k // 8 for k in range(1, 9))})
     data = build_report(
@@ -289,6 +293,6 @@ def write_demo_report(
         merge_counts=counts,
         width=width,
         title="tokembed demo report",
-        notes=[f"{len(train_texts)} training files, {len(held_texts)} held-out files."],
+        notes=[f"{len(train_side)} training files, {len(held_side)} held-out files (whole files)."],
     )
     return write_report(data, path)

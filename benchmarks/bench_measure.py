@@ -1,0 +1,88 @@
+"""Benchmark: a 16-point compression curve on RusLit-40 vs one plain encode pass of the same text.
+
+Target (issue): measuring at 16 merge counts costs at most 3x one plain encoding of
+the corpus. The curve encodes the text once at the largest merge count and derives
+the other 15 counts from the merge trees (see ``tokembed.measure.curves``); the
+plain pass is ``tok.encode_ordinary(text)`` with the same tokenizer. The truncation
+reference (one full encode per merge count) is timed too, for scale.
+
+Run: ``.venv/bin/python benchmarks/bench_measure.py [--merges 4096] [--train-bytes 4000000]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+from tokembed.measure.corpus import load_corpus
+from tokembed.measure.curves import compression_curve
+from tokembed.tokenizer import TrainConfig, train
+
+DATA = Path(
+    os.environ.get("TOKEMBED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--merges", type=int, default=4096)
+    parser.add_argument(
+        "--train-bytes", type=int, default=4_000_000, help="prefix used for training"
+    )
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs; the best is reported")
+    parser.add_argument(
+        "--reference", action="store_true", help="also time 16 truncated re-encodings"
+    )
+    args = parser.parse_args()
+
+    corpus = load_corpus(DATA / "ruslit" / "ruslit40.txt.gz")
+    text = corpus.text
+    rec = corpus.record()
+    print(
+        f"corpus: RusLit-40, {rec.bytes:,} bytes, {rec.sentences:,} lines, sha256 {rec.text_sha256[:16]}…"
+    )
+    start = time.perf_counter()
+    tok = train([text[: args.train_bytes]], config=TrainConfig(merges=args.merges, progress=False))
+    print(
+        f"trained {tok.n_merges} merges on the first {args.train_bytes:,} chars in "
+        f"{time.perf_counter() - start:.1f} s (backend {tok.backend})"
+    )
+    counts = [round(k * args.merges / 15) for k in range(16)]
+
+    tok.encode_ordinary("warm up the encoder")
+    # Best of --repeat runs: the machine is shared, and the minimum is the least disturbed.
+    plain_times, curve_times = [], []
+    for _ in range(args.repeat):
+        start = time.perf_counter()
+        n_tokens = len(tok.encode_ordinary(text))
+        plain_times.append(time.perf_counter() - start)
+        fresh = load_corpus(DATA / "ruslit" / "ruslit40.txt.gz")  # no cached text or records
+        start = time.perf_counter()
+        points = compression_curve(tok, {"ruslit": fresh}, counts)
+        curve_times.append(time.perf_counter() - start)
+    plain, curve = min(plain_times), min(curve_times)
+    print(f"plain encode pass:         {plain:7.2f} s ({n_tokens:,} tokens; best of {args.repeat})")
+    print(
+        f"curve at {len(counts)} merge counts:  {curve:7.2f} s (all metrics incl. per-line and words)"
+    )
+    print(f"ratio curve / plain:       {curve / plain:7.2f}x (target <= 3x)")
+    assert points[-1].measurement.tokens == n_tokens
+    for p in [*points[:: len(points) // 4], points[-1]]:
+        m = p.measurement
+        print(
+            f"  n={p.n_merges:5d}  bytes/token {m.bytes_per_token:.3f}  fertility {m.fertility:.3f}"
+        )
+    if args.reference:
+        start = time.perf_counter()
+        for n in counts:
+            tok.truncated(n).encode_ordinary(text)
+        ref = time.perf_counter() - start
+        print(
+            f"reference (re-encode x16): {ref:7.2f} s, {ref / plain:.2f}x plain (text tokens only)"
+        )
+
+
+if __name__ == "__main__":
+    main()
