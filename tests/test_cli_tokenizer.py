@@ -109,6 +109,8 @@ def test_demo_on_user_corpus(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 
 def test_user_mistakes_exit_codes_one_line(tmp_path: Path, trained: Path) -> None:
+    hf_dir = tmp_path / "hf"
+    assert main(["export", "-t", str(trained), "--format", "hf", "-o", str(hf_dir)]) == 0
     bad_utf8 = tmp_path / "bad.txt"
     bad_utf8.write_bytes(b"ok \xff")
     cases = [
@@ -127,6 +129,7 @@ def test_user_mistakes_exit_codes_one_line(tmp_path: Path, trained: Path) -> Non
         (["export", "-t", str(trained), "--format", "xml", "-o", str(tmp_path)], 2, "usage"),
         (["train", str(trained), "--merges", "5", "-o", str(trained)], 2, "OUTPUT_EXISTS"),
         (["decode", "-t", str(trained), "999999"], 1, "UNKNOWN_TOKEN_ID"),
+        (["export", "-t", str(hf_dir), "--format", "hf", "-o", str(hf_dir)], 2, "OUTPUT_EXISTS"),
     ]
     for args, code, word in cases:
         result = _run(*args, cwd=tmp_path)

@@ -192,11 +192,15 @@ def _add_export(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _run_export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from tokembed.tokenizer.formats import export_hf, export_tiktoken
 
     tok = _load_tokenizer(args)
     export = export_tiktoken if args.fmt == "tiktoken" else export_hf
-    path = export(tok, args.output, inputs=[args.tokenizer])
+    source = Path(args.tokenizer)
+    inputs = [source, *(source.iterdir() if source.is_dir() else ())]  # never overwrite them
+    path = export(tok, args.output, inputs=inputs)
     print(f"wrote {path}")
     return 0
 

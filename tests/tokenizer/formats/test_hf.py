@@ -174,6 +174,13 @@ def _load_smol_doc() -> None:
     _SMOL.update(_smol_doc())
 
 
+def test_string_merges_load_like_list_merges() -> None:
+    doc = copy.deepcopy(_SMOL)
+    doc["model"]["merges"] = [" ".join(pair) for pair in doc["model"]["merges"]]
+    tok = from_hf_document(doc, source="strings.json")
+    assert tok.address_hash == real_tokenizer("smollm2-135m").address_hash
+
+
 def test_bad_json_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "tokenizer.json"
     path.write_text('{"model": {')
