@@ -39,12 +39,21 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_train_writes_a_loadable_tokenizer(
-    trained: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_train_writes_a_loadable_tokenizer(trained: Path) -> None:
     doc = json.loads(trained.read_text())
     assert len(doc["merges"]) == 200
     assert doc["specials"] == {"<|end|>": 456}
+
+
+def test_train_explicit_special_id_and_stdin(tmp_path: Path) -> None:
+    out = tmp_path / "t.json"
+    args = ["train", "-", "--merges", "3", "--special", "<|pad|>=5000", "-o", str(out), "--quiet"]
+    result = _run(*args, stdin=b"aaaa bbbb aaaa")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode().startswith("trained 3 merges on 1 file(s), 14 bytes")
+    assert json.loads(out.read_text())["specials"] == {"<|pad|>": 5000}
+    bad = _run("train", "-", "--merges", "3", "--special", "<|x|>=abc", "-o", str(out))
+    assert bad.returncode == 2
 
 
 def test_encode_then_decode_round_trip(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
