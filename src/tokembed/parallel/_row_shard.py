@@ -22,10 +22,91 @@ from tokembed.errors import EmbeddingError, ParallelError, UsageError
 from tokembed.parallel._collectives import ProcessGroup, all_gather_uneven
 from tokembed.parallel.ownership import RowOwnership, mark_rows, mark_sharded_source
 
-__all__ = ["RowShardedTable"]
+__all__ = ["RowIntervals", "RowShardedTable", "check_table_args", "require_plain_embedding"]
 
 
-class RowShardedTable(nn.Module):
+def check_table_args(num_embeddings: int, embedding_dim: int, padding_idx: int | None) -> None:
+    """Refuse a table shape or PAD id nn.Embedding would refuse (UsageError INVALID_ARGUMENT)."""
+    if (
+        num_embeddings < 0
+        or embedding_dim < 1
+        or (padding_idx is not None and not 0 <= padding_idx < num_embeddings)
+    ):
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            f"num_embeddings={num_embeddings}, embedding_dim={embedding_dim}, "
+            f"padding_idx={padding_idx}",
+            value=(num_embeddings, embedding_dim, padding_idx),
+            fix="use V >= 0, embedding_dim >= 1 and a global padding_idx in [0, V)",
+        )
+
+
+def require_plain_embedding(emb: object, *, allow_max_norm: bool) -> nn.Embedding:
+    """Return ``emb`` if it is an nn.Embedding a sharded lookup can reproduce exactly.
+
+    Raises:
+        ParallelError NOT_AN_EMBEDDING: ``emb`` is not an nn.Embedding.
+        UsageError INVALID_ARGUMENT: sparse=True or scale_grad_by_freq (the
+            frequency count scope would be per shard, spec 0x04A), or
+            max_norm where the schedule cannot renormalize a whole row.
+    """
+    if not isinstance(emb, nn.Embedding):
+        raise ParallelError(
+            "NOT_AN_EMBEDDING",
+            f"expected an nn.Embedding, got {type(emb).__name__}",
+            value=type(emb).__name__,
+            fix="shard the model's input embedding module itself",
+        )
+    if emb.sparse or emb.scale_grad_by_freq or (emb.max_norm is not None and not allow_max_norm):
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            "this sharded lookup supports neither sparse=True nor scale_grad_by_freq"
+            + ("" if allow_max_norm else " nor max_norm (a row norm spans every rank)"),
+            value=(emb.sparse, emb.scale_grad_by_freq, emb.max_norm),
+            fix="build the embedding with sparse=False and scale_grad_by_freq=False"
+            + ("" if allow_max_norm else "; use row sharding for max_norm tables"),
+        )
+    return emb
+
+
+class RowIntervals:
+    """Row-interval views and the gather shared by row-sharded tables and heads.
+
+    Subclasses set ``self.ownership`` (a RowOwnership), ``self.group`` and ``self.weight``.
+    """
+
+    ownership: RowOwnership
+    group: ProcessGroup | None
+    weight: nn.Parameter
+
+    @property
+    def vocab_start(self) -> int:
+        return self.ownership.start
+
+    @property
+    def vocab_end(self) -> int:
+        return self.ownership.end
+
+    @property
+    def intervals(self) -> list[tuple[int, int]]:
+        return self.ownership.intervals
+
+    @property
+    def rank(self) -> int:
+        return self.ownership.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.ownership.world_size
+
+    @torch.no_grad()
+    def gather_weight(self) -> torch.Tensor:
+        """The full [V, d] table on every rank (a collective: call it on all ranks)."""
+        sizes = [end - start for start, end in self.intervals]
+        return all_gather_uneven(self.weight.detach(), sizes, group=self.group)
+
+
+class RowShardedTable(RowIntervals, nn.Module):
     """Rows ``[vocab_start, vocab_end)`` of a ``[V, d]`` table, on one rank of ``group``."""
 
     def __init__(
@@ -41,18 +122,9 @@ class RowShardedTable(nn.Module):
         device: torch.device | str | None,
     ) -> None:
         super().__init__()
-        if embedding_dim < 1 or (padding_idx is not None and not 0 <= padding_idx < num_embeddings):
-            raise UsageError(
-                "INVALID_ARGUMENT",
-                f"embedding_dim={embedding_dim}, padding_idx={padding_idx} for V={num_embeddings}",
-                value=(embedding_dim, padding_idx),
-                fix="use embedding_dim >= 1 and a global padding_idx in [0, V)",
-            )
+        check_table_args(num_embeddings, embedding_dim, padding_idx)
         self.group = group
         self.ownership = RowOwnership.for_group(num_embeddings, group=group)
-        self.world_size, self.rank = self.ownership.world_size, self.ownership.rank
-        self.intervals = self.ownership.intervals
-        self.vocab_start, self.vocab_end = self.ownership.start, self.ownership.end
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = padding_idx
         self.max_norm, self.norm_type = max_norm, norm_type
@@ -79,21 +151,7 @@ class RowShardedTable(nn.Module):
 
     @classmethod
     def _from_embedding(cls, emb: nn.Embedding, **options: Any) -> Self:
-        if not isinstance(emb, nn.Embedding):
-            raise ParallelError(
-                "NOT_AN_EMBEDDING",
-                f"expected an nn.Embedding, got {type(emb).__name__}",
-                value=type(emb).__name__,
-                fix="shard the model's input embedding module itself",
-            )
-        if emb.sparse or emb.scale_grad_by_freq:
-            raise UsageError(
-                "INVALID_ARGUMENT",
-                "row-sharded lookup supports neither sparse=True nor scale_grad_by_freq "
-                "(the frequency count scope would be per shard, spec 0x04A)",
-                value=(emb.sparse, emb.scale_grad_by_freq),
-                fix="build the embedding with sparse=False, scale_grad_by_freq=False",
-            )
+        emb = require_plain_embedding(emb, allow_max_norm=True)
         out = cls(
             emb.num_embeddings,
             emb.embedding_dim,
@@ -139,12 +197,6 @@ class RowShardedTable(nn.Module):
                 "or call the module itself with global ids",
             ) from error
         return F.embedding(local_ids, self.weight, padding_idx=self.local_padding_idx)
-
-    @torch.no_grad()
-    def gather_weight(self) -> torch.Tensor:
-        """The full [V, d] table on every rank (a collective: call it on all ranks)."""
-        sizes = [end - start for start, end in self.intervals]
-        return all_gather_uneven(self.weight.detach(), sizes, group=self.group)
 
     def extra_repr(self) -> str:
         return (

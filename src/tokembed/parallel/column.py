@@ -26,7 +26,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from tokembed.embedding.contracts import validate_ids
-from tokembed.errors import ParallelError, UsageError
 from tokembed.parallel._autograd import gather_along
 from tokembed.parallel._collectives import (
     ProcessGroup,
@@ -34,6 +33,7 @@ from tokembed.parallel._collectives import (
     group_rank,
     group_size,
 )
+from tokembed.parallel._row_shard import check_table_args, require_plain_embedding
 from tokembed.parallel.intervals import row_intervals
 
 __all__ = ["ColumnParallelEmbedding"]
@@ -65,13 +65,7 @@ class ColumnParallelEmbedding(nn.Module):
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        if embedding_dim < 1 or (padding_idx is not None and not 0 <= padding_idx < num_embeddings):
-            raise UsageError(
-                "INVALID_ARGUMENT",
-                f"embedding_dim={embedding_dim}, padding_idx={padding_idx} for V={num_embeddings}",
-                value=(embedding_dim, padding_idx),
-                fix="use embedding_dim >= 1 and padding_idx in [0, V)",
-            )
+        check_table_args(num_embeddings, embedding_dim, padding_idx)
         self.group = group
         self.world_size, self.rank = group_size(group), group_rank(group)
         self.column_intervals = row_intervals(embedding_dim, self.world_size)
@@ -98,21 +92,7 @@ class ColumnParallelEmbedding(nn.Module):
             ParallelError NOT_AN_EMBEDDING: ``emb`` is not an nn.Embedding.
             UsageError INVALID_ARGUMENT: max_norm, sparse or scale_grad_by_freq is set.
         """
-        if not isinstance(emb, nn.Embedding):
-            raise ParallelError(
-                "NOT_AN_EMBEDDING",
-                f"expected an nn.Embedding, got {type(emb).__name__}",
-                value=type(emb).__name__,
-                fix="shard the model's input embedding module itself",
-            )
-        if emb.max_norm is not None or emb.sparse or emb.scale_grad_by_freq:
-            raise UsageError(
-                "INVALID_ARGUMENT",
-                "column shards support neither max_norm (a row norm spans every rank), "
-                "sparse=True nor scale_grad_by_freq",
-                value=(emb.max_norm, emb.sparse, emb.scale_grad_by_freq),
-                fix="use row sharding (VocabParallelEmbedding) for max_norm tables",
-            )
+        emb = require_plain_embedding(emb, allow_max_norm=False)
         out = cls(
             emb.num_embeddings,
             emb.embedding_dim,

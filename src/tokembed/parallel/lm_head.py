@@ -20,14 +20,15 @@ from torch import nn
 
 from tokembed.errors import ParallelError, UsageError
 from tokembed.parallel._autograd import copy_to_group
-from tokembed.parallel._collectives import ProcessGroup, all_gather_uneven
+from tokembed.parallel._collectives import ProcessGroup
+from tokembed.parallel._row_shard import RowIntervals, check_table_args
 from tokembed.parallel.ownership import RowOwnership, mark_rows, mark_sharded_source
 from tokembed.parallel.vocab_embedding import VocabParallelEmbedding
 
 __all__ = ["VocabParallelLMHead"]
 
 
-class VocabParallelLMHead(nn.Module):
+class VocabParallelLMHead(RowIntervals, nn.Module):
     """A bias-free ``nn.Linear(d, V)`` whose output rows are split like the embedding's.
 
     Args:
@@ -61,18 +62,9 @@ class VocabParallelLMHead(nn.Module):
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        if embedding_dim < 1 or num_embeddings < 0:
-            raise UsageError(
-                "INVALID_ARGUMENT",
-                f"embedding_dim={embedding_dim}, num_embeddings={num_embeddings}",
-                value=(embedding_dim, num_embeddings),
-                fix="use embedding_dim >= 1 and num_embeddings >= 0",
-            )
+        check_table_args(num_embeddings, embedding_dim, None)
         self.group = group
         self.ownership = RowOwnership.for_group(num_embeddings, group=group)
-        self.world_size, self.rank = self.ownership.world_size, self.ownership.rank
-        self.intervals = self.ownership.intervals
-        self.vocab_start, self.vocab_end = self.ownership.start, self.ownership.end
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         if tie_to is None:
             self.weight = nn.Parameter(
@@ -132,12 +124,6 @@ class VocabParallelLMHead(nn.Module):
         """Replicated hidden [..., d] -> this rank's logits [..., vocab_end - vocab_start]."""
         hidden = copy_to_group(hidden, group=self.group)
         return hidden @ self.weight.t()  # [..., d] @ [d, V_r] -> [..., V_r]
-
-    @torch.no_grad()
-    def gather_weight(self) -> torch.Tensor:
-        """The full [V, d] output table on every rank (a collective: call it on all ranks)."""
-        sizes = [end - start for start, end in self.intervals]
-        return all_gather_uneven(self.weight.detach(), sizes, group=self.group)
 
     def extra_repr(self) -> str:
         return (
