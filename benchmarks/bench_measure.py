@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tokembed.measure.corpus import load_corpus
 from tokembed.measure.curves import compression_curve
+from tokembed.measure.metrics import measure
 from tokembed.tokenizer import TrainConfig, train
 
 DATA = Path(
@@ -53,21 +54,36 @@ def main() -> None:
 
     tok.encode_ordinary("warm up the encoder")
     # Best of --repeat runs: the machine is shared, and the minimum is the least disturbed.
-    plain_times, curve_times = [], []
+    plain_times, single_times, curve_times = [], [], []
     for _ in range(args.repeat):
         start = time.perf_counter()
         n_tokens = len(tok.encode_ordinary(text))
         plain_times.append(time.perf_counter() - start)
         fresh = load_corpus(DATA / "ruslit" / "ruslit40.txt.gz")  # no cached text or records
         start = time.perf_counter()
+        single = measure(
+            tok.encode_ordinary,
+            fresh,
+            tokenizer=tok.name or "tokenizer",
+            id_range=tok.tables.id_range,
+        )
+        single_times.append(time.perf_counter() - start)
+        fresh = load_corpus(DATA / "ruslit" / "ruslit40.txt.gz")
+        start = time.perf_counter()
         points = compression_curve(tok, {"ruslit": fresh}, counts)
         curve_times.append(time.perf_counter() - start)
-    plain, curve = min(plain_times), min(curve_times)
-    print(f"plain encode pass:         {plain:7.2f} s ({n_tokens:,} tokens; best of {args.repeat})")
+    plain, one, curve = min(plain_times), min(single_times), min(curve_times)
     print(
-        f"curve at {len(counts)} merge counts:  {curve:7.2f} s (all metrics incl. per-line and words)"
+        f"plain encode pass:          {plain:6.2f} s ({n_tokens:,} tokens; best of {args.repeat})"
     )
-    print(f"ratio curve / plain:       {curve / plain:7.2f}x (target <= 3x)")
+    print(
+        f"all metrics, 1 merge count: {one:6.2f} s ({one / plain:.2f}x plain: text + each line + words)"
+    )
+    print(
+        f"all metrics, 16 counts:     {curve:6.2f} s ({curve / plain:.2f}x plain, target <= 3x;"
+        f" {curve / one:.2f}x one count)"
+    )
+    assert single == points[-1].measurement
     assert points[-1].measurement.tokens == n_tokens
     for p in [*points[:: len(points) // 4], points[-1]]:
         m = p.measurement

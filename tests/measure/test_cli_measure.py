@@ -65,6 +65,12 @@ def test_measure_json(ru_json: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert m["bytes_per_token"] == m["bytes"] / m["tokens"]
 
 
+def test_inspect_our_own_file(ru_json: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", "--json", ru_json]) == 0
+    (d,) = json.loads(capsys.readouterr().out)
+    assert (d["mergeable_ids"], d["unique_ids"], d["id_range"], d["holes"]) == (1280, 1280, 1280, 0)
+
+
 def test_inspect_table_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     paths = [
         tokenizer_path("smollm2-135m/tokenizer.json"),
