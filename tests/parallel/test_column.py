@@ -15,8 +15,8 @@ from _harness import run_ranks
 from torch import nn
 from torch.testing import assert_close
 
-from tokembed.errors import EmbeddingError, UsageError
-from tokembed.parallel import ColumnParallelEmbedding, row_intervals
+from tokembed.errors import EmbeddingError, TokembedError, UsageError
+from tokembed.parallel import ColumnParallelEmbedding, VocabParallelEmbedding, row_intervals
 
 pytestmark = pytest.mark.distributed
 
@@ -60,3 +60,25 @@ def test_column_shards_match_nn_embedding(world: int) -> None:
     assert [r["columns"] for r in results] == row_intervals(7, world)
     assert all(r["bad"] == "ID_OUT_OF_RANGE" for r in results)
     assert all(r["max_norm"] == "INVALID_ARGUMENT" for r in results)
+
+
+@pytest.mark.parametrize(
+    ("module", "column_code", "row_code"),
+    [
+        (nn.Linear(4, 4), "NOT_AN_EMBEDDING", "NOT_AN_EMBEDDING"),
+        (nn.Embedding(4, 4, sparse=True), "INVALID_ARGUMENT", "INVALID_ARGUMENT"),
+        (nn.Embedding(4, 4, scale_grad_by_freq=True), "INVALID_ARGUMENT", "INVALID_ARGUMENT"),
+        (nn.Embedding(4, 4, max_norm=1.0), "INVALID_ARGUMENT", None),  # rows renormalize
+    ],
+)
+def test_only_plain_embeddings_are_sharded(
+    module: nn.Module, column_code: str, row_code: str | None
+) -> None:
+    # Refused before any process group is touched: no spawn needed.
+    with pytest.raises(TokembedError) as e:
+        ColumnParallelEmbedding.from_embedding(module)  # type: ignore[arg-type]
+    assert e.value.code == column_code
+    if row_code is not None:
+        with pytest.raises(TokembedError) as row:
+            VocabParallelEmbedding.from_embedding(module)  # type: ignore[arg-type]
+        assert row.value.code == row_code

@@ -113,6 +113,10 @@ def _checks(rank: int, world: int) -> dict[str, Any]:
         )
     except ParallelError as e:
         out["bad_target"] = (e.code, e.value)
+    try:  # every rank claims its logits start at row 0: the blocks overlap
+        vocab_parallel_cross_entropy(head(torch.zeros(2, 4)), torch.tensor([3, 4]), vocab_start=0)
+    except ParallelError as e:
+        out["bad_start"] = e.code
     return out
 
 
@@ -123,4 +127,5 @@ def test_head_and_cross_entropy_match_single_process(world: int) -> None:
         assert r["tied"] is True
         assert r["n_params"] == 3  # the tied table is one optimizer entry
         assert r["bad_target"] == ("ID_OUT_OF_RANGE", 10)
+        assert r["bad_start"] == "SHARD_OVERLAP"
     assert len({tuple(r["losses"]) for r in results}) == 1

@@ -22,7 +22,13 @@ from tokembed.errors import EmbeddingError, ParallelError, UsageError
 from tokembed.parallel._collectives import ProcessGroup, all_gather_uneven
 from tokembed.parallel.ownership import RowOwnership, mark_rows, mark_sharded_source
 
-__all__ = ["RowIntervals", "RowShardedTable", "check_table_args", "require_plain_embedding"]
+__all__ = [
+    "RowIntervals",
+    "RowShardedTable",
+    "check_table_args",
+    "copy_owned_rows",
+    "require_plain_embedding",
+]
 
 
 def check_table_args(num_embeddings: int, embedding_dim: int, padding_idx: int | None) -> None:
@@ -67,6 +73,17 @@ def require_plain_embedding(emb: object, *, allow_max_norm: bool) -> nn.Embeddin
             + ("" if allow_max_norm else "; use row sharding for max_norm tables"),
         )
     return emb
+
+
+@torch.no_grad()
+def copy_owned_rows(shard: torch.Tensor, full: torch.Tensor, ownership: RowOwnership) -> None:
+    """Copy rows ``[start, end)`` of the replicated ``full`` table into ``shard``; mark ``full``.
+
+    The mark lets :func:`~tokembed.parallel.ownership.check_owned_step` refuse
+    an optimizer that still steps the replicated table (NON_OWNER_STEP).
+    """
+    shard.copy_(full[ownership.start : ownership.end])
+    mark_sharded_source(full, ownership)
 
 
 class RowIntervals:
@@ -162,9 +179,7 @@ class RowShardedTable(RowIntervals, nn.Module):
             device=emb.weight.device,
             **options,
         )
-        with torch.no_grad():
-            out.weight.copy_(emb.weight[out.vocab_start : out.vocab_end])
-        mark_sharded_source(emb.weight, out.ownership)
+        copy_owned_rows(out.weight, emb.weight, out.ownership)
         return out
 
     def _renorm(self, owned_local_ids: torch.Tensor) -> None:

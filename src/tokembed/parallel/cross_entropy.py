@@ -23,9 +23,10 @@ gradient (and ``1 / n_valid`` for the mean). The gradient of the hidden states
 is summed across ranks by the head's own backward.
 
 Contract: every rank of the group passes the same ``target`` (tensor
-parallelism replicates it). Targets are validated right after the first
-collective (a one-integer all-reduce that learns V), before any other, so a
-bad target raises at the same point on every rank and nobody is left waiting.
+parallelism replicates it). The first collective all-gathers every rank's
+``(vocab_start, V_r)``: it yields V and proves the logit blocks tile
+``[0, V)``; targets are validated right after it, before any other, so a bad
+cover or target raises at the same point on every rank and nobody waits.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import torch.distributed as dist
 
 from tokembed.errors import ParallelError, UsageError
 from tokembed.parallel._collectives import ProcessGroup
+from tokembed.parallel.intervals import validate_cover
 
 __all__ = ["vocab_parallel_cross_entropy"]
 
@@ -127,6 +129,8 @@ def vocab_parallel_cross_entropy(
     Raises:
         ParallelError ID_OUT_OF_RANGE: a non-ignored target is outside [0, V).
         ParallelError SHAPE_MISMATCH: logits and target shapes disagree.
+        ParallelError SHARD_GAP / SHARD_OVERLAP: the ranks' ``[vocab_start,
+            vocab_start + V_r)`` blocks do not tile ``[0, V)`` in rank order.
         UsageError INVALID_ARGUMENT: bad reduction or label_smoothing.
     """
     if reduction not in ("mean", "sum", "none") or not 0.0 <= label_smoothing <= 1.0:
@@ -143,11 +147,17 @@ def vocab_parallel_cross_entropy(
             value=(tuple(local_logits.shape), tuple(target.shape)),
             fix="pass logits [..., V_r] and target [...] for the same positions",
         )
-    # V = sum of the local widths; a tiny all-reduce, and the first collective,
-    # so a bad target below is refused at the same point on every rank.
-    vocab = torch.tensor([local_logits.shape[-1]], dtype=torch.int64)
-    dist.all_reduce(vocab, group=group)
-    vocab_size = int(vocab)
+    # One tiny all-gather of (vocab_start, V_r) per rank gives V and proves the
+    # blocks tile [0, V); it is the first collective, so a bad cover or target
+    # below is refused at the same point on every rank.
+    mine = torch.tensor([vocab_start, local_logits.shape[-1]], dtype=torch.int64)
+    blocks = torch.empty(2 * dist.get_world_size(group), dtype=torch.int64)
+    dist.all_gather_single(blocks, mine, group=group)
+    starts, widths = blocks.view(-1, 2).unbind(1)
+    vocab_size = int(widths.sum())
+    validate_cover(
+        [(s, s + w) for s, w in zip(starts.tolist(), widths.tolist(), strict=True)], vocab_size
+    )
     bad = (target != ignore_index) & ((target < 0) | (target >= vocab_size))
     if bool(bad.any()):
         value = int(target[bad][0])

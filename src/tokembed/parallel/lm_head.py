@@ -21,8 +21,8 @@ from torch import nn
 from tokembed.errors import ParallelError, UsageError
 from tokembed.parallel._autograd import copy_to_group
 from tokembed.parallel._collectives import ProcessGroup
-from tokembed.parallel._row_shard import RowIntervals, check_table_args
-from tokembed.parallel.ownership import RowOwnership, mark_rows, mark_sharded_source
+from tokembed.parallel._row_shard import RowIntervals, check_table_args, copy_owned_rows
+from tokembed.parallel.ownership import RowOwnership, mark_rows
 from tokembed.parallel.vocab_embedding import VocabParallelEmbedding
 
 __all__ = ["VocabParallelLMHead"]
@@ -115,9 +115,7 @@ class VocabParallelLMHead(RowIntervals, nn.Module):
             dtype=linear.weight.dtype,
             device=linear.weight.device,
         )
-        with torch.no_grad():
-            head.weight.copy_(linear.weight[head.vocab_start : head.vocab_end])
-        mark_sharded_source(linear.weight, head.ownership)
+        copy_owned_rows(head.weight, linear.weight, head.ownership)
         return head
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
