@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from _harness import run_ranks
 from torch import nn
@@ -113,6 +114,19 @@ def _checks(rank: int, world: int) -> dict[str, Any]:
         )
     except ParallelError as e:
         out["bad_target"] = (e.code, e.value)
+    try:
+        VocabParallelLMHead(4, 11, tie_to=VocabParallelEmbedding(10, 4))
+    except ParallelError as e:
+        out["tie_shape"] = e.code
+    solo = [dist.new_group([r]) for r in range(world)][rank]  # built by all, in order
+    try:  # rows of a head sharded over another group would not line up with the table's
+        VocabParallelLMHead(4, 10, group=solo, tie_to=VocabParallelEmbedding(10, 4))
+    except ParallelError as e:
+        out["tie_group"] = e.code
+    try:
+        vocab_parallel_cross_entropy(head(torch.zeros(2, 4)), torch.tensor([3]), vocab_start=0)
+    except ParallelError as e:
+        out["ce_shape"] = e.code
     try:  # every rank claims its logits start at row 0: the blocks overlap
         vocab_parallel_cross_entropy(head(torch.zeros(2, 4)), torch.tensor([3, 4]), vocab_start=0)
     except ParallelError as e:
@@ -128,4 +142,9 @@ def test_head_and_cross_entropy_match_single_process(world: int) -> None:
         assert r["n_params"] == 3  # the tied table is one optimizer entry
         assert r["bad_target"] == ("ID_OUT_OF_RANGE", 10)
         assert r["bad_start"] == "SHARD_OVERLAP"
+        assert (r["tie_shape"], r["tie_group"], r["ce_shape"]) == (
+            "SHAPE_MISMATCH",
+            "GROUP_CONFLATION",
+            "SHAPE_MISMATCH",
+        )
     assert len({tuple(r["losses"]) for r in results}) == 1
