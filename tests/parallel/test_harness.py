@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 import torch
@@ -25,6 +26,12 @@ def _fail_on_rank_one(rank: int, world_size: int) -> None:
     dist.barrier()
 
 
+def _rank_one_never_returns(rank: int, world_size: int) -> None:
+    if rank == 1:
+        time.sleep(3600)
+    dist.barrier()
+
+
 def test_results_come_back_in_rank_order_with_one_thread_each() -> None:
     out = run_ranks(_sum_and_threads, 2, 10)
     assert [o[:3] for o in out] == [(21, 1, "1"), (21, 1, "1")]
@@ -36,3 +43,12 @@ def test_child_traceback_is_reported_and_stuck_peer_is_killed() -> None:
         run_ranks(_fail_on_rank_one, 2, timeout=60.0)
     assert "rank 1 of 2 failed in _fail_on_rank_one" in str(e.value)
     assert "KeyError: 'boom on rank one'" in str(e.value)
+
+
+def test_a_run_that_never_finishes_times_out_and_is_killed() -> None:
+    start = time.monotonic()
+    with pytest.raises(RankFailed) as e:
+        run_ranks(_rank_one_never_returns, 2, timeout=10.0)
+    # The harness deadline starts before the spawn, so it fires before gloo's own 10 s timer.
+    assert "timed out after 10s; ranks without a result: [0, 1]" in str(e.value)
+    assert time.monotonic() - start < 30.0
