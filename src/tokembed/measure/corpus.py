@@ -41,6 +41,7 @@ __all__ = [
     "CorpusRecord",
     "FileRecord",
     "align",
+    "documents_corpus",
     "load_corpus",
     "text_corpus",
 ]
@@ -195,13 +196,18 @@ def _stem(path: Path) -> str:
     return name
 
 
-def text_corpus(
-    name: str, text: str, *, doc_id: str | None = None, files: tuple[FileRecord, ...] = ()
+def documents_corpus(
+    name: str, documents: Sequence[tuple[str, str]], *, files: tuple[FileRecord, ...] = ()
 ) -> Corpus:
-    """A verbatim corpus of one document; its non-empty lines are the sentences."""
-    doc = doc_id or name
-    lines = [line for line in text.split("\n") if line]
-    sentences = tuple(Sentence(doc, f"{doc}:{k}", line) for k, line in enumerate(lines, 1))
+    """A verbatim corpus of ``(document id, text)`` pairs; non-empty lines are the sentences.
+
+    The measured text is the documents' texts concatenated unchanged.
+    """
+    sentences = tuple(
+        Sentence(doc, f"{doc}:{k}", line)
+        for doc, text in documents
+        for k, line in enumerate((line for line in text.split("\n") if line), 1)
+    )
     return Corpus(
         name=name,
         sentences=sentences,
@@ -209,8 +215,15 @@ def text_corpus(
         format="text",
         doc_rule="file",
         join="verbatim",
-        raw=((doc, text),),
+        raw=tuple(documents),
     )
+
+
+def text_corpus(
+    name: str, text: str, *, doc_id: str | None = None, files: tuple[FileRecord, ...] = ()
+) -> Corpus:
+    """A verbatim corpus of one document (see :func:`documents_corpus`)."""
+    return documents_corpus(name, [(doc_id or name, text)], files=files)
 
 
 def load_corpus(

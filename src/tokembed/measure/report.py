@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tokembed.measure import _html
-from tokembed.measure.corpus import Corpus, CorpusRecord, text_corpus
+from tokembed.measure.corpus import Corpus, CorpusRecord, documents_corpus
 from tokembed.measure.curves import CurvePoint, compression_curve, curve_csv, plot_curve
 from tokembed.measure.metrics import Measurement, WordDefinition, compare
 from tokembed.measure.session import premiums_by_side
@@ -128,7 +128,9 @@ def render_html(data: ReportData) -> str:
     if data.corpora:
         body = _html.table(*corpus_rows(data.corpora))
         files = sorted({(f.path, f.sha256, f.bytes) for r in data.corpora for f in r.files})
-        body += _html.table(["file", "sha256", "bytes"], [[p, h, f"{b:,}"] for p, h, b in files])
+        if files:
+            rows = [[p, h, f"{b:,}"] for p, h, b in files]
+            body += _html.table(["file", "sha256", "bytes"], rows)
         note = "Every number below is measured on exactly these texts (sha256 of the UTF-8 text)."
         parts.append(_html.section("Corpora", body, anchor="corpora", note=note))
     if data.measurements:
@@ -280,7 +282,7 @@ def write_demo_report(
     """
     train_side, held_side = holdout_split(list(sources), fraction=holdout)
     corpora = {
-        label: text_corpus(label, "".join(s.text for s in side))
+        label: documents_corpus(label, [(s.name, s.text) for s in side])
         for label, side in (("train", train_side), ("held-out", held_side))
         if any(s.text for s in side)
     }
@@ -293,6 +295,10 @@ def write_demo_report(
         merge_counts=counts,
         width=width,
         title="tokembed demo report",
-        notes=[f"{len(train_side)} training files, {len(held_side)} held-out files (whole files)."],
+        notes=[
+            f"{len(train_side)} training files, {len(held_side)} held-out files (whole files). "
+            "Each side is measured as its files concatenated, so token counts can differ by a "
+            "few from encoding every file alone (chunks can join across a file boundary)."
+        ],
     )
     return write_report(data, path)
