@@ -50,7 +50,7 @@ def _loss_matches(vocab: int, smoothing: float, reduction: str) -> None:
     local = head(h_par)
     local.retain_grad()
     got = vocab_parallel_cross_entropy(
-        local, target, vocab_start=head.vocab_start,
+        local, target.int(), vocab_start=head.vocab_start,
         label_smoothing=smoothing, reduction=reduction,
     )  # fmt: skip
     assert_close(got, expected, rtol=1e-6, atol=1e-6)

@@ -56,7 +56,7 @@ def _checks(rank: int, world: int) -> dict[str, Any]:
         routed(bad)
     except (EmbeddingError, ParallelError) as e:
         out["bad"] = f"{type(e).__name__}:{e.code}:{e.value}"
-    out["after"] = tuple(routed(torch.tensor([[9, 0, 5]])).shape)
+    out["after"] = tuple(routed(torch.tensor([[9, 0, 5]], dtype=torch.int32)).shape)
     return out
 
 

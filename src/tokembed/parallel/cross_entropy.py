@@ -169,7 +169,7 @@ def vocab_parallel_cross_entropy(
         )
     flat_logits = local_logits.reshape(target.numel(), local_logits.shape[-1])  # [N, V_r]
     loss = _VocabParallelCrossEntropy.apply(
-        flat_logits, target.reshape(-1), vocab_start, vocab_size, ignore_index,
+        flat_logits, target.reshape(-1).long(), vocab_start, vocab_size, ignore_index,
         label_smoothing, group,
     )  # fmt: skip
     if reduction == "none":

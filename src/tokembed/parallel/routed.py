@@ -174,7 +174,7 @@ class RowRoutedEmbedding(RowShardedTable):
             lambda: validate_ids(ids, self.num_embeddings, device=self.weight.device),
             group=self.group,
         )
-        flat = ids.reshape(-1)  # [N]
+        flat = ids.reshape(-1).long()  # [N]; int32 ids travel with int64 positions
         n, world = flat.numel(), self.world_size
         chunk = self.intervals[0][1] - self.intervals[0][0]  # ceil(V / R) rows per owner
         owner = flat // max(chunk, 1)  # [N] owner rank of each position
