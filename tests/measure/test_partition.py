@@ -62,3 +62,15 @@ def test_a_single_document_cannot_be_partitioned() -> None:
 
 def test_parallel_partition_of_nothing_is_empty() -> None:
     assert partition_parallel({}, "lecture") == {}
+
+
+def test_simple_every_k_rules_do_not_reproduce_the_lecture_split() -> None:
+    # Part of the systematic search recorded in partition.py: only sha256-mod5 matches.
+    ru = pud("ru", "en")["ru"]
+    target = (833, 331, 180_112)
+    for k in range(2, 12):
+        train = partition(ru, f"every{k}").train.record()
+        assert (train.sentences, train.documents, train.bytes) != target
+    for k in (2, 3, 4, 6, 7):
+        train = partition(ru, f"sha256-mod{k}").train.record()
+        assert (train.sentences, train.documents, train.bytes) != target

@@ -83,7 +83,7 @@ def inspect_paths(paths: Sequence[str], *, encoding: str | None = None) -> list[
         is_ranks = path.is_file() and path.suffix == ".tiktoken"
         enc = enc or (encoding if is_ranks else None)
         pending = load_tokenizer(path, encoding=enc)
-        pending_name = f"{path.name}@{enc}" if enc else (pending.name or path.name)
+        pending_name = enc or pending.name or path.name
         if path.is_dir() and (path / "config.json").is_file():
             flush(path / "config.json")
     flush(None)
