@@ -12,14 +12,13 @@ Rules (the name is recorded with every partitioned corpus):
 * ``every<K>`` — evaluation iff the document's index (order of first appearance) is
   ``≡ K-1 (mod K)``: documents K-1, 2K-1, …
 * ``lecture`` — alias of ``sha256-mod5``. A systematic search over document-level
-  candidates (every K-th document for K = 2..11 and each offset; the first or last N
+  candidates (every K-th document for K = 2..11 at each offset; the first or last N
   documents; SHA-256 (whole digest or its first 32/64 bits), SHA-1, MD5, BLAKE2b and
-  CRC32 of the document id taken modulo
-  K = 2..11 at each residue, as a fraction threshold, or as a sort order with the
-  first/last N) found exactly one rule that reproduces the lecture's teaching
-  partition of PUD: this one. It gives train 833 sentences from 331 documents
-  (180,112 Russian bytes) and evaluation 167 sentences from 66 documents (33,654
-  Russian and 18,168 English bytes).
+  CRC32 of the document id, modulo K = 2..11 at each residue, as a fraction threshold,
+  or as a sort order with the first/last N) found exactly one rule reproducing the
+  lecture's teaching partition of PUD: this one. It gives train 833 sentences from
+  331 documents (180,112 Russian bytes) and evaluation 167 sentences from 66
+  documents (33,654 Russian and 18,168 English bytes).
 
 Example::
 
