@@ -66,21 +66,22 @@ def batches(*, vocab: int = VOCAB, steps: int = STEPS, seed: int = 1) -> list[to
     return out
 
 
-def make_optimizer(kind: str, params: Any) -> torch.optim.Optimizer:
+def make_optimizer(kind: str, params: Any, *, lr: float | None = None) -> torch.optim.Optimizer:
+    lr = _LR[kind] if lr is None else lr
     if kind == "sgd":
-        return torch.optim.SGD(params, lr=_LR[kind])
+        return torch.optim.SGD(params, lr=lr)
     assert kind == "adamw", kind
-    return torch.optim.AdamW(params, lr=_LR[kind], weight_decay=0.1)
+    return torch.optim.AdamW(params, lr=lr, weight_decay=0.1)
 
 
 def reference_training(
-    *, tied: bool, kind: str, data: list[torch.Tensor] | None = None
+    *, tied: bool, kind: str, steps: int = STEPS, lr: float | None = None
 ) -> tuple[list[float], dict[str, torch.Tensor]]:
-    """Losses of ``STEPS`` steps and the final state dict, unsharded, one process."""
+    """Losses of ``steps`` steps and the final state dict, unsharded, one process."""
     model = build_llama(tied=tied)
-    opt = make_optimizer(kind, model.parameters())
+    opt = make_optimizer(kind, model.parameters(), lr=lr)
     losses = []
-    for ids in data or batches():
+    for ids in batches()[:steps]:
         loss = model(input_ids=ids, labels=ids).loss
         losses.append(loss.item())
         loss.backward()

@@ -18,14 +18,15 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from _harness import run_ranks
-from _llama import HIDDEN, VOCAB, batches, build_llama, make_optimizer, train
+from _llama import BATCH, HIDDEN, VOCAB, batches, build_llama, make_optimizer, train
 from torch import nn
 
 from tokembed.errors import TokembedError
-from tokembed.parallel._collectives import all_gather_uneven
+from tokembed.parallel.data_parallel import GradientReduction, reduce_gradients
 from tokembed.parallel.intervals import row_intervals
 from tokembed.parallel.ledger import count_collectives, memory_ledger
 from tokembed.parallel.lm_head import VocabParallelLMHead
+from tokembed.parallel.ownership import OwnerCheckedOptimizer, check_owned_step
 from tokembed.parallel.reshard import load_vocab_shards, save_vocab_shards
 from tokembed.parallel.shard import shard_input_embedding, shard_lm_head
 from tokembed.parallel.vocab_embedding import VocabParallelEmbedding
@@ -53,8 +54,7 @@ def _gathered_state(model: nn.Module) -> dict[str, torch.Tensor]:
         state["model.embed_tokens.weight"] = emb.gather_weight()
     head = model.get_output_embeddings()
     if isinstance(head, VocabParallelLMHead):
-        sizes = [end - start for start, end in head.intervals]
-        state["lm_head.weight"] = all_gather_uneven(head.weight.detach(), sizes, group=head.group)
+        state["lm_head.weight"] = head.gather_weight()
     return state
 
 
@@ -183,6 +183,121 @@ def _make_self_groups() -> None:
             _SELF_GROUP[r] = g
 
 
+def _tp_dp_groups() -> tuple[dist.ProcessGroup, dist.ProcessGroup]:
+    """TP pairs {0,1},{2,3} and DP pairs {0,2},{1,3}; every rank creates every group."""
+    rank = dist.get_rank()
+    tp = [dist.new_group(r) for r in ([0, 1], [2, 3])]
+    dp = [dist.new_group(r) for r in ([0, 2], [1, 3])]
+    return tp[rank // 2], dp[rank % 2]
+
+
+def _replica_batches(replica: int) -> list[torch.Tensor]:
+    half = BATCH[0] // 2
+    return [ids[replica * half : (replica + 1) * half] for ids in batches()]
+
+
+def _tp_dp_run(
+    tp: dist.ProcessGroup, dp: dist.ProcessGroup, *, tied: bool, kind: str
+) -> dict[str, Any]:
+    """2 x 2: embedding sharded over TP, replicas of each shard reduced over DP."""
+    model = build_llama(tied=tied)
+    shard_input_embedding(model, tp, tie=tied)
+    # Each replica's loss is the mean over its own (equal-sized) half: AVG over DP
+    # then gives the global mean's gradient exactly once.
+    reduction = GradientReduction(collective="avg", loss_normalization="local_mean")
+    opt = OwnerCheckedOptimizer(make_optimizer(kind, model.parameters()), group=tp)
+    losses = train(
+        model,
+        opt,  # type: ignore[arg-type]
+        _replica_batches(dist.get_rank() // 2),
+        _vp_loss if tied else _hf_loss,
+        after_backward=lambda: reduce_gradients(
+            model.parameters(), group=dp, reduction=reduction, tensor_group=tp
+        ),
+    )
+    return {"losses": losses, "state": _gathered_state(model), "model": model}
+
+
+def _double_averaging_run(tp: dist.ProcessGroup, dp: dist.ProcessGroup) -> dict[str, Any]:
+    """One SGD step with a global-mean loss and an AVG all-reduce anyway: R-fold too small."""
+    model = build_llama(tied=False)
+    shard_input_embedding(model, tp)
+    opt = make_optimizer("sgd", model.parameters())
+    ids = _replica_batches(dist.get_rank() // 2)[0]
+    # Local mean / DP size = this replica's share of the global mean.
+    loss = _hf_loss(model, ids) / dist.get_world_size(dp)
+    loss.backward()
+    for p in model.parameters():
+        assert p.grad is not None
+        dist.all_reduce(p.grad, group=dp)
+        p.grad /= dist.get_world_size(dp)  # the second division
+    opt.step()
+    return {"embedding": model.get_input_embeddings().gather_weight()}
+
+
+def _group_refusals(tp: dist.ProcessGroup, dp: dist.ProcessGroup) -> dict[str, str | None]:
+    model = build_llama(tied=False)
+    early = make_optimizer("sgd", model.parameters())  # built before sharding
+    shard_input_embedding(model, tp)
+    model(input_ids=batches()[0], labels=batches()[0]).loss.backward()
+    conv = GradientReduction(collective="sum", loss_normalization="global_mean")
+    params = list(model.parameters())
+    return {
+        "tp_as_dp": _code(
+            lambda: reduce_gradients(params, group=tp, reduction=conv, tensor_group=tp)
+        ),
+        "world_as_dp": _code(
+            lambda: reduce_gradients(params, group=None, reduction=conv, tensor_group=tp)
+        ),
+        "avg_of_global_mean": _code(
+            lambda: GradientReduction(collective="avg", loss_normalization="global_mean")
+        ),
+        "stale_optimizer": _code(lambda: check_owned_step(early, group=tp)),
+        "fresh_optimizer": _code(
+            lambda: check_owned_step(make_optimizer("sgd", model.parameters()), group=tp)
+        ),
+    }
+
+
+def _reshard_across_sizes(
+    tp: dist.ProcessGroup, trained: nn.Module, directory: str
+) -> dict[str, Any]:
+    """TP=2 shards -> a TP=4 layer, and TP=4 shards -> TP=2 layers, same logical table."""
+    emb = trained.get_input_embeddings()
+    assert isinstance(emb, VocabParallelEmbedding)
+    logical = emb.gather_weight()
+    if dist.get_rank() < 2:  # data-parallel replica 0's TP pair writes the checkpoint
+        save_vocab_shards(emb, f"{directory}/tp2")
+    dist.barrier()
+    wide = VocabParallelEmbedding(VOCAB, HIDDEN)  # the world: TP = 4
+    load_vocab_shards(wide, f"{directory}/tp2")
+    save_vocab_shards(wide, f"{directory}/tp4")
+    narrow = VocabParallelEmbedding(VOCAB, HIDDEN, group=tp)
+    load_vocab_shards(narrow, f"{directory}/tp4")
+    smaller = VocabParallelEmbedding(VOCAB - 1, HIDDEN, group=tp)
+    return {
+        "logical": logical,
+        "tp4_rows": (wide.vocab_start, wide.vocab_end),
+        "tp4": wide.gather_weight(),
+        "tp2_again": narrow.gather_weight(),
+        "wrong_shape": _code(lambda: load_vocab_shards(smaller, f"{directory}/tp4")),
+    }
+
+
+def _tp_dp_checks(directory: str) -> dict[str, Any]:
+    tp, dp = _tp_dp_groups()
+    out: dict[str, Any] = {}
+    for tied, kind in ((False, "sgd"), (False, "adamw"), (True, "adamw")):
+        out[f"{'tied' if tied else 'untied'}-{kind}"] = _tp_dp_run(tp, dp, tied=tied, kind=kind)
+    trained = out["untied-sgd"]["model"]
+    for run in out.values():
+        del run["model"]
+    out["double_averaging"] = _double_averaging_run(tp, dp)
+    out["refusals"] = _group_refusals(tp, dp)
+    out["reshard"] = _reshard_across_sizes(tp, trained, directory)
+    return out
+
+
 def _checks(rank: int, world_size: int, directory: str) -> dict[str, Any]:
     _make_self_groups()
     out: dict[str, Any] = {"rank": rank, "intervals": row_intervals(VOCAB, world_size)}
@@ -190,6 +305,8 @@ def _checks(rank: int, world_size: int, directory: str) -> dict[str, Any]:
     out["facts"] = _model_facts(None)
     out["ledger"] = _ledger(None)
     out["reshard_to_1"] = _reshard_same_world(None, f"{directory}/tp{world_size}")
+    if world_size == 4:
+        out["tp_dp"] = _tp_dp_checks(directory)
     return out
 
 

@@ -51,3 +51,48 @@ def test_sharded_training_matches_single_process(world_size: int, kind: str, var
             )
     # The run trained: weights moved away from the initialization.
     assert ref_losses[0] != ref_losses[1]
+
+
+# --- tensor x data parallelism (4 ranks: TP pairs {0,1},{2,3}, DP pairs {0,2},{1,3}) ---
+
+
+@pytest.mark.parametrize("name", ["untied-sgd", "untied-adamw", "tied-adamw"])
+def test_tp_by_dp_matches_single_process(name: str) -> None:
+    tied, kind = name.startswith("tied"), name.split("-")[1]
+    ref_losses, ref_state = _reference(tied, kind)
+    results = [r["tp_dp"][name] for r in world_results(4)]
+    # Replica d trains on half d of every batch; the mean of the two halves' means is
+    # the full batch's mean (equal token counts), and the AVG all-reduce makes the
+    # gradient the full batch's.
+    for tp_index in (0, 1):
+        replicas = [results[tp_index], results[2 + tp_index]]
+        mean = [
+            (a + b) / 2 for a, b in zip(replicas[0]["losses"], replicas[1]["losses"], strict=True)
+        ]
+        torch.testing.assert_close(mean, ref_losses, rtol=0.0, atol=2e-6)
+    weight_tol = _ADAMW_WEIGHT_TOL if kind == "adamw" else 2e-6
+    for result in results:
+        for key, expected in ref_state.items():
+            torch.testing.assert_close(
+                result["state"][key], expected, rtol=0.0, atol=weight_tol, msg=key
+            )
+
+
+def test_double_averaging_shrinks_the_step_by_the_dp_size() -> None:
+    # AVG all-reduce of a loss already divided by the DP size = SGD at half the rate.
+    _, halved = reference_training(tied=False, kind="sgd", steps=1, lr=0.25)
+    _, intended = reference_training(tied=False, kind="sgd", steps=1)
+    for result in world_results(4):
+        got = result["tp_dp"]["double_averaging"]["embedding"]
+        torch.testing.assert_close(got, halved["model.embed_tokens.weight"], rtol=0.0, atol=1e-6)
+        assert not torch.allclose(got, intended["model.embed_tokens.weight"], atol=1e-4)
+
+
+def test_group_and_ownership_mistakes_are_refused_in_a_whole_model() -> None:
+    for result in world_results(4):
+        refusals = result["tp_dp"]["refusals"]
+        assert refusals["tp_as_dp"] == "GROUP_CONFLATION"
+        assert refusals["world_as_dp"] == "GROUP_CONFLATION"
+        assert refusals["avg_of_global_mean"] == "DOUBLE_AVERAGING"
+        assert refusals["stale_optimizer"] == "NON_OWNER_STEP"
+        assert refusals["fresh_optimizer"] is None

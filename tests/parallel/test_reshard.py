@@ -150,3 +150,17 @@ def test_group_saved_shards_load_into_one_rank_table(world_size: int) -> None:
     for result in world_results(world_size):
         pair = result["reshard_to_1"]
         assert torch.equal(pair["loaded"], pair["full"])
+
+
+@pytest.mark.distributed
+@pytest.mark.xdist_group("tokembed-whole-model")
+def test_tp2_shards_load_at_tp4_and_back() -> None:
+    results = world_results(4)
+    logical = results[0]["tp_dp"]["reshard"]["logical"]
+    for rank, result in enumerate(results):
+        reshard = result["tp_dp"]["reshard"]
+        assert reshard["tp4_rows"] == row_intervals(131, 4)[rank]
+        assert torch.equal(reshard["logical"], logical)  # DP replicas agree
+        assert torch.equal(reshard["tp4"], logical)
+        assert torch.equal(reshard["tp2_again"], logical)
+        assert reshard["wrong_shape"] == "SHARD_LAYOUT_MISMATCH"

@@ -118,3 +118,16 @@ def test_sharded_models_keep_the_tie_and_the_row_intervals(world_size: int) -> N
 def test_dtensor_parallelized_embedding_is_refused(world_size: int) -> None:
     for result in world_results(world_size):
         assert result["facts"]["dtensor_refusal"] == "ALREADY_PARALLELIZED"
+
+
+def test_heavy_optional_packages_load_only_when_used() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tokembed.parallel; "
+        "print(sorted(m for m in ('deepspeed', 'transformers', 'safetensors', 'megatron') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -15,6 +15,7 @@ from tokembed.parallel.data_parallel import (
     check_parallel_groups,
     reduce_gradients,
 )
+from tokembed.parallel.deepspeed_tp import autotp_group, initialize_autotp
 from tokembed.parallel.intervals import owner_of, row_intervals, validate_cover
 from tokembed.parallel.ledger import (
     CollectiveLedger,
@@ -59,11 +60,13 @@ __all__ = [
     "TiedReplica",
     "VocabParallelEmbedding",
     "VocabParallelLMHead",
+    "autotp_group",
     "causal_lm_loss",
     "check_owned_step",
     "check_parallel_groups",
     "count_collectives",
     "count_remote",
+    "initialize_autotp",
     "load_rows",
     "load_vocab_shards",
     "mark_rows",

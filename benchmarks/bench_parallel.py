@@ -1,0 +1,225 @@
+"""Vocabulary-parallel embedding vs replicated, DTensor RowwiseParallel and Megatron-Core (gloo, CPU).
+
+One run spawns ``--tp`` ranks in one gloo group. Every implementation gets the
+same [V, d] table, the same ids [B, L] on every rank (tensor parallelism: the TP
+group sees one batch) and the same upstream gradient; each step is forward,
+backward and an AdamW step of what the rank stores. Steps are interleaved
+(replicated, ours, DTensor, Megatron, replicated, ...) so drift hits all alike.
+
+Printed per implementation: median and min step time on rank 0, per-rank bytes of
+the table and of table + gradient + AdamW moments, the bytes handed to
+collectives per step (counted at the dispatcher), and the logical payload of the
+schedule by spec 0x04A's formulas. Targets: per-rank table bytes =
+ceil(V/tp)/V of the replicated table; step time <= 1.1x DTensor's.
+
+Usage: .venv/bin/python benchmarks/bench_parallel.py [--vocab 32000] [--dim 512]
+       [--tokens 4096] [--tp 2] [--repeats 20]
+Megatron-Core (``pip install megatron-core==0.16.1``) is optional: without it
+its row says why it did not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import queue
+import statistics
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+
+from tokembed.parallel.ledger import count_collectives, memory_ledger, schedule_payloads
+from tokembed.parallel.vocab_embedding import VocabParallelEmbedding
+
+_MiB = 2**20
+
+
+def _replicated(full: torch.Tensor, tp: int) -> tuple[nn.Module, torch.Tensor]:
+    emb = nn.Embedding.from_pretrained(full.clone(), freeze=False)
+    return emb, emb.weight
+
+
+def _ours(full: torch.Tensor, tp: int) -> tuple[nn.Module, torch.Tensor]:
+    emb = VocabParallelEmbedding.from_embedding(nn.Embedding.from_pretrained(full, freeze=False))
+    return emb, emb.weight
+
+
+def _dtensor(full: torch.Tensor, tp: int) -> tuple[nn.Module, torch.Tensor]:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate
+    from torch.distributed.tensor.parallel import RowwiseParallel, parallelize_module
+
+    emb = nn.Embedding.from_pretrained(full.clone(), freeze=False)
+    # As torchtitan shards tok_embeddings: ids replicated, weight Shard(0), output
+    # all-reduced to Replicate (RowwiseParallel's default input is Shard(-1)).
+    plan = RowwiseParallel(input_layouts=Replicate())
+    parallelize_module(emb, init_device_mesh("cpu", (tp,)), plan)
+    return emb, emb.weight
+
+
+def _megatron(full: torch.Tensor, tp: int) -> tuple[nn.Module, torch.Tensor]:
+    from megatron.core import parallel_state
+    from megatron.core.model_parallel_config import ModelParallelConfig
+    from megatron.core.tensor_parallel.layers import VocabParallelEmbedding as MegatronVPE
+
+    if not parallel_state.model_parallel_is_initialized():
+        parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp)
+    config = ModelParallelConfig(tensor_model_parallel_size=tp, use_cpu_initialization=True)
+    emb = MegatronVPE(full.shape[0], full.shape[1], init_method=nn.init.normal_, config=config)
+    with torch.no_grad():
+        emb.weight.copy_(full[emb.vocab_start_index : emb.vocab_end_index])
+    return emb, emb.weight
+
+
+_IMPLS: dict[str, Callable[[torch.Tensor, int], tuple[nn.Module, torch.Tensor]]] = {
+    "replicated nn.Embedding": _replicated,
+    "tokembed VocabParallelEmbedding": _ours,
+    "DTensor RowwiseParallel": _dtensor,
+    "Megatron-Core VocabParallelEmbedding": _megatron,
+}
+
+
+def _step(
+    module: nn.Module, opt: torch.optim.Optimizer, ids: torch.Tensor, grad: torch.Tensor
+) -> None:
+    opt.zero_grad(set_to_none=True)
+    module(ids).backward(grad)
+    opt.step()
+
+
+def _worker(rank: int, args: argparse.Namespace, port: int, results: Any) -> None:
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    torch.set_num_threads(args.threads)
+    store = dist.TCPStore("127.0.0.1", port, args.tp, is_master=rank == 0)
+    dist.init_process_group(
+        "gloo", store=store, rank=rank, world_size=args.tp, timeout=timedelta(seconds=600)
+    )
+    gen = torch.Generator().manual_seed(0)
+    full = torch.randn(args.vocab, args.dim, generator=gen)  # [V, d], same on every rank
+    batch = 4
+    ids = torch.randint(0, args.vocab, (batch, args.tokens // batch), generator=gen)
+    grad = torch.randn(batch, args.tokens // batch, args.dim, generator=gen)
+    expected = nn.functional.embedding(ids, full)
+    built: dict[str, tuple[nn.Module, torch.Tensor, torch.optim.Optimizer]] = {}
+    skipped: dict[str, str] = {}
+    for name, make in _IMPLS.items():
+        try:
+            module, table = make(full, args.tp)
+        except ImportError as error:
+            skipped[name] = f"not installed ({error.name})"
+            continue
+        assert torch.equal(module(ids), expected), name  # same lookup before timing
+        built[name] = (module, table, torch.optim.AdamW(module.parameters(), lr=1e-3))
+    for _ in range(2):  # warm-up: allocator, thread pool, AdamW state
+        for module, _, opt in built.values():
+            _step(module, opt, ids, grad)
+    times: dict[str, list[float]] = {name: [] for name in built}
+    for _ in range(args.repeats):
+        for name, (module, _, opt) in built.items():
+            dist.barrier()
+            start = time.perf_counter()
+            _step(module, opt, ids, grad)
+            times[name].append(time.perf_counter() - start)
+    rows = {}
+    for name, (module, table, opt) in built.items():
+        with count_collectives() as ledger:
+            _step(module, opt, ids, grad)
+        memory = memory_ledger(module, opt, table=table)
+        rows[name] = {
+            "median": statistics.median(times[name]),
+            "min": min(times[name]),
+            "table": memory.table,
+            "total": memory.total,
+            "collective": ledger.total_bytes,
+            "calls": ledger.by_op(),
+        }
+    if rank == 0:
+        results.put((rows, skipped))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def _report(
+    args: argparse.Namespace, rows: dict[str, dict[str, Any]], skipped: dict[str, str]
+) -> None:
+    payload = schedule_payloads(
+        num_embeddings=args.vocab, embedding_dim=args.dim, n_tokens=args.tokens, n_remote=0
+    )
+    print(
+        f"V={args.vocab} d={args.dim} tokens={args.tokens} tp={args.tp} float32 gloo/cpu "
+        f"threads/rank={args.threads} repeats={args.repeats}; step = forward + backward + AdamW"
+    )
+    header = (
+        f"  {'':38}{'median':>9}{'min':>9}{'table/rank':>12}{'+grad+adam':>12}{'coll./step':>12}"
+    )
+    print(header)
+    for name, row in rows.items():
+        print(
+            f"  {name:38}{row['median'] * 1e3:7.1f}ms{row['min'] * 1e3:7.1f}ms"
+            f"{row['table'] / _MiB:9.2f}MiB{row['total'] / _MiB:9.2f}MiB"
+            f"{row['collective'] / _MiB:9.2f}MiB  {row['calls']}"
+        )
+    for name, why in skipped.items():
+        print(f"  {name:38}did not run: {why}")
+    ours, replicated = rows["tokembed VocabParallelEmbedding"], rows["replicated nn.Embedding"]
+    share = math.ceil(args.vocab / args.tp) / args.vocab
+    print(f"  table bytes ours/replicated      {ours['table'] / replicated['table']:.4f}"
+          f"  (target ceil(V/tp)/V = {share:.4f})")  # fmt: skip
+    for peer in (
+        "DTensor RowwiseParallel",
+        "Megatron-Core VocabParallelEmbedding",
+        "replicated nn.Embedding",
+    ):
+        if peer in rows:
+            print(
+                f"  step time ours/{peer:34}{ours['median'] / rows[peer]['median']:.3f} (median)"
+                f" {ours['min'] / rows[peer]['min']:.3f} (min)"
+            )
+    print(
+        f"  spec 0x04A logical payload/step: C masked-local reduction {payload['C'] / _MiB:.2f}MiB,"
+        f" A replicated+DP gradient {payload['A'] / _MiB:.2f}MiB (if the table were data-parallel)"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--vocab", type=int, default=32000)
+    parser.add_argument("--dim", type=int, default=512)
+    parser.add_argument("--tokens", type=int, default=4096)
+    parser.add_argument("--tp", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 2) // 2))
+    args = parser.parse_args(argv)
+    args.threads = max(1, min(args.threads, (os.cpu_count() or args.tp) // args.tp))
+    store = dist.TCPStore("127.0.0.1", 0, 1, is_master=True, wait_for_workers=False)
+    port = store.port
+    del store  # free the port for rank 0's own master store
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(r, args, port, results)) for r in range(args.tp)]
+    for proc in procs:
+        proc.start()
+    while True:  # a rank that raises prints its traceback and exits: stop waiting then
+        try:
+            rows, skipped = results.get(timeout=5)
+            break
+        except queue.Empty:
+            if any(p.exitcode not in (None, 0) for p in procs):
+                for proc in procs:
+                    proc.kill()
+                return 1
+    for proc in procs:
+        proc.join()
+    _report(args, rows, skipped)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
