@@ -276,12 +276,13 @@ def _merge_counts(text: str) -> list[int]:
     return counts
 
 
-def _add_corpus_options(p: argparse.ArgumentParser) -> None:
+def _add_corpus_options(p: argparse.ArgumentParser, *, need_tokenizer: bool) -> None:
     p.add_argument(
         "-t",
         "--tokenizer",
         action="append",
-        required=True,
+        default=[],
+        required=need_tokenizer,
         metavar="TOK",
         help="tokenizer file/folder, or RANKS.tiktoken@ENCODING (repeat -t for several)",
     )
@@ -322,8 +323,11 @@ def _add_measure(sub: argparse._SubParsersAction[Any]) -> None:
         description="Measure tokenizers side by side on named corpora (optionally partitioned, "
         "with a compression curve of the first tokenizer).",
     )
-    _add_corpus_options(p)
+    _add_corpus_options(p, need_tokenizer=False)
     p.add_argument("--json", action="store_true", help="print everything as JSON")
+    p.add_argument(
+        "--save-texts", metavar="DIR", help="write each measured text (e.g. ru.train.txt)"
+    )
     p.add_argument("--csv", metavar="PATH", help="write the compression curve as CSV")
     p.add_argument("--plot", metavar="PATH", help="write the compression curve plot (.svg or .png)")
     p.set_defaults(handler=_run_measure)
@@ -334,7 +338,7 @@ def _run_measure(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from tokembed.measure.curves import curve_csv, plot_curve
-    from tokembed.measure.session import run_measure
+    from tokembed.measure.session import run_measure, save_texts
     from tokembed.measure.tables import corpus_rows, format_table, measurement_rows
 
     toks, corpora, words = _measure_inputs(args)
@@ -345,12 +349,16 @@ def _run_measure(args: argparse.Namespace) -> int:
         Path(args.csv).write_text(curve_csv(result.curve), encoding="utf-8")
     if args.plot and result.curve:
         plot_curve(result.curve, args.plot)
+    if args.save_texts:
+        for path in save_texts(corpora, args.save_texts):
+            print(f"wrote {path}", file=sys.stderr)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         return 0
     print(format_table(*corpus_rows(result.records)))
-    print()
-    print(format_table(*measurement_rows(result.measurements, result.premiums or None)))
+    if result.measurements:
+        print()
+        print(format_table(*measurement_rows(result.measurements, result.premiums or None)))
     if result.curve:
         print()
         print(curve_csv(result.curve), end="")
@@ -390,7 +398,7 @@ def _add_report(sub: argparse._SubParsersAction[Any]) -> None:
         help="write one static HTML report (metrics, curve, vocabulary sizes, token view)",
         description="Measure tokenizers on corpora and write a self-contained HTML file.",
     )
-    _add_corpus_options(p)
+    _add_corpus_options(p, need_tokenizer=True)
     p.add_argument("--inspect", nargs="+", metavar="PATH", help="files for the vocabulary section")
     p.add_argument("--width", type=int, default=768, help="embedding width d for the memory table")
     p.add_argument("--sample", action="append", help="text for the token view (repeatable)")

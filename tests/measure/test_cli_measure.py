@@ -54,6 +54,19 @@ def test_measure_lecture_partition_with_curve(
     assert any(line.startswith("ru/train,1024,180112,") for line in lines)
 
 
+def test_lecture_tour_without_a_tokenizer_saves_the_training_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["measure", str(pud_file("ru")), str(pud_file("en")), "--partition", "lecture"]
+    assert main([*argv, "--save-texts", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "180,112" in out
+    assert "bytes/tok" not in out  # no tokenizer, records only
+    assert (tmp_path / "ru.train.txt").stat().st_size == 180_112
+    assert (tmp_path / "en.eval.txt").stat().st_size == 18_168
+    assert main([*argv, "--curve", "0,1"]) == 2  # a curve needs a tokenizer
+
+
 def test_measure_json(ru_json: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["measure", "-t", ru_json, str(pud_file("ru")), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)

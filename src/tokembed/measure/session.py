@@ -32,7 +32,14 @@ from tokembed.measure.partition import partition_parallel
 if TYPE_CHECKING:
     from tokembed.tokenizer import Tokenizer
 
-__all__ = ["MeasureResult", "load_corpora", "load_tokenizers", "premiums_by_side", "run_measure"]
+__all__ = [
+    "MeasureResult",
+    "load_corpora",
+    "load_tokenizers",
+    "premiums_by_side",
+    "run_measure",
+    "save_texts",
+]
 
 
 def load_tokenizers(specs: Sequence[str]) -> dict[str, Tokenizer]:
@@ -143,6 +150,13 @@ def run_measure(
     Raises: as :func:`measure` and :func:`compression_curve`; UsageError(INVALID_ARGUMENT)
     when ``reference`` is not a corpus label.
     """
+    if merge_counts and not tokenizers:
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            "a compression curve needs a tokenizer",
+            value=list(merge_counts),
+            fix="pass the trained tokenizer first with -t",
+        )
     measurements = compare(tokenizers, corpora, words=words)
     premiums = premiums_by_side(measurements, reference=reference) if reference else {}
     curve: list[CurvePoint] = []
@@ -155,3 +169,18 @@ def run_measure(
         premiums=premiums,
         curve=curve,
     )
+
+
+def save_texts(corpora: Mapping[str, Corpus], directory: str | Path) -> list[Path]:
+    """Write each corpus's exact measured text to ``directory/<label>.txt`` (``/`` → ``.``).
+
+    With ``--partition lecture`` this gives ``ru.train.txt``, the lecture's training text.
+    """
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for label, corpus in corpora.items():
+        path = folder / (label.replace("/", ".") + ".txt")
+        path.write_bytes(corpus.text.encode("utf-8"))
+        out.append(path)
+    return out
