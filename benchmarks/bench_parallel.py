@@ -86,6 +86,55 @@ _IMPLS: dict[str, Callable[[torch.Tensor, int], tuple[nn.Module, torch.Tensor]]]
 }
 
 
+def _measured(run: Callable[[], None]) -> tuple[int, int, dict[str, tuple[int, int]]]:
+    """Bytes handed to collectives by ``run`` on this rank, and summed over the ranks."""
+    with count_collectives() as ledger:
+        run()
+    total = torch.tensor([ledger.total_bytes], dtype=torch.int64)
+    dist.all_reduce(total)
+    return ledger.total_bytes, int(total), ledger.by_op()
+
+
+def _payload_ledger(full: torch.Tensor, ids: torch.Tensor, tp: int) -> dict[str, Any]:
+    """Each schedule of spec 0x04A once on the benchmark's ids: formula beside measurement.
+
+    A and B see data-parallel origins (rank r looks up its own 1/tp of the batch);
+    C and D see the tensor-parallel batch (every rank the same ids).
+    """
+    from tokembed.parallel.column import ColumnParallelEmbedding
+    from tokembed.parallel.intervals import row_intervals
+    from tokembed.parallel.ledger import count_remote
+    from tokembed.parallel.routed import RowRoutedEmbedding
+
+    rank = dist.get_rank()
+    mine = ids.reshape(tp, -1)[rank]  # this origin rank's share, [N / tp]
+    n_remote = count_remote(list(ids.reshape(tp, -1)), row_intervals(full.shape[0], tp))
+    formulas = schedule_payloads(
+        num_embeddings=full.shape[0], embedding_dim=full.shape[1], n_tokens=ids.numel(),
+        n_remote=n_remote,
+    )  # fmt: skip
+    replicated = nn.Embedding.from_pretrained(full.clone(), freeze=False)
+    replicated(mine).sum().backward()
+    routed = RowRoutedEmbedding.from_embedding(nn.Embedding.from_pretrained(full, freeze=False))
+    ours = VocabParallelEmbedding.from_embedding(nn.Embedding.from_pretrained(full, freeze=False))
+    column = ColumnParallelEmbedding.from_embedding(
+        nn.Embedding.from_pretrained(full, freeze=False)
+    )
+    assert replicated.weight.grad is not None
+    grad = replicated.weight.grad
+    return {
+        "n_remote": n_remote,
+        "A replicated + DP grad all-reduce": (formulas["A"], _measured(lambda: dist.all_reduce(grad))),
+        "B row-routed (RowRoutedEmbedding)": (
+            formulas["B"], _measured(lambda: routed(mine).sum().backward())
+        ),
+        "C masked local (ours)": (formulas["C"], _measured(lambda: ours(ids).sum().backward())),
+        "D column (ColumnParallelEmbedding)": (
+            formulas["D"], _measured(lambda: column(ids).sum().backward())
+        ),
+    }  # fmt: skip
+
+
 def _step(
     module: nn.Module, opt: torch.optim.Optimizer, ids: torch.Tensor, grad: torch.Tensor
 ) -> None:
@@ -140,8 +189,9 @@ def _worker(rank: int, args: argparse.Namespace, port: int, results: Any) -> Non
             "collective": ledger.total_bytes,
             "calls": ledger.by_op(),
         }
+    payloads = _payload_ledger(full, ids, args.tp)
     if rank == 0:
-        results.put((rows, skipped))
+        results.put((rows, skipped, payloads))
     dist.barrier()
     dist.destroy_process_group()
 
@@ -188,6 +238,17 @@ def _report(
     )
 
 
+def _report_payloads(payloads: dict[str, Any]) -> None:
+    print(
+        f"spec 0x04A payload per step (N_remote={payloads.pop('n_remote')}): formula vs bytes "
+        "handed to collectives on rank 0 / summed over ranks"
+    )
+    for name, (formula, (rank0, total, calls)) in payloads.items():
+        print(
+            f"  {name:38}{formula / _MiB:9.2f}MiB{rank0 / _MiB:9.2f}MiB{total / _MiB:9.2f}MiB  {calls}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vocab", type=int, default=32000)
@@ -208,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         proc.start()
     while True:  # a rank that raises prints its traceback and exits: stop waiting then
         try:
-            rows, skipped = results.get(timeout=5)
+            rows, skipped, payloads = results.get(timeout=5)
             break
         except queue.Empty:
             if any(p.exitcode not in (None, 0) for p in procs):
@@ -218,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     for proc in procs:
         proc.join()
     _report(args, rows, skipped)
+    _report_payloads(payloads)
     return 0
 
 
