@@ -229,7 +229,7 @@ def _report(
     ):
         if peer in rows:
             print(
-                f"  step time ours/{peer:34}{ours['median'] / rows[peer]['median']:.3f} (median)"
+                f"  step time ours/{peer:38}{ours['median'] / rows[peer]['median']:.3f} (median)"
                 f" {ours['min'] / rows[peer]['min']:.3f} (min)"
             )
     print(
