@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -110,10 +110,11 @@ def tree_ordered(tables: BPETables) -> bool:
     return None not in tables.byte_ids
 
 
-def _rank_histogram(tables: BPETables, ids: Iterable[int], n_merges: int) -> np.ndarray:
+def _rank_histogram(tables: BPETables, ids: Sequence[int], n_merges: int) -> np.ndarray:
     """hist[k] = how many times merge k was applied while encoding to ``ids``."""
     size = max(tables.id_range, 1)
-    counts = np.bincount(np.fromiter(ids, dtype=np.int64), minlength=size).tolist()
+    # asarray of a list is C-speed; fromiter over a Python iterator is ~10x slower (7M ids).
+    counts = np.bincount(np.asarray(ids, dtype=np.int64), minlength=size).tolist()
     hist = [0] * n_merges
     merges = tables.merges
     for k in range(n_merges - 1, -1, -1):
@@ -155,7 +156,8 @@ def _fast_points(
     text_hist = _rank_histogram(tables, encode(text), counts[-1])
     sentences = [s.text for s in corpus.sentences]
     sent_bytes = len("".join(sentences).encode("utf-8"))
-    sent_hist = _rank_histogram(tables, chain.from_iterable(map(encode, sentences)), counts[-1])
+    sent_ids = list(chain.from_iterable(map(encode, sentences)))
+    sent_hist = _rank_histogram(tables, sent_ids, counts[-1])
     found = words.words(text, corpus=corpus.name)
     distinct = set(found)
     # Rank of the single token of each one-token word (-1 for a byte: one token at every n).
