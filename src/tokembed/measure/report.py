@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tokembed.measure import _html
-from tokembed.measure.corpus import Corpus, CorpusRecord, documents_corpus
+from tokembed.measure.corpus import JOIN_RULES, Corpus, CorpusRecord, documents_corpus
 from tokembed.measure.curves import CurvePoint, compression_curve, curve_csv, plot_curve
 from tokembed.measure.metrics import Measurement, WordDefinition, compare
 from tokembed.measure.session import premiums_by_side
@@ -131,7 +131,11 @@ def render_html(data: ReportData) -> str:
         if files:
             rows = [[p, h, f"{b:,}"] for p, h, b in files]
             body += _html.table(["file", "sha256", "bytes"], rows)
-        note = "Every number below is measured on exactly these texts (sha256 of the UTF-8 text)."
+        joins = sorted({r.join_rule for r in data.corpora})
+        note = (
+            "Every number below is measured on exactly these texts (sha256 of the UTF-8 text). "
+            + " ".join(f"Join {j}: {JOIN_RULES[j]}." for j in joins)
+        )
         parts.append(_html.section("Corpora", body, anchor="corpora", note=note))
     if data.measurements:
         premiums = data.premiums or None
