@@ -45,6 +45,7 @@ bench: $(VENV)/.stamp-test
 	$(PY) benchmarks/bench_tokenizer.py
 	$(PY) benchmarks/bench_embedding.py
 	$(PY) benchmarks/bench_parallel.py
+	$(PY) benchmarks/bench_measure.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
