@@ -132,7 +132,30 @@ def _checks(rank: int, world_size: int) -> dict[str, Any]:
     )
     allreduce_model = build_llama(tied=False)
     allreduce_model.set_input_embeddings(linear_allreduce)
+    # A user partition_config that slices embed_tokens on the hidden dimension.
+    slicing = {
+        "partition_config": {
+            "use_default_specs": False,
+            "layer_specs": [
+                {"patterns": [".*embed_tokens.*"], "partition_type": "row"},
+                {"patterns": [".*\\.o_proj$", ".*\\.down_proj$"], "partition_type": "row"},
+                {
+                    "patterns": [".*\\.[qkv]_proj$", ".*\\.(up|gate)_proj$"],
+                    "partition_type": "column",
+                },
+            ],
+        },
+    }
+    sliced = build_llama(tied=False)
+    sliced_engine, *_ = initialize_autotp(
+        sliced, _config(zero=0, sgd=True, vocab_parallel_embedding=False, **slicing)
+    )
     out["refusals"] = {
+        "partition_config_slice": _code(
+            lambda: initialize_autotp(build_llama(tied=False), _config(zero=0, sgd=True, **slicing))
+        ),
+        "deepspeed_sliced": _code(lambda: shard_input_embedding(sliced_engine.module, group)),
+        "deepspeed_sliced_shape": tuple(sliced_engine.module.get_input_embeddings().weight.shape),
         "tied": _code(lambda: initialize_autotp(build_llama(tied=True), _config(zero=0, sgd=True))),
         "stale_optimizer": _code(
             lambda: initialize_autotp(stale, _config(zero=0, sgd=False), optimizer=stale_opt)
@@ -194,3 +217,7 @@ def test_refusals_in_a_deepspeed_model() -> None:
         assert refusals["hidden_parallel_embedding"] == "ALREADY_PARALLELIZED"
         assert refusals["linear_allreduce_type"] == "LinearAllreduce"
         assert refusals["linear_allreduce"] == "ALREADY_PARALLELIZED"
+        # Review point 2: a hidden-dimension slice, requested or already done by AutoTP.
+        assert refusals["partition_config_slice"] == "HIDDEN_DIM_SHARDED"
+        assert refusals["deepspeed_sliced_shape"] == (131, 16)
+        assert refusals["deepspeed_sliced"] == "HIDDEN_DIM_SHARDED"

@@ -96,6 +96,32 @@ def _refuse_stale_optimizer(optimizer: Any, full: torch.Tensor | None) -> None:
             )
 
 
+def _refuse_hidden_slice_spec(model: nn.Module, tp: Mapping[str, Any], full: torch.Tensor) -> None:
+    """A partition_config/preset spec that also matches the embedding would double-shard it.
+
+    AutoTP slices a matched ``nn.Embedding`` on the hidden dimension (0.19.8
+    ``_slice_embedding``) and hands other 2-D modules to its pattern router; either
+    way the vocabulary shard would be partitioned a second time.
+    """
+    from deepspeed.runtime.tensor_parallel.config import TPTrainingConfig
+
+    partition = TPTrainingConfig(**tp).get_partition_config_object()
+    if partition is None:
+        return
+    name = next(n for n, p in model.named_parameters(remove_duplicate=False) if p is full)
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    spec = partition.find_matching_spec(name, str(model_type).lower() if model_type else None)
+    if spec is not None and spec.partition_type.value != "skip":
+        raise ParallelError(
+            "HIDDEN_DIM_SHARDED",
+            f"tensor_parallel.partition_config spec {spec.patterns} ({spec.partition_type.value}) "
+            f"also partitions {name}: AutoTP would slice it on the hidden dimension",
+            value=name,
+            fix="remove the embedding from the partition_config (or mark it 'skip') when "
+            "vocab_parallel_embedding is on",
+        )
+
+
 def initialize_autotp(
     model: nn.Module,
     config: Mapping[str, Any],
@@ -115,8 +141,9 @@ def initialize_autotp(
     replaced full table. Returns what ``deepspeed.initialize`` returns.
 
     Raises:
-        ParallelError: NON_OWNER_STEP for an optimizer holding the replaced table, and
-            the codes of :func:`~tokembed.parallel.shard.shard_input_embedding`.
+        ParallelError: NON_OWNER_STEP for an optimizer holding the replaced table;
+            HIDDEN_DIM_SHARDED when a partition_config spec would also slice the
+            embedding; the codes of :func:`~tokembed.parallel.shard.shard_input_embedding`.
         UsageError: INVALID_ARGUMENT without ``tensor_parallel.autotp_size``.
     """
     import deepspeed
@@ -144,6 +171,8 @@ def initialize_autotp(
     )
     if enabled and tp_size > 1 and not deepspeed_shards_pair:
         _refuse_stale_optimizer(optimizer, full)
+        if full is not None:
+            _refuse_hidden_slice_spec(model, tp, full)
         shard_input_embedding(model, autotp_group(tp_size), tie=tie)
     out = tuple(
         deepspeed.initialize(
