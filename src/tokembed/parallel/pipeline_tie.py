@@ -84,12 +84,13 @@ class TiedReplica:
         authority: int,
         schedule: Literal["identical", "authority"] = "identical",
     ) -> None:
-        if schedule not in ("identical", "authority"):
+        members = dist.get_process_group_ranks(group or dist.group.WORLD)
+        if schedule not in ("identical", "authority") or authority not in members:
             raise UsageError(
                 "INVALID_ARGUMENT",
-                f"schedule must be 'identical' or 'authority', got {schedule!r}",
-                value=schedule,
-                fix="pass schedule='identical' or schedule='authority'",
+                f"schedule={schedule!r}, authority={authority} for embedding group {members}",
+                value=(schedule, authority),
+                fix="pass schedule='identical' or 'authority' and an authority rank in the group",
             )
         self.param, self.group, self.authority = param, group, authority
         self.schedule = schedule
