@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from _harness import run_ranks
-from _llama import BATCH, HIDDEN, VOCAB, batches, build_llama, make_optimizer, train
+from _llama import BATCH, HIDDEN, TINY_VOCAB, VOCAB, batches, build_llama, make_optimizer, train
 from torch import nn
 
 from tokembed.errors import TokembedError
@@ -64,11 +64,12 @@ def _run(
     kind: str,
     shard: Callable[[nn.Module], Any],
     loss_fn: Callable[[nn.Module, torch.Tensor], torch.Tensor],
+    vocab: int = VOCAB,
 ) -> dict[str, Any]:
-    model = build_llama(tied=tied)
+    model = build_llama(tied=tied, vocab=vocab)
     shard(model)
     opt = make_optimizer(kind, model.parameters())
-    losses = train(model, opt, batches(), loss_fn)
+    losses = train(model, opt, batches(vocab=vocab), loss_fn)
     return {"losses": losses, "state": _gathered_state(model)}
 
 
@@ -101,6 +102,21 @@ def _parity(group: dist.ProcessGroup | None) -> dict[str, Any]:
             shard=lambda m: (shard_lm_head(m, group), shard_input_embedding(m, group)),
             loss_fn=_vp_loss,
         )
+    # A vocabulary so small that at 4 ranks the last shard is empty.
+    out["tiny-untied-adamw"] = _run(
+        tied=False,
+        kind="adamw",
+        shard=lambda m: shard_input_embedding(m, group),
+        loss_fn=_hf_loss,
+        vocab=TINY_VOCAB,
+    )
+    out["tiny-tied-adamw"] = _run(
+        tied=True,
+        kind="adamw",
+        shard=lambda m: shard_input_embedding(m, group, tie=True),
+        loss_fn=_vp_loss,
+        vocab=TINY_VOCAB,
+    )
     return out
 
 
@@ -152,9 +168,19 @@ def _ledger(group: dist.ProcessGroup | None) -> dict[str, Any]:
         dist.all_reduce(table.weight.grad, group=group)  # schedule A's dense gradient reduce
     opt = torch.optim.AdamW(emb.parameters())
     opt.step()
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.tensor import Replicate
+    from torch.distributed.tensor.parallel import RowwiseParallel, parallelize_module
+
+    dtensor = nn.Embedding(VOCAB, HIDDEN)
+    mesh = DeviceMesh("cpu", list(range(dist.get_world_size())))
+    parallelize_module(dtensor, mesh, RowwiseParallel(input_layouts=Replicate()))
+    with count_collectives() as functional:  # DTensor's collectives are functional ops
+        dtensor(ids).square().sum().backward()
     return {
         "vpe": ledger.by_op(),
         "replicated": replicated.by_op(),
+        "dtensor": functional.by_op(),
         "memory": memory_ledger(emb, opt, table=emb.weight),
         "n_tokens": ids.numel(),
     }

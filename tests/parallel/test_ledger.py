@@ -83,6 +83,8 @@ def test_measured_bytes_match_the_schedule_formulas(world_size: int) -> None:
         assert ledger["vpe"] == {"all_reduce": (1, formulas["C"])}
         # Schedule A: the dense [V, d] gradient reduction of a replicated table.
         assert ledger["replicated"] == {"all_reduce": (1, formulas["A"])}
+        # DTensor RowwiseParallel runs schedule C through functional collectives.
+        assert ledger["dtensor"] == {"all_reduce": (1, formulas["C"])}
 
 
 @pytest.mark.distributed

@@ -14,7 +14,7 @@ import functools
 
 import pytest
 import torch
-from _llama import reference_training
+from _llama import TINY_VOCAB, reference_training
 from _whole_model import KINDS, world_results
 
 pytestmark = [pytest.mark.distributed, pytest.mark.xdist_group("tokembed-whole-model")]
@@ -51,6 +51,22 @@ def test_sharded_training_matches_single_process(world_size: int, kind: str, var
             )
     # The run trained: weights moved away from the initialization.
     assert ref_losses[0] != ref_losses[1]
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+@pytest.mark.parametrize("tied", [False, True], ids=["untied", "tied"])
+def test_tiny_vocabulary_with_an_empty_shard_matches(world_size: int, tied: bool) -> None:
+    # V = 9: 5 + 4 rows at 2 ranks; 3 + 3 + 3 + 0 at 4 ranks (rank 3 owns nothing).
+    ref_losses, ref_state = reference_training(tied=tied, kind="adamw", vocab=TINY_VOCAB)
+    tol = 2e-6 if tied else 0.0
+    for result in world_results(world_size):
+        run = result["parity"][f"tiny-{'tied' if tied else 'untied'}-adamw"]
+        torch.testing.assert_close(run["losses"], ref_losses, rtol=0.0, atol=tol)
+        for key, expected in ref_state.items():
+            weight_tol = _ADAMW_WEIGHT_TOL if tied else 0.0
+            torch.testing.assert_close(
+                run["state"][key], expected, rtol=0.0, atol=weight_tol, msg=key
+            )
 
 
 # --- tensor x data parallelism (4 ranks: TP pairs {0,1},{2,3}, DP pairs {0,2},{1,3}) ---
