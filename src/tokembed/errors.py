@@ -139,6 +139,11 @@ class TokembedError(Exception):
         self.fix = fix
         super().__init__(self.__str__())
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Rebuild with keywords so errors raised in worker processes unpickle in the
+        # parent (the default reduce passes only args=(str,) and fails there).
+        return (_rebuild, (type(self), self.code, self.message, self.value, self.fix))
+
     def __str__(self) -> str:
         text = f"{self.code}: {self.message}"
         if self.fix:
@@ -174,3 +179,9 @@ class ParallelError(TokembedError):
 
 class CheckpointError(TokembedError):
     """A checkpoint, alias graph or migration cannot be applied faithfully."""
+
+
+def _rebuild(
+    cls: type[TokembedError], code: str, message: str, value: object, fix: str | None
+) -> TokembedError:
+    return cls(code, message, value=value, fix=fix)
