@@ -13,6 +13,7 @@ cores); the ranks mark it incompatible so that gloo carries every collective.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 from typing import Any
 
@@ -22,9 +23,12 @@ from _harness import run_ranks
 from _llama import HIDDEN, VOCAB, batches, build_llama, make_optimizer, reference_training
 from torch import nn
 
-pytest.importorskip("deepspeed")
+from tokembed.errors import TokembedError, UsageError
+from tokembed.parallel.deepspeed_tp import initialize_autotp
 
-from tokembed.errors import TokembedError
+# find_spec, not importorskip: importing DeepSpeed costs seconds in this process.
+if importlib.util.find_spec("deepspeed") is None:
+    pytest.skip("deepspeed is not installed (make test installs it)", allow_module_level=True)
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -83,7 +87,7 @@ def _checks(rank: int, world_size: int) -> dict[str, Any]:
     deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
     from deepspeed.module_inject.layers import HiddenParallelEmbedding
 
-    from tokembed.parallel.deepspeed_tp import autotp_group, initialize_autotp
+    from tokembed.parallel.deepspeed_tp import autotp_group
     from tokembed.parallel.shard import shard_input_embedding
     from tokembed.parallel.vocab_embedding import VocabParallelEmbedding
 
@@ -221,3 +225,25 @@ def test_refusals_in_a_deepspeed_model() -> None:
         assert refusals["partition_config_slice"] == "HIDDEN_DIM_SHARDED"
         assert refusals["deepspeed_sliced_shape"] == (131, 16)
         assert refusals["deepspeed_sliced"] == "HIDDEN_DIM_SHARDED"
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"tensor_parallel": {"vocab_parallel_embedding": True}},
+        {
+            "tensor_parallel": {"autotp_size": 2},
+            "compile": {"deepcompile": True, "passes": ["autotp"]},
+        },
+    ],
+    ids=["no-autotp-size", "deepcompile-autotp"],
+)
+def test_configs_the_add_on_cannot_serve_are_refused_before_any_change(
+    config: dict[str, Any],
+) -> None:
+    model = build_llama(tied=False)
+    before = model.get_input_embeddings()
+    with pytest.raises(UsageError) as e:
+        initialize_autotp(model, config)
+    assert e.value.code == "INVALID_ARGUMENT"
+    assert model.get_input_embeddings() is before

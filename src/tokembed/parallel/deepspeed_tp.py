@@ -144,10 +144,10 @@ def initialize_autotp(
         ParallelError: NON_OWNER_STEP for an optimizer holding the replaced table;
             HIDDEN_DIM_SHARDED when a partition_config spec would also slice the
             embedding; the codes of :func:`~tokembed.parallel.shard.shard_input_embedding`.
-        UsageError: INVALID_ARGUMENT without ``tensor_parallel.autotp_size``.
+        UsageError: INVALID_ARGUMENT without ``tensor_parallel.autotp_size``, or with
+            DeepCompile's ``autotp`` pass, which does not support vocabulary-parallel
+            embeddings.
     """
-    import deepspeed
-
     cfg = copy.deepcopy(dict(config))
     tp = dict(cfg.get("tensor_parallel", {}))
     enabled = bool(tp.pop(_FLAG, True))
@@ -160,6 +160,22 @@ def initialize_autotp(
             value=tp_size,
             fix='add "tensor_parallel": {"autotp_size": <tp size>} to the DeepSpeed config',
         )
+    compile_section = cfg.get("compile", {})
+    if (
+        enabled
+        and compile_section.get("deepcompile")
+        and "autotp" in compile_section.get("passes", ())
+    ):
+        # DeepSpeed keeps embeddings replicated under this pass (its HF tp_plan branch
+        # says the pass "does not support vocabulary-parallel embeddings"; review point 3).
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            "vocab_parallel_embedding cannot be combined with DeepCompile's 'autotp' pass",
+            value=compile_section.get("passes"),
+            fix="drop 'autotp' from compile.passes or set vocab_parallel_embedding to false",
+        )
+    import deepspeed
+
     emb = model.get_input_embeddings()  # type: ignore[operator]
     full = getattr(emb, "weight", None)
     head = model.get_output_embeddings()  # type: ignore[operator]
