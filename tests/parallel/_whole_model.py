@@ -301,7 +301,16 @@ def _reshard_across_sizes(
     narrow = VocabParallelEmbedding(VOCAB, HIDDEN, group=tp)
     load_vocab_shards(narrow, f"{directory}/tp4")
     smaller = VocabParallelEmbedding(VOCAB - 1, HIDDEN, group=tp)
+    torch.manual_seed(5)
+    linear = nn.Linear(HIDDEN, VOCAB, bias=False)  # an untied output head, same on every rank
+    if dist.get_rank() < 2:
+        save_vocab_shards(VocabParallelLMHead.from_linear(linear, group=tp), f"{directory}/head2")
+    dist.barrier()
+    head4 = VocabParallelLMHead(HIDDEN, VOCAB)
+    load_vocab_shards(head4, f"{directory}/head2")
     return {
+        "head_logical": linear.weight.detach().clone(),
+        "head_tp4": head4.gather_weight(),
         "logical": logical,
         "tp4_rows": (wide.vocab_start, wide.vocab_end),
         "tp4": wide.gather_weight(),

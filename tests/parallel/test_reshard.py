@@ -164,3 +164,5 @@ def test_tp2_shards_load_at_tp4_and_back() -> None:
         assert torch.equal(reshard["tp4"], logical)
         assert torch.equal(reshard["tp2_again"], logical)
         assert reshard["wrong_shape"] == "SHARD_LAYOUT_MISMATCH"
+        # An untied vocabulary-parallel head reshards the same way.
+        assert torch.equal(reshard["head_tp4"], reshard["head_logical"])

@@ -28,16 +28,19 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import torch
 import torch.distributed as dist
+from torch import nn
 
 from tokembed.errors import EmbeddingError, ParallelError
+from tokembed.parallel._collectives import ProcessGroup
 from tokembed.parallel.intervals import validate_cover
-from tokembed.parallel.vocab_embedding import VocabParallelEmbedding
 
 __all__ = [
     "MANIFEST_NAME",
+    "RowShardedModule",
     "ShardLayout",
     "load_rows",
     "load_vocab_shards",
@@ -50,6 +53,28 @@ MANIFEST_NAME = "layout.json"
 _FORMAT = "tokembed.vocab_shards"
 _VERSION = 1
 _TENSOR = "weight"
+
+
+class RowShardedModule(Protocol):
+    """What saving and loading need of a row-sharded table: VocabParallelEmbedding,
+    VocabParallelLMHead (untied), RowRoutedEmbedding."""
+
+    weight: nn.Parameter
+    group: ProcessGroup | None
+    num_embeddings: int
+    embedding_dim: int
+
+    @property
+    def intervals(self) -> list[tuple[int, int]]: ...
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def vocab_start(self) -> int: ...
+
+    @property
+    def vocab_end(self) -> int: ...
 
 
 def _mismatch(message: str, value: object, fix: str) -> ParallelError:
@@ -161,7 +186,7 @@ def save_shard(
 
 
 def save_vocab_shards(
-    emb: VocabParallelEmbedding,
+    emb: RowShardedModule,
     directory: str | os.PathLike[str],
     *,
     address_hash: str | None = None,
@@ -274,7 +299,7 @@ def load_rows(
 
 
 def load_vocab_shards(
-    emb: VocabParallelEmbedding,
+    emb: RowShardedModule,
     directory: str | os.PathLike[str],
     *,
     address_hash: str | None = None,
