@@ -66,7 +66,10 @@ def encode_batch(
         return out
     # Fail fast in the parent for policy errors that do not depend on the text.
     tok.encode("", **opts)
-    with multiprocessing.get_context().Pool(
+    tok.backend  # noqa: B018  (decide the engine once here; workers inherit the verdict)
+    # spawn, not fork: a forked child inherits locks held by the parent's threads
+    # (tiktoken's, pytest's) and can hang.
+    with multiprocessing.get_context("spawn").Pool(
         num_workers, initializer=_init, initargs=(tok, opts)
     ) as pool:
         out = []

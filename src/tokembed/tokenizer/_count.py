@@ -35,6 +35,10 @@ _HALF = _OVERLAP // 2
 # Constructs that look before the scan position: a block scan cannot reproduce them.
 _LOOKS_BACK = regex.compile(r"\(\?<[=!]|\\[bBAGKZ]|(?<![\[\\])\^")
 
+# (stage, block text, start, end, first block, last block, overlap reaches the text end,
+#  head width): everything a worker needs travels in the task (spawned workers do not
+#  share this module's globals with the parent).
+_Task = tuple[str, str, int, int, bool, bool, bool, int]
 # (absolute start, absolute end, ends a regex match, text)
 _Piece = tuple[int, int, bool, str]
 
@@ -61,10 +65,10 @@ def _pieces(pattern: regex.Pattern[str], text: str, base: int) -> Iterator[_Piec
         yield base + pos, base + len(text), False, text[pos:]
 
 
-def _scan(args: tuple[str, str, int, int, bool, bool, bool]) -> _Block:
-    stage, text, start, end, first, last, reaches_end = args
+def _scan(args: _Task) -> _Block:
+    stage, text, start, end, first, last, reaches_end, half = args
     pattern = regex.compile(stage)
-    head_end = start if first else start + _HALF
+    head_end = start if first else start + half
     block = _Block([], Counter(), [], reaches_end and not last)
     middle = block.middle
     for piece in _pieces(pattern, text, start):
@@ -93,21 +97,19 @@ def _join(tail: list[_Piece], head: list[_Piece]) -> list[str] | None:
     return [p[3] for p in tail if p[0] < q] + [p[3] for p in head if p[0] >= q]
 
 
-def _tasks(
-    texts: Iterable[str], stage: str
-) -> Iterator[tuple[int, tuple[str, str, int, int, bool, bool]]]:
+def _tasks(texts: Iterable[str], stage: str) -> Iterator[tuple[int, _Task]]:
     for t, text in enumerate(texts):
         n = len(text)
         for start in range(0, max(n, 1), _BLOCK):
             end = min(n, start + _BLOCK)
             last = end == n
             stop = n if last else min(n, end + _OVERLAP)
-            yield t, (stage, text[start:stop], start, end, start == 0, last, stop == n)
+            yield t, (stage, text[start:stop], start, end, start == 0, last, stop == n, _HALF)
 
 
 def _count_parallel(texts: Iterable[str], stage: str, workers: int) -> Counter[str] | None:
     total: Counter[str] = Counter()
-    ctx = multiprocessing.get_context()
+    ctx = multiprocessing.get_context("spawn")  # fork could inherit locks held by threads
     with ctx.Pool(workers) as pool:
         pending: deque[tuple[int, bool, object]] = deque()
         tasks = _tasks(texts, stage)

@@ -51,8 +51,12 @@ def _merge_consistent(tables: BPETables) -> bool:
     return True
 
 
-def tiktoken_ranks(tables: BPETables) -> dict[bytes, int] | None:
-    """``mergeable_ranks`` for tiktoken when conditions 1–4 hold, else None."""
+def tiktoken_ranks(tables: BPETables, *, verified: bool = False) -> dict[bytes, int] | None:
+    """``mergeable_ranks`` for tiktoken when conditions 1–4 hold, else None.
+
+    ``verified=True`` skips condition 4 (seconds for o200k's 200k merges); only for
+    tables this process or its parent already checked.
+    """
     if None in tables.byte_ids:
         return None
     ranks = {piece: i for i, piece in tables.pieces.items()}
@@ -64,12 +68,14 @@ def tiktoken_ranks(tables: BPETables) -> dict[bytes, int] | None:
     multi = {i for i, p in tables.pieces.items() if len(p) > 1}
     if multi != set(results):
         return None
-    if not _merge_consistent(tables):
+    if not verified and not _merge_consistent(tables):
         return None
     return ranks
 
 
-def tiktoken_encoding(tables: BPETables, pretokenizer: Pretokenizer) -> Any | None:
+def tiktoken_encoding(
+    tables: BPETables, pretokenizer: Pretokenizer, *, verified: bool = False
+) -> Any | None:
     """A ``tiktoken.Encoding`` exact for these tables and pre-tokenizer, or None."""
     if len(pretokenizer.stages) != 1 or pretokenizer.stages[0] not in _EXACT_PATTERNS:
         return None
@@ -77,7 +83,7 @@ def tiktoken_encoding(tables: BPETables, pretokenizer: Pretokenizer) -> Any | No
         import tiktoken
     except ImportError:
         return None
-    ranks = tiktoken_ranks(tables)
+    ranks = tiktoken_ranks(tables, verified=verified)
     if ranks is None:
         return None
     return tiktoken.Encoding(

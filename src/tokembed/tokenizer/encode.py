@@ -42,6 +42,9 @@ __all__ = [
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _NO_RANK = 1 << 62  # larger than any merge rank
+_NONE = (_NO_RANK, -1)
+# ~2M chunks x ~150 bytes ≈ 300 MB at worst; RusLit40 needs 217k entries.
+_CACHE_LIMIT = 1 << 21
 
 
 class _MissingByte(Exception):
@@ -81,11 +84,11 @@ def encode_chunk_reference(tables: BPETables, data: bytes) -> list[int]:
     ids = _byte_ids(tables, data)
     ranks = tables.pair_ranks
     while len(ids) > 1:
-        present = [p for p in pairwise(ids) if p in ranks]
-        if not present:
+        # (rank, result) of every adjacent pair; _NONE for pairs that are not merges.
+        rank, result = min(map(ranks.get, pairwise(ids), repeat(_NONE)))
+        if result < 0:
             break
-        best = min(present, key=lambda p: ranks[p][0])
-        ids = replace_pair(ids, best, ranks[best][1])
+        ids = replace_pair(ids, tables.merges[rank][:2], result)
     return ids
 
 
@@ -106,15 +109,29 @@ def encode_ordinary_reference(
 class FastEncoder:
     """Chunk-cached encoder equal to the reference; uses tiktoken's core when it is exact."""
 
-    def __init__(self, tables: BPETables, pretokenizer: Pretokenizer) -> None:
+    def __init__(
+        self,
+        tables: BPETables,
+        pretokenizer: Pretokenizer,
+        *,
+        use_tiktoken: bool = True,
+        verified: bool = False,
+    ) -> None:
         from tokembed.tokenizer._tiktoken_backend import tiktoken_encoding
 
         self.tables = tables
         self.pretokenizer = pretokenizer
-        self._tiktoken = tiktoken_encoding(tables, pretokenizer)
+        self._tiktoken = (
+            tiktoken_encoding(tables, pretokenizer, verified=verified) if use_tiktoken else None
+        )
         self._cache: dict[str, list[int]] = {}
         self._rank = {pair: rank for pair, (rank, _) in tables.pair_ranks.items()}
         self._merges = tables.merges
+        made_at = {result: k for k, (_, _, result) in enumerate(tables.merges)}
+        self._ordered = all(
+            made_at.get(left, -1) < k and made_at.get(right, -1) < k
+            for k, (left, right, _) in enumerate(tables.merges)
+        )
 
     @property
     def backend(self) -> str:
@@ -122,16 +139,38 @@ class FastEncoder:
         return "cached" if self._tiktoken is None else "tiktoken"
 
     def _encode_chunk(self, data: bytes) -> list[int]:
-        """Same rule as the reference; ranks found with one C-level map per pass."""
+        """Same result as the reference, merging one occurrence per step.
+
+        Merging the leftmost occurrence of the smallest rank, then re-ranking its
+        two neighbours, equals replacing all occurrences at once when no merge
+        uses an id made by a later merge (``_ordered``): the new pairs then rank
+        after the current one, so the next step takes the next occurrence.
+        """
         ids = _byte_ids(self.tables, data)
+        if len(ids) < 2:
+            return ids
         get, merges = self._rank.get, self._merges
-        while len(ids) > 1:
-            rank = min(map(get, pairwise(ids), repeat(_NO_RANK)))
+        if not self._ordered:
+            while len(ids) > 1:
+                rank = min(map(get, pairwise(ids), repeat(_NO_RANK)))
+                if rank == _NO_RANK:
+                    break
+                left, right, result = merges[rank]
+                ids = replace_pair(ids, (left, right), result)
+            return ids
+        ranks = list(map(get, pairwise(ids), repeat(_NO_RANK)))
+        while True:
+            rank = min(ranks, default=_NO_RANK)
             if rank == _NO_RANK:
-                break
-            left, right, result = merges[rank]
-            ids = replace_pair(ids, (left, right), result)
-        return ids
+                return ids
+            i = ranks.index(rank)
+            new = merges[rank][2]
+            ids[i : i + 2] = (new,)
+            del ranks[i]
+            if i:
+                ranks[i - 1] = get((ids[i - 1], new), _NO_RANK)
+            if i < len(ranks):
+                ranks[i] = get((new, ids[i + 1]), _NO_RANK)
 
     def encode_ordinary(self, text: str) -> list[int]:
         if self._tiktoken is not None:
@@ -144,6 +183,8 @@ class FastEncoder:
             for chunk in self.pretokenizer.split(text):
                 ids = cache.get(chunk)
                 if ids is None:
+                    if len(cache) >= _CACHE_LIMIT:
+                        cache.clear()
                     ids = cache[chunk] = self._encode_chunk(utf8(chunk))
                 out += ids
         except (_MissingByte, TokenizerError):

@@ -59,11 +59,14 @@ class Tokenizer:
             f"specials={len(self.tables.specials)}, pretokenizer={self.pretokenizer.name!r})"
         )
 
-    # Caches are rebuilt on demand, so pickling (for worker processes) stays small.
+    # Caches are rebuilt on demand, so pickling (for worker processes) stays small;
+    # a verified tiktoken eligibility travels along so workers skip re-checking it.
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state.pop("_fast", None)
+        fast = state.pop("_fast", None)
         state.pop("_decoder", None)
+        if fast is not None:
+            state["_verified"] = fast.backend == "tiktoken"
         return state
 
     # --- identity ---------------------------------------------------------------
@@ -101,7 +104,8 @@ class Tokenizer:
     # --- encoding ---------------------------------------------------------------
     @cached_property
     def _fast(self) -> FastEncoder:
-        return FastEncoder(self.tables, self.pretokenizer)
+        verified = self.__dict__.get("_verified", False)
+        return FastEncoder(self.tables, self.pretokenizer, verified=verified)
 
     @property
     def backend(self) -> str:

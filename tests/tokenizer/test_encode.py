@@ -1,0 +1,174 @@
+"""Encoding: fast paths (tiktoken core, chunk cache) equal the reference on real data."""
+
+from __future__ import annotations
+
+import pytest
+from _core_data import pud_tokenizer, ruslit_tokenizer
+
+from conftest import PUD_LANGS, pud_text
+from tokembed.errors import TokenizerError
+from tokembed.tokenizer import BPETables, Pretokenizer, Tokenizer, address_hash
+from tokembed.tokenizer.encode import FastEncoder, encode_chunk_reference
+
+
+@pytest.fixture
+def pud_tok() -> Tokenizer:
+    return pud_tokenizer()
+
+
+@pytest.fixture
+def ruslit_tok(ruslit_text: str) -> Tokenizer:
+    return ruslit_tokenizer(ruslit_text)
+
+
+def _cached(tok: Tokenizer) -> FastEncoder:
+    return FastEncoder(tok.tables, tok.pretokenizer, use_tiktoken=False)
+
+
+def test_trained_vocabulary_runs_on_tiktoken(pud_tok: Tokenizer) -> None:
+    assert pud_tok.backend == "tiktoken"
+    assert _cached(pud_tok).backend == "cached"
+
+
+@pytest.mark.parametrize("lang", PUD_LANGS)
+def test_fast_paths_equal_reference_on_pud(pud_tok: Tokenizer, lang: str) -> None:
+    text = pud_text(lang)
+    ref = pud_tok.encode_ordinary_reference(text)
+    assert pud_tok.encode_ordinary(text) == ref
+    assert _cached(pud_tok).encode_ordinary(text) == ref
+    assert pud_tok.decode(ref) == text
+
+
+@pytest.mark.slow
+def test_fast_paths_equal_reference_on_ruslit(ruslit_tok: Tokenizer, ruslit_text: str) -> None:
+    """All of RusLit40 (~40 MB, ~4.7M chunks) through both fast paths.
+
+    The reference runs on the ~217k UNIQUE chunks only: encoding is a function of
+    the chunk alone (merges never cross chunk boundaries), so checking every
+    unique chunk checks every position of the text, ~20x faster.
+    """
+    pre = ruslit_tok.pretokenizer
+    chunks = pre.split(ruslit_text)
+    ref = {c: encode_chunk_reference(ruslit_tok.tables, c.encode()) for c in dict.fromkeys(chunks)}
+    assert len(ref) > 200_000
+    expected = [i for c in chunks for i in ref[c]]
+    assert ruslit_tok.backend == "tiktoken"
+    assert ruslit_tok.encode_ordinary(ruslit_text) == expected
+    assert _cached(ruslit_tok).encode_ordinary(ruslit_text) == expected
+
+
+@pytest.mark.slow
+def test_o200k_equals_tiktoken_and_reference() -> None:
+    """o200k_base loaded from its rank file: our reference, our fast path and tiktoken agree."""
+    import tiktoken
+
+    from conftest import data_path
+    from tokembed.tokenizer.formats import load_tokenizer
+    from tokembed.tokenizer.formats.ranks import parse_ranks
+
+    path = data_path("tokenizers", "o200k_base.tiktoken")
+    tok = load_tokenizer(path, encoding="o200k_base")
+    peer = tiktoken.Encoding(
+        "o200k",
+        pat_str=tok.pretokenizer.stages[0],
+        mergeable_ranks=parse_ranks(path.read_bytes()),
+        special_tokens={},
+    )
+    assert tok.backend == "tiktoken"
+    for lang in ("ru", "zh", "hi", "en"):
+        text = pud_text(lang)[:20000]
+        expected = peer.encode_ordinary(text)
+        assert tok.encode_ordinary(text) == expected
+        assert tok.encode_ordinary_reference(text) == expected
+
+
+def _duplicate_tables() -> BPETables:
+    """Two ids spell "abc": 257 = ab + c and 259 = a + bc. tiktoken cannot hold that."""
+    return BPETables.byte_level(merges=[(97, 98), (256, 99), (98, 99), (97, 258)])
+
+
+def test_duplicate_pieces_are_served_by_our_own_path() -> None:
+    tok = Tokenizer(pretokenizer=Pretokenizer.preset("teaching"), tables=_duplicate_tables())
+    assert tok.tables.pieces[257] == tok.tables.pieces[259] == b"abc"
+    assert tok.backend == "cached"
+    text = "abc bc xabcab bcabc"
+    ids = tok.encode_ordinary(text)
+    assert ids == tok.encode_ordinary_reference(text)
+    assert 257 in ids
+    assert tok.decode(ids) == text
+
+
+def test_inconsistent_merge_order_stays_off_tiktoken() -> None:
+    # "abc" = ab + c, but with ranks bc < ab tiktoken would reach it as a + bc.
+    tables = BPETables.byte_level(merges=[(98, 99, 256), (97, 98, 257), (257, 99, 258)])
+    tok = Tokenizer(pretokenizer=Pretokenizer.preset("teaching"), tables=tables)
+    assert tok.backend == "cached"
+    assert tok.encode_ordinary("abc") == tok.encode_ordinary_reference("abc") == [97, 256]
+
+
+def test_user_regex_stays_off_tiktoken_and_keeps_gaps(pud_tok: Tokenizer) -> None:
+    tok = Tokenizer(pretokenizer=Pretokenizer.preset(r"\p{L}+"), tables=pud_tok.tables)
+    assert tok.backend == "cached"
+    text = pud_text("ru")[:5000]
+    ids = tok.encode_ordinary(text)
+    assert ids == tok.encode_ordinary_reference(text)
+    assert tok.decode(ids) == text
+
+
+@pytest.mark.parametrize("use_tiktoken", [True, False])
+def test_unrepresentable_byte_is_located(use_tiktoken: bool) -> None:
+    pieces = {i: bytes([i]) for i in range(256) if i != 0xD0}  # no lead byte of А..п
+    tok = Tokenizer(pretokenizer=Pretokenizer.preset("teaching"), tables=BPETables(pieces=pieces))
+    enc = FastEncoder(tok.tables, tok.pretokenizer, use_tiktoken=use_tiktoken)
+    for encode in (enc.encode_ordinary, tok.encode_ordinary_reference):
+        with pytest.raises(TokenizerError) as e:
+            encode("ok, Дом")
+        assert e.value.code == "UNREPRESENTABLE_BYTE"
+        assert e.value.value == 4
+        assert "'Д'" in str(e.value)
+        assert "0xD0" in str(e.value)
+    assert tok.encode_ordinary("ok, ё") == tok.encode_ordinary_reference("ok, ё")  # ё is D1 91
+
+
+@pytest.mark.parametrize("use_tiktoken", [True, False])
+def test_lone_surrogate_refused(pud_tok: Tokenizer, use_tiktoken: bool) -> None:
+    enc = FastEncoder(pud_tok.tables, pud_tok.pretokenizer, use_tiktoken=use_tiktoken)
+    for encode in (enc.encode_ordinary, pud_tok.encode_ordinary_reference):
+        with pytest.raises(TokenizerError) as e:
+            encode("abc \udc80 def")
+        assert e.value.code == "LONE_SURROGATE"
+        assert e.value.value == 4
+
+
+def test_empty_text_is_empty_list(pud_tok: Tokenizer) -> None:
+    assert pud_tok.encode("") == pud_tok.encode_ordinary("") == []
+
+
+def test_encode_batch_with_processes(pud_tok: Tokenizer) -> None:
+    texts = [*pud_text("ru").splitlines()[:200], "", "<|endoftext|> x"]
+    one = pud_tok.encode_batch(texts, allowed_special="all", progress=False)
+    two = pud_tok.encode_batch(texts, num_workers=2, allowed_special="all", progress=False)
+    assert one == two == [pud_tok.encode(t, allowed_special="all") for t in texts]
+    with pytest.raises(TokenizerError) as e:
+        pud_tok.encode_batch(texts, num_workers=2, progress=False)
+    assert e.value.code == "SPECIAL_TOKEN_DISALLOWED"
+
+
+def test_truncated_equals_shorter_training(pud_tok: Tokenizer) -> None:
+    from tokembed.tokenizer import TrainConfig, train
+
+    short = train([pud_text("ru")], config=TrainConfig(merges=300, progress=False))
+    cut = pud_tok.truncated(300)
+    assert cut.tables.merges == short.tables.merges
+    text = pud_text("ru")[:3000]
+    assert cut.encode_ordinary(text) == short.encode_ordinary(text)
+
+
+def test_address_hash(pud_tok: Tokenizer) -> None:
+    assert pud_tok.address_hash == address_hash(pud_tok.tables, pud_tok.pretokenizer.stages)
+    assert pud_tok.address_hash.startswith("sha256:")
+    assert pud_tok.truncated(1999).address_hash != pud_tok.address_hash
+    renamed = Tokenizer(
+        pretokenizer=pud_tok.pretokenizer, tables=pud_tok.tables, name="x", metadata={"a": "b"}
+    )
+    assert renamed.address_hash == pud_tok.address_hash

@@ -1,0 +1,31 @@
+"""The findall fast path of Pretokenizer.split equals the match-and-gap scan it replaces."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import PUD_LANGS, pud_text
+from tokembed.tokenizer import PATTERNS, Pretokenizer
+
+
+def _scan(pattern: str, text: str) -> list[str]:
+    """The general match-and-gap scan: a capturing group around the whole pattern keeps
+    every match the same but disables the findall fast path (it needs no groups)."""
+    return Pretokenizer.preset(f"({pattern})").split(text)
+
+
+@pytest.mark.parametrize("name", sorted(PATTERNS))
+def test_presets_on_pud(name: str) -> None:
+    pre = Pretokenizer.preset(name)
+    for lang in PUD_LANGS:
+        text = pud_text(lang)[:20000]
+        assert pre.split(text) == _scan(PATTERNS[name], text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(alphabet="ab \n1'.", max_size=40))
+def test_gappy_and_empty_matching_patterns(text: str) -> None:
+    for pattern in (r"a+", r"a*", r"b|(?=a)", r"\s+(?!\S)|\s+", PATTERNS["teaching"]):
+        assert Pretokenizer.preset(pattern).split(text) == _scan(pattern, text)
