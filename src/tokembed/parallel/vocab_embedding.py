@@ -166,9 +166,11 @@ class VocabParallelEmbedding(RowShardedTable):
         else:
             # Renormalize only owned rows that are looked up; non-owned
             # positions point at local row 0 and must not touch it.
-            self._renorm(local[owned])
+            if self.max_norm is not None:  # the boolean gather costs a host sync: skip it
+                self._renorm(local[owned])
             part = F.embedding(local, self.weight, padding_idx=self.local_padding_idx)  # [*, d]
-            part = part.masked_fill(~owned.unsqueeze(-1), 0.0)
+            # In place is safe: embedding's backward needs only the indices, not its output.
+            part.masked_fill_(~owned.unsqueeze(-1), 0.0)
         if self.sequence_parallel:
             return reduce_scatter_along(part, dim=self.sequence_dim, group=self.group)
         return reduce_from_group(part, group=self.group)
