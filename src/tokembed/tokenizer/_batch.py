@@ -6,6 +6,7 @@ its own fast encoder; results come back in input order.
 
 from __future__ import annotations
 
+import array
 import multiprocessing
 import sys
 from collections.abc import Mapping, Sequence
@@ -32,9 +33,10 @@ def _init(tok: Tokenizer, opts: dict[str, Any]) -> None:
     _worker_tok, _worker_opts = tok, opts
 
 
-def _encode_one(text: str) -> list[int]:
+def _encode_one(text: str) -> array.array[int]:
     assert _worker_tok is not None
-    return _worker_tok.encode(text, **_worker_opts)
+    # An int64 array pickles as one buffer; a list pickles int by int (~3x slower here).
+    return array.array("q", _worker_tok.encode(text, **_worker_opts))
 
 
 def encode_batch(
@@ -74,7 +76,7 @@ def encode_batch(
     ) as pool:
         out = []
         for ids in pool.imap(_encode_one, texts, chunksize=max(1, len(texts) // (8 * num_workers))):
-            out.append(ids)
+            out.append(ids.tolist())
             bar.update()
     bar.close()
     return out

@@ -21,32 +21,30 @@ own cached encoder. Tests check equality with the reference on real data.
 
 from __future__ import annotations
 
-from itertools import pairwise, repeat
+from itertools import pairwise
 from typing import Any
 
 from tokembed.tokenizer.model import BPETables
 from tokembed.tokenizer.pretokenize import PATTERNS, Pretokenizer
-from tokembed.tokenizer.train_reference import replace_pair
 
 __all__ = ["tiktoken_encoding", "tiktoken_ranks"]
 
-_NO_RANK = 1 << 62
 _EXACT_PATTERNS = frozenset(PATTERNS.values())
 
 
 def _merge_consistent(tables: BPETables) -> bool:
-    rank = {(l, r): k for k, (l, r, _) in enumerate(tables.merges)}
-    get = rank.get
-    byte_ids = tables.byte_ids
-    for k, (left, right, result) in enumerate(tables.merges):
-        ids: list[int] = [byte_ids[b] for b in tables.pieces[result]]  # type: ignore[misc]
-        while len(ids) > 2:
-            best = min(map(get, pairwise(ids), repeat(_NO_RANK)))
-            if best >= k:
-                return False
-            ml, mr, mres = tables.merges[best]
-            ids = replace_pair(ids, (ml, mr), mres)
-        if ids != [left, right]:
+    # For ordered tables the merges applied to a piece's bytes have increasing
+    # ranks, so "the state before rank k is [l, r]" is the same as "full BPE of
+    # piece k's bytes ends as [result k]" (the last step must be merge k).
+    from tokembed.tokenizer.encode import merge_incrementally, merges_ordered
+
+    if not merges_ordered(tables):
+        return False
+    get = {(l, r): k for k, (l, r, _) in enumerate(tables.merges)}.get
+    byte_ids, pieces, merges = tables.byte_ids, tables.pieces, tables.merges
+    for _, _, result in merges:
+        ids: list[int] = [byte_ids[b] for b in pieces[result]]  # type: ignore[misc]
+        if merge_incrementally(ids, get, merges) != [result]:
             return False
     return True
 

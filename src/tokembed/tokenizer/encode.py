@@ -25,6 +25,7 @@ Example::
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from itertools import pairwise, repeat
 
 from tokembed.errors import TokenizerError
@@ -38,6 +39,8 @@ __all__ = [
     "check_text",
     "encode_chunk_reference",
     "encode_ordinary_reference",
+    "merge_incrementally",
+    "merges_ordered",
 ]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -106,6 +109,42 @@ def encode_ordinary_reference(
     return out
 
 
+def merges_ordered(tables: BPETables) -> bool:
+    """True when every merge joins bytes or results of earlier merges (trained and
+    tiktoken tables are; a hand-made table may not be)."""
+    made_at = {result: k for k, (_, _, result) in enumerate(tables.merges)}
+    return all(
+        made_at.get(left, -1) < k and made_at.get(right, -1) < k
+        for k, (left, right, _) in enumerate(tables.merges)
+    )
+
+
+def merge_incrementally(
+    ids: list[int],
+    get: Callable[[tuple[int, int], int], int],
+    merges: Sequence[tuple[int, int, int]],
+) -> list[int]:
+    """BPE on ``ids`` (modified in place) merging the leftmost smallest-rank pair per step.
+
+    Equals the reference (all occurrences of that pair per step) for
+    :func:`merges_ordered` tables: a merge's new pairs then rank after it, so the
+    next step takes the next occurrence of the same pair, left to right.
+    """
+    ranks = list(map(get, pairwise(ids), repeat(_NO_RANK)))
+    while True:
+        rank = min(ranks, default=_NO_RANK)
+        if rank == _NO_RANK:
+            return ids
+        i = ranks.index(rank)
+        new = merges[rank][2]
+        ids[i : i + 2] = (new,)
+        del ranks[i]
+        if i:
+            ranks[i - 1] = get((ids[i - 1], new), _NO_RANK)
+        if i < len(ranks):
+            ranks[i] = get((new, ids[i + 1]), _NO_RANK)
+
+
 class FastEncoder:
     """Chunk-cached encoder equal to the reference; uses tiktoken's core when it is exact."""
 
@@ -127,11 +166,7 @@ class FastEncoder:
         self._cache: dict[str, list[int]] = {}
         self._rank = {pair: rank for pair, (rank, _) in tables.pair_ranks.items()}
         self._merges = tables.merges
-        made_at = {result: k for k, (_, _, result) in enumerate(tables.merges)}
-        self._ordered = all(
-            made_at.get(left, -1) < k and made_at.get(right, -1) < k
-            for k, (left, right, _) in enumerate(tables.merges)
-        )
+        self._ordered = merges_ordered(tables)
 
     @property
     def backend(self) -> str:
@@ -139,38 +174,18 @@ class FastEncoder:
         return "cached" if self._tiktoken is None else "tiktoken"
 
     def _encode_chunk(self, data: bytes) -> list[int]:
-        """Same result as the reference, merging one occurrence per step.
-
-        Merging the leftmost occurrence of the smallest rank, then re-ranking its
-        two neighbours, equals replacing all occurrences at once when no merge
-        uses an id made by a later merge (``_ordered``): the new pairs then rank
-        after the current one, so the next step takes the next occurrence.
-        """
+        """Same result as the reference; one occurrence per step when ``_ordered``."""
         ids = _byte_ids(self.tables, data)
-        if len(ids) < 2:
-            return ids
         get, merges = self._rank.get, self._merges
-        if not self._ordered:
-            while len(ids) > 1:
-                rank = min(map(get, pairwise(ids), repeat(_NO_RANK)))
-                if rank == _NO_RANK:
-                    break
-                left, right, result = merges[rank]
-                ids = replace_pair(ids, (left, right), result)
-            return ids
-        ranks = list(map(get, pairwise(ids), repeat(_NO_RANK)))
-        while True:
-            rank = min(ranks, default=_NO_RANK)
+        if self._ordered:
+            return merge_incrementally(ids, get, merges)
+        while len(ids) > 1:
+            rank = min(map(get, pairwise(ids), repeat(_NO_RANK)))
             if rank == _NO_RANK:
-                return ids
-            i = ranks.index(rank)
-            new = merges[rank][2]
-            ids[i : i + 2] = (new,)
-            del ranks[i]
-            if i:
-                ranks[i - 1] = get((ids[i - 1], new), _NO_RANK)
-            if i < len(ranks):
-                ranks[i] = get((new, ids[i + 1]), _NO_RANK)
+                break
+            left, right, result = merges[rank]
+            ids = replace_pair(ids, (left, right), result)
+        return ids
 
     def encode_ordinary(self, text: str) -> list[int]:
         if self._tiktoken is not None:

@@ -39,10 +39,12 @@ def count_pairs(state: list[list[int]]) -> Counter[tuple[int, int]]:
 
 def replace_pair(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
     """``ids`` with the non-overlapping occurrences of ``pair`` (left to right) replaced."""
+    a, b = pair
+    n = len(ids)
     out: list[int] = []
     i = 0
-    while i < len(ids):
-        if i + 1 < len(ids) and ids[i] == pair[0] and ids[i + 1] == pair[1]:
+    while i < n:
+        if ids[i] == a and i + 1 < n and ids[i + 1] == b:
             out.append(new_id)
             i += 2
         else:
