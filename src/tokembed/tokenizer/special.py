@@ -18,6 +18,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Set
+from functools import lru_cache
 from typing import Literal
 
 import regex
@@ -70,7 +71,8 @@ def _resolve(which: SpecialSet, registered: Mapping[str, int], arg: str) -> froz
     return chosen
 
 
-def _alternation(names: Set[str]) -> regex.Pattern[str]:
+@lru_cache(maxsize=64)  # encode() runs this per call; o200k_harmony has 1,091 names
+def _alternation(names: frozenset[str]) -> regex.Pattern[str]:
     # Longest first so that a name that is a prefix of another never shadows it.
     ordered = sorted(names, key=lambda s: (-len(s), s))
     return regex.compile("|".join(regex.escape(n) for n in ordered))
@@ -95,7 +97,7 @@ def find_disallowed(
     else:
         disallowed = _resolve(disallowed_special, registered, "disallowed_special")
     if disallowed:
-        match = _alternation(disallowed).search(text)
+        match = _alternation(frozenset(disallowed)).search(text)
         if match is not None:
             name = match.group()
             raise TokenizerError(
@@ -117,7 +119,7 @@ def split_on_specials(text: str, allowed: Set[str]) -> Iterator[tuple[str, bool]
             yield text, False
         return
     pos = 0
-    for m in _alternation(allowed).finditer(text):
+    for m in _alternation(frozenset(allowed)).finditer(text):
         if m.start() > pos:
             yield text[pos : m.start()], False
         yield m.group(), True
