@@ -47,7 +47,8 @@ class TrainConfig:
         merges: number of merges to learn (fewer if the corpus runs out of pairs).
         pattern: pre-tokenization preset name or a regex.
         specials: special-token name → id, or None for "next id after the merges".
-        workers: processes counting chunks (1 = this process).
+        workers: processes counting chunks (1 = this process). Workers are spawned,
+            so a script using workers > 1 needs the ``if __name__ == "__main__":`` guard.
         progress: show tqdm bars (only on a terminal).
 
     Raises:
