@@ -215,7 +215,7 @@ def _add_demo(sub: argparse._SubParsersAction[Any]) -> None:
         "--corpus", nargs="+", help="your files/folders/globs/.gz/'-' (default: stdlib .py files)"
     )
     p.add_argument("--max-bytes", type=int, default=None, help="cap on corpus bytes (whole files)")
-    p.add_argument("--merges", type=int, default=4096)
+    p.add_argument("--merges", type=int, default=16384, help="merges to learn (default 16384)")
     p.add_argument("--holdout", type=float, default=0.1, help="fraction of files held out")
     p.add_argument("--pattern", default="teaching", help="preset name or regex")
     p.add_argument("--workers", type=int, default=1)

@@ -35,7 +35,7 @@ class DemoConfig:
         UsageError(INVALID_ARGUMENT): merges < 0, workers < 1, holdout outside [0, 1).
     """
 
-    merges: int = 4096
+    merges: int = 16384
     holdout: float = 0.1
     pattern: str = "teaching"
     workers: int = 1
