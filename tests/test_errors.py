@@ -1,4 +1,4 @@
-"""The error registry is complete: every code raised in src/ is registered."""
+"""The error registry is exact: every code raised in src/ is registered, and every registered code is raised."""
 
 from __future__ import annotations
 
@@ -22,6 +22,15 @@ def _raised_codes() -> set[str]:
 
 def test_every_raised_code_is_registered() -> None:
     assert _raised_codes() - set(CODES) == set()
+
+
+def test_every_registered_code_is_used_somewhere() -> None:
+    # Some codes reach the constructor through a helper (e.g. a `_refuse(code, ...)`),
+    # so any quoted occurrence outside the registry counts as a use.
+    text = "\n".join(
+        p.read_text(encoding="utf-8") for p in SRC.rglob("*.py") if p.name != "errors.py"
+    )
+    assert {code for code in CODES if f'"{code}"' not in text} == set()
 
 
 def test_error_carries_code_value_and_fix() -> None:

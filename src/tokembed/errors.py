@@ -107,9 +107,6 @@ CODES: dict[str, str] = {
     "NOT_AN_EMBEDDING": "the module to shard is not an nn.Embedding",
     "REPLICA_DIVERGED": "replicas of a tied table differ in values or optimizer state",
     "SHARD_LAYOUT_MISMATCH": "saved shards do not reconstruct the declared logical table",
-    # --- checkpoint / migrate ----------------------------------------------
-    "ALIAS_GRAPH_LOST": "a checkpoint lost the alias (tying) graph",
-    "ALIAS_VALUES_DIFFER": "two declared alias keys hold different values",
 }
 
 
