@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -36,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tokembed._atomic import write_bytes_atomic
 from tokembed.errors import EmbeddingError
 
 __all__ = ["NumericalLedger", "observe_numerics", "write_ledger"]
@@ -244,14 +243,5 @@ def write_ledger(ledger: NumericalLedger, path: str | Path) -> Path:
     """
     target = Path(path)
     text = json.dumps(ledger.to_dict(), indent=2, sort_keys=True) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_bytes_atomic(target, text.encode("utf-8"))
     return target

@@ -17,13 +17,12 @@ Example::
 from __future__ import annotations
 
 import html
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tokembed._atomic import write_bytes_atomic
 from tokembed.measure import _html
 from tokembed.measure.corpus import JOIN_RULES, Corpus, CorpusRecord, documents_corpus
 from tokembed.measure.curves import CurvePoint, compression_curve, curve_csv, plot_curve
@@ -190,15 +189,7 @@ def write_report(data: ReportData, path: str | Path) -> Path:
     """Write :func:`render_html` to ``path`` atomically (parent folders created); returns it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(render_html(data))
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a report is meant to be read
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_bytes_atomic(path, render_html(data).encode("utf-8"))
     return path
 
 

@@ -34,6 +34,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from tokembed._atomic import write_bytes_atomic
 from tokembed.errors import EmbeddingError, ParallelError
 from tokembed.parallel._collectives import ProcessGroup
 from tokembed.parallel.intervals import validate_cover
@@ -133,12 +134,6 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def save_shard(
     directory: str | os.PathLike[str],
     weight: torch.Tensor,
@@ -179,9 +174,9 @@ def save_shard(
     meta = {"vocab_start": str(start), "vocab_end": str(end), "num_embeddings": str(num_embeddings)}
     path = out / layout.files[rank]
     tensor = weight.detach().to("cpu").contiguous()
-    _atomic_write(path, save({_TENSOR: tensor}, metadata=meta))
+    write_bytes_atomic(path, save({_TENSOR: tensor}, metadata=meta))
     if rank == 0:
-        _atomic_write(out / MANIFEST_NAME, layout.to_json().encode())
+        write_bytes_atomic(out / MANIFEST_NAME, layout.to_json().encode())
     return path
 
 

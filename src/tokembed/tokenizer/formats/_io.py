@@ -13,12 +13,11 @@ Example::
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from tokembed._atomic import write_bytes_atomic
 from tokembed.errors import FormatError, UsageError
 
 __all__ = ["read_json", "require_file", "write_atomic", "write_atomic_check"]
@@ -84,14 +83,5 @@ def write_atomic(path: Path, data: bytes, *, inputs: Iterable[Path] = ()) -> Pat
     """
     target = write_atomic_check(path, inputs=inputs)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_bytes_atomic(target, data)
     return path
