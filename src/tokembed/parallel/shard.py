@@ -36,6 +36,7 @@ from torch.nn.utils import parametrize
 
 from tokembed.errors import ParallelError, UsageError
 from tokembed.parallel._collectives import ProcessGroup
+from tokembed.parallel._row_shard import require_plain_embedding
 from tokembed.parallel.lm_head import VocabParallelLMHead
 from tokembed.parallel.vocab_embedding import VocabParallelEmbedding
 
@@ -96,13 +97,7 @@ def _check_embedding(model: nn.Module, emb: Any) -> nn.Embedding:
             fix="shard the embedding once: leave it to that framework, or keep it a plain "
             "nn.Embedding (e.g. exclude it from the AutoTP/DTensor plan)",
         )
-    if not isinstance(emb, nn.Embedding):
-        raise ParallelError(
-            "NOT_AN_EMBEDDING",
-            f"get_input_embeddings() returned {type(emb).__name__}, not an nn.Embedding",
-            value=type(emb).__name__,
-            fix="only a plain nn.Embedding can be row-sharded by shard_input_embedding",
-        )
+    emb = require_plain_embedding(emb, allow_max_norm=True)
     if type(emb).forward is not nn.Embedding.forward or parametrize.is_parametrized(emb):
         raise ParallelError(
             "NOT_AN_EMBEDDING",
