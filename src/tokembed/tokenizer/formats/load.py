@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tokembed.errors import UsageError
 from tokembed.tokenizer.formats._build import malformed
-from tokembed.tokenizer.formats._io import read_json
+from tokembed.tokenizer.formats._io import read_json, require_file
 from tokembed.tokenizer.formats.gpt2_files import load_vocab_merges
 from tokembed.tokenizer.formats.hf import from_hf_document, is_hf_document
 from tokembed.tokenizer.formats.native import from_document, is_native
@@ -72,13 +72,7 @@ def load_tokenizer(path: str | Path, *, encoding: str | None = None) -> Tokenize
                 value=str(path),
                 fix="pass a tokenizer file or a folder containing one",
             )
-    if not path.is_file():
-        raise UsageError(
-            "FILE_NOT_FOUND",
-            f"no such tokenizer file: {path}",
-            value=str(path),
-            fix="check the path",
-        )
+    require_file(path)
     if path.name == "vocab.json" and (path.parent / "merges.txt").is_file():
         _no_encoding(encoding, path)
         return load_vocab_merges(path.parent)
