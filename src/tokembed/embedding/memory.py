@@ -28,12 +28,12 @@ arguments (FILE_NOT_FOUND, INVALID_ARGUMENT).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tokembed._hf_config import read_hf_config, text_model_fields
 from tokembed.errors import EmbeddingError, UsageError
 
 __all__ = [
@@ -135,25 +135,9 @@ def load_table_config(source: str | Path | Mapping[str, object]) -> TableConfig:
     A multimodal config without these at the top is read from its ``text_config``.
     """
     if isinstance(source, Mapping):
-        data: Mapping[str, object] = source
+        data: Mapping[str, object] = text_model_fields(source)
     else:
-        path = Path(source)
-        if path.is_dir():
-            path = path / "config.json"
-        if not path.is_file():
-            raise UsageError("FILE_NOT_FOUND", f"no config file at {path}", value=str(path))
-        try:
-            loaded = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise EmbeddingError(
-                "INVALID_CONFIG", f"{path} is not JSON: {exc}", value=str(path)
-            ) from None
-        if not isinstance(loaded, dict):
-            raise EmbeddingError("INVALID_CONFIG", f"{path} is not a JSON object", value=str(path))
-        data = loaded
-    text = data.get("text_config")
-    if "vocab_size" not in data and isinstance(text, Mapping):
-        data = text
+        _, data = read_hf_config(source, error=EmbeddingError)
     hidden = next((data[k] for k in ("hidden_size", "n_embd", "d_model") if k in data), None)
     missing = [
         name

@@ -22,12 +22,12 @@ Example::
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tokembed._hf_config import read_hf_config
 from tokembed.errors import MeasureError, UsageError
 
 if TYPE_CHECKING:
@@ -63,29 +63,8 @@ def read_model_config(path: str | Path) -> ModelConfig:
         UsageError(FILE_NOT_FOUND); MeasureError(INVALID_CONFIG): not JSON or no
         positive integer ``vocab_size``.
     """
-    path = Path(path)
-    if path.is_dir():
-        path = path / "config.json"
-    if not path.is_file():
-        raise UsageError(
-            "FILE_NOT_FOUND", f"no such config: {path}", value=str(path), fix="check the path"
-        )
-    try:
-        data: Any = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise MeasureError(
-            "INVALID_CONFIG",
-            f"{path} is not JSON: {exc}",
-            value=str(path),
-            fix="pass an HF config.json",
-        ) from None
-    if (
-        isinstance(data, dict)
-        and "vocab_size" not in data
-        and isinstance(data.get("text_config"), dict)
-    ):
-        data = data["text_config"]
-    vocab = data.get("vocab_size") if isinstance(data, dict) else None
+    path, data = read_hf_config(path, error=MeasureError)
+    vocab = data.get("vocab_size")
     if not isinstance(vocab, int) or isinstance(vocab, bool) or vocab <= 0:
         raise MeasureError(
             "INVALID_CONFIG",
