@@ -121,6 +121,15 @@ def test_not_utf8(tmp_path: Path) -> None:
     assert e.value.code == "INVALID_UTF8"
 
 
+def test_damaged_gz_is_a_measure_error(tmp_path: Path) -> None:
+    (tmp_path / "plain.conllu.gz").write_bytes(b"not gzip")
+    (tmp_path / "cut.txt.gz").write_bytes(gzip.compress(b"hello world\n")[:-6])
+    for name in ("plain.conllu.gz", "cut.txt.gz"):
+        with pytest.raises(MeasureError) as e:
+            load_corpus(tmp_path / name)
+        assert e.value.code == "UNREADABLE_INPUT"
+
+
 def test_missing_file() -> None:
     with pytest.raises(UsageError) as e:
         load_corpus("/nonexistent/file.conllu")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
@@ -174,10 +175,20 @@ def _read(path: Path) -> tuple[str, FileRecord]:
         raise UsageError(
             "FILE_NOT_FOUND", f"no such file: {path}", value=str(path), fix="check the path"
         )
-    data = path.read_bytes()
-    record = FileRecord(path=str(path), sha256=hashlib.sha256(data).hexdigest(), bytes=len(data))
-    if path.suffix == ".gz":
-        data = gzip.decompress(data)
+    try:
+        data = path.read_bytes()
+        record = FileRecord(
+            path=str(path), sha256=hashlib.sha256(data).hexdigest(), bytes=len(data)
+        )
+        if path.suffix == ".gz":
+            data = gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as exc:  # unreadable, or a damaged/not-gzip .gz
+        raise MeasureError(
+            "UNREADABLE_INPUT",
+            f"cannot read {path}: {exc}",
+            value=str(path),
+            fix="check the file's permissions, or re-create a damaged .gz",
+        ) from None
     try:
         return data.decode("utf-8"), record
     except UnicodeDecodeError as exc:
