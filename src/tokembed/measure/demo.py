@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import cached_property
 
 from tokembed.errors import UsageError
 from tokembed.measure.sources import SourceText, holdout_split
@@ -32,7 +33,9 @@ class DemoConfig:
     """Options of the demo run (defaults: the ~1–2 minute run of ``make demo``).
 
     Raises:
-        UsageError(INVALID_ARGUMENT): merges < 0, workers < 1, holdout outside [0, 1).
+        UsageError(INVALID_ARGUMENT): holdout outside [0, 1); merges < 0 or workers < 1
+            (checked by :class:`TrainConfig`).
+        UsageError(INVALID_PATTERN): the pattern does not compile.
     """
 
     merges: int = 16384
@@ -42,19 +45,21 @@ class DemoConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
-        bad = {
-            "merges": self.merges < 0,
-            "workers": self.workers < 1,
-            "holdout": not 0.0 <= self.holdout < 1.0,
-        }
-        for name, is_bad in bad.items():
-            if is_bad:
-                raise UsageError(
-                    "INVALID_ARGUMENT",
-                    f"DemoConfig.{name} = {getattr(self, name)!r} is invalid",
-                    value=getattr(self, name),
-                    fix="merges >= 0, workers >= 1, 0 <= holdout < 1",
-                )
+        if not 0.0 <= self.holdout < 1.0:
+            raise UsageError(
+                "INVALID_ARGUMENT",
+                f"DemoConfig.holdout = {self.holdout!r} is invalid",
+                value=self.holdout,
+                fix="pass 0 <= holdout < 1",
+            )
+        self.train_config  # noqa: B018  (TrainConfig validates the rest: fail here, not later)
+
+    @cached_property
+    def train_config(self) -> TrainConfig:
+        """The training half of these options."""
+        return TrainConfig(
+            merges=self.merges, pattern=self.pattern, workers=self.workers, progress=self.progress
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,15 +100,7 @@ def run_demo(sources: list[SourceText], *, config: DemoConfig) -> DemoResult:
     """
     train_side, held_side = holdout_split(sources, fraction=config.holdout)
     start = time.perf_counter()
-    tok = train(
-        (s.text for s in train_side),
-        config=TrainConfig(
-            merges=config.merges,
-            pattern=config.pattern,
-            workers=config.workers,
-            progress=config.progress,
-        ),
-    )
+    tok = train((s.text for s in train_side), config=config.train_config)
     seconds = time.perf_counter() - start
     return DemoResult(
         tokenizer=tok,
