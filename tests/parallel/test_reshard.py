@@ -120,6 +120,8 @@ def test_missing_file_and_foreign_manifest_are_refused(saved: Path) -> None:
     assert "missing" in _mismatch(saved).message
     (saved / MANIFEST_NAME).write_text('{"format": "something-else"}')
     _mismatch(saved)
+    (saved / MANIFEST_NAME).write_text("[1, 2]")  # JSON, but not an object
+    _mismatch(saved)
 
 
 def test_shard_with_wrong_row_count_is_refused(tmp_path: Path) -> None:

@@ -210,6 +210,8 @@ def read_layout(directory: str | os.PathLike[str]) -> ShardLayout:
     root = Path(directory)
     try:
         raw = json.loads((root / MANIFEST_NAME).read_text())
+        if not isinstance(raw, dict):
+            raise TypeError("the manifest is not a JSON object")
         if raw.get("format") != _FORMAT or raw.get("version") != _VERSION:
             raise KeyError("format")
         layout = ShardLayout(
