@@ -117,6 +117,17 @@ def test_demo_on_user_corpus(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert out.is_file()
 
 
+def test_demo_refuses_to_overwrite_a_corpus_file_named_by_a_glob(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for i in range(3):
+        (tmp_path / f"f{i}.txt").write_text(f"hello world, text number {i}\n" * 50)
+    argv = ["--quiet", "demo", "--corpus", str(tmp_path / "*.txt"), "--merges", "5"]
+    assert main([*argv, "-o", str(tmp_path / "f0.txt")]) == 2
+    assert "OUTPUT_EXISTS" in capsys.readouterr().err
+    assert (tmp_path / "f0.txt").read_text().startswith("hello world, text number 0")
+
+
 def test_user_mistakes_exit_codes_one_line(tmp_path: Path, trained: Path) -> None:
     hf_dir = tmp_path / "hf"
     assert main(["export", "-t", str(trained), "--format", "hf", "-o", str(hf_dir)]) == 0

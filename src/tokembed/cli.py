@@ -93,6 +93,13 @@ def _special_option(text: str) -> tuple[str, int | None]:
     return name, int(value) if sep else None
 
 
+def _input_files(corpus: Sequence[str]) -> list[str]:
+    """The files a corpus argument list names (folders and globs expanded): never overwrite them."""
+    from tokembed.measure.sources import expand_paths
+
+    return [p for p in expand_paths(corpus) if p != "-"]
+
+
 def _add_train(sub: argparse._SubParsersAction[Any]) -> None:
     p = sub.add_parser(
         "train",
@@ -119,7 +126,7 @@ def _add_train(sub: argparse._SubParsersAction[Any]) -> None:
 def _run_train(args: argparse.Namespace) -> int:
     import time
 
-    from tokembed.measure.sources import expand_paths, read_texts
+    from tokembed.measure.sources import read_texts
     from tokembed.tokenizer.formats import save_tokenizer
     from tokembed.tokenizer.train import TrainConfig, train
 
@@ -134,8 +141,7 @@ def _run_train(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     tok = train((s.text for s in sources), config=config)
     seconds = time.perf_counter() - start
-    inputs = [p for p in expand_paths(args.corpus) if p != "-"]
-    path = save_tokenizer(tok, args.output, inputs=inputs)
+    path = save_tokenizer(tok, args.output, inputs=_input_files(args.corpus))
     n_bytes = sum(s.n_bytes for s in sources)
     print(
         f"trained {tok.n_merges} merges on {len(sources)} file(s), {n_bytes:,} bytes, "
@@ -255,7 +261,8 @@ def _run_demo(args: argparse.Namespace) -> int:
         else:
             print(f"{label:>8}: none (a single file cannot be split)")
     print(f"  merges: {result.tokenizer.n_merges} learned in {result.train_seconds:.1f} s")
-    path = save_tokenizer(result.tokenizer, args.output, inputs=args.corpus or ())
+    inputs = _input_files(args.corpus) if args.corpus else []
+    path = save_tokenizer(result.tokenizer, args.output, inputs=inputs)
     print(f"   saved: {path} ({result.tokenizer.address_hash[:19]})")
     from tokembed.measure.report import write_demo_report
 
