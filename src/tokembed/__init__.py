@@ -6,7 +6,6 @@ Packages, by concept:
 * ``tokembed.measure`` — corpora, metrics, compression curves, vocabulary sizes, reports.
 * ``tokembed.embedding`` — embedding tables with checked contracts, NumPy oracles, ledgers.
 * ``tokembed.parallel`` — vocabulary-parallel tables on torch.distributed.
-* ``tokembed.checkpoint`` / ``tokembed.migrate`` — tying, alias graphs, vocabulary migration.
 
 Heavy dependencies (torch, matplotlib, transformers) are imported by the
 subpackages that need them, never here.

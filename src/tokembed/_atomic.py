@@ -1,9 +1,9 @@
 """Replace a file atomically: write a temporary sibling, fsync it, rename it over the target.
 
 A reader sees the old file or the complete new one, never a partial write, because
-``os.replace`` within one folder is atomic on POSIX. The caller creates the folder and
-checks what may be overwritten; this module only moves bytes. It imports no torch, so
-``tokembed.tokenizer`` may use it.
+``os.replace`` within one folder is atomic on POSIX. :func:`write_atomic` also refuses
+a target that is one of the command's inputs, so bad arguments never destroy data.
+It imports no torch, so ``tokembed.tokenizer`` may use it.
 
 Example::
 
@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["write_bytes_atomic"]
+from tokembed.errors import UsageError
+
+__all__ = ["check_output", "write_atomic", "write_bytes_atomic"]
 
 # mkstemp creates 0600; what we write (tokenizers, reports, ledgers, shards) is meant to be read.
 _MODE = 0o644
@@ -39,3 +42,32 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def check_output(path: Path, *, inputs: Iterable[str | Path] = ()) -> Path:
+    """The resolved ``path`` if it may be written: not one of ``inputs``, not a folder.
+
+    Raises:
+        UsageError(OUTPUT_EXISTS): ``path`` is one of ``inputs`` or an existing folder.
+    """
+    target = path.resolve()
+    if any(target == Path(p).resolve() for p in inputs) or target.is_dir():
+        raise UsageError(
+            "OUTPUT_EXISTS",
+            f"refusing to write {path}: it is an input or a folder",
+            value=str(path),
+            fix="choose a new output path",
+        )
+    return target
+
+
+def write_atomic(path: Path, data: bytes, *, inputs: Iterable[str | Path] = ()) -> Path:
+    """Check ``path`` against ``inputs``, create its folder, replace it atomically; returns ``path``.
+
+    Raises:
+        UsageError(OUTPUT_EXISTS): ``path`` is one of ``inputs`` or an existing folder.
+    """
+    target = check_output(path, inputs=inputs)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(target, data)
+    return path

@@ -267,7 +267,11 @@ def _run_demo(args: argparse.Namespace) -> int:
     from tokembed.measure.report import write_demo_report
 
     report = write_demo_report(
-        result.tokenizer, sources=sources, holdout=config.holdout, path=path.parent / "report.html"
+        result.tokenizer,
+        sources=sources,
+        holdout=config.holdout,
+        path=path.parent / "report.html",
+        inputs=inputs,
     )
     print(f"  report: {report}")
     return 0
@@ -314,6 +318,15 @@ def _add_corpus_options(p: argparse.ArgumentParser, *, need_tokenizer: bool) -> 
     )
 
 
+def _measured_files(args: argparse.Namespace) -> list[str]:
+    """Corpus and tokenizer files of a measure/report call (``file@encoding`` stripped)."""
+    from tokembed.measure.artifacts import split_encoding
+
+    tokenizers = [str(split_encoding(t)[0]) for t in (args.tokenizer or [])]
+    extra = [str(split_encoding(p)[0]) for p in (getattr(args, "inspect", None) or [])]
+    return _input_files([*args.corpus, *tokenizers, *extra])
+
+
 def _measure_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from tokembed.measure.metrics import WordDefinition
     from tokembed.measure.session import load_corpora, load_tokenizers
@@ -344,6 +357,7 @@ def _run_measure(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
+    from tokembed._atomic import check_output, write_atomic
     from tokembed.measure.curves import curve_csv, plot_curve
     from tokembed.measure.session import run_measure, save_texts
     from tokembed.measure.tables import corpus_rows, format_table, measurement_rows
@@ -352,12 +366,14 @@ def _run_measure(args: argparse.Namespace) -> int:
     result = run_measure(
         toks, corpora, reference=args.reference, merge_counts=args.curve or (), words=words
     )
+    inputs = _measured_files(args)
     if args.csv and result.curve:
-        Path(args.csv).write_text(curve_csv(result.curve), encoding="utf-8")
+        write_atomic(Path(args.csv), curve_csv(result.curve).encode("utf-8"), inputs=inputs)
     if args.plot and result.curve:
+        check_output(Path(args.plot), inputs=inputs)
         plot_curve(result.curve, args.plot)
     if args.save_texts:
-        for path in save_texts(corpora, args.save_texts):
+        for path in save_texts(corpora, args.save_texts, inputs=inputs):
             print(f"wrote {path}", file=sys.stderr)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
@@ -429,7 +445,7 @@ def _run_report(args: argparse.Namespace) -> int:
         samples=args.sample or DEFAULT_SAMPLES,
         words=words,
     )
-    print(write_report(data, args.output))
+    print(write_report(data, args.output, inputs=_measured_files(args)))
     return 0
 
 

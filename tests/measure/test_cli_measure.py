@@ -173,3 +173,22 @@ def test_unaligned_parallel_files_exit_1(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1
     assert "UNALIGNED_PARALLEL_CORPUS" in proc.stderr
+
+
+def test_outputs_never_overwrite_inputs(ru_json: str, tmp_path: Path) -> None:
+    """--save-texts, --csv and report -o refuse a path that is a corpus or tokenizer file."""
+    corpus = tmp_path / "ru.txt"
+    corpus.write_text("один два три\n", encoding="utf-8")
+    before = corpus.read_bytes()
+    tok_before = Path(ru_json).read_bytes()
+    cases = [
+        ["measure", str(corpus), "--save-texts", str(tmp_path)],  # would write ru.txt
+        ["measure", "-t", ru_json, str(corpus), "--curve", "0,1", "--csv", str(corpus)],
+        ["report", "-t", ru_json, str(corpus), "-o", ru_json],
+    ]
+    for argv in cases:
+        proc = _cli(*argv)
+        assert proc.returncode == 2, (argv, proc.stderr)
+        assert "OUTPUT_EXISTS" in proc.stderr
+    assert corpus.read_bytes() == before
+    assert Path(ru_json).read_bytes() == tok_before

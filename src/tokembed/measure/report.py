@@ -17,12 +17,12 @@ Example::
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tokembed._atomic import write_bytes_atomic
+from tokembed._atomic import write_atomic
 from tokembed.measure import _html
 from tokembed.measure.corpus import JOIN_RULES, Corpus, CorpusRecord, documents_corpus
 from tokembed.measure.curves import CurvePoint, compression_curve, curve_csv, plot_curve
@@ -185,12 +185,13 @@ def render_html(data: ReportData) -> str:
     )
 
 
-def write_report(data: ReportData, path: str | Path) -> Path:
-    """Write :func:`render_html` to ``path`` atomically (parent folders created); returns it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_bytes_atomic(path, render_html(data).encode("utf-8"))
-    return path
+def write_report(data: ReportData, path: str | Path, *, inputs: Iterable[str | Path] = ()) -> Path:
+    """Write :func:`render_html` to ``path`` atomically (parent folders created); returns it.
+
+    Raises:
+        UsageError(OUTPUT_EXISTS): ``path`` is one of ``inputs`` or a folder.
+    """
+    return write_atomic(Path(path), render_html(data).encode("utf-8"), inputs=inputs)
 
 
 def _views(tokenizers: Mapping[str, Tokenizer], samples: Sequence[str]) -> list[TokenView]:
@@ -268,6 +269,7 @@ def write_demo_report(
     holdout: float,
     path: str | Path,
     width: int = 768,
+    inputs: Iterable[str | Path] = (),
 ) -> Path:
     """The demo's report: ``tok`` on its training and held-out files, with its compression curve.
 
@@ -296,4 +298,4 @@ def write_demo_report(
             "few from encoding every file alone (chunks can join across a file boundary)."
         ],
     )
-    return write_report(data, path)
+    return write_report(data, path, inputs=inputs)

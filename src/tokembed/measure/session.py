@@ -17,11 +17,12 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tokembed._atomic import check_output, write_atomic
 from tokembed.errors import UsageError
 from tokembed.measure.artifacts import split_encoding
 from tokembed.measure.corpus import Corpus, CorpusRecord, align, load_corpus
@@ -171,16 +172,21 @@ def run_measure(
     )
 
 
-def save_texts(corpora: Mapping[str, Corpus], directory: str | Path) -> list[Path]:
+def save_texts(
+    corpora: Mapping[str, Corpus], directory: str | Path, *, inputs: Iterable[str | Path] = ()
+) -> list[Path]:
     """Write each corpus's exact measured text to ``directory/<label>.txt`` (``/`` → ``.``).
 
     With ``--partition lecture`` this gives ``ru.train.txt``, the lecture's training text.
+
+    Raises:
+        UsageError(OUTPUT_EXISTS): a file to write is one of ``inputs`` (checked before any write).
     """
     folder = Path(directory)
-    folder.mkdir(parents=True, exist_ok=True)
-    out = []
-    for label, corpus in corpora.items():
-        path = folder / (label.replace("/", ".") + ".txt")
-        path.write_bytes(corpus.text.encode("utf-8"))
-        out.append(path)
-    return out
+    paths = {label: folder / (label.replace("/", ".") + ".txt") for label in corpora}
+    inputs = list(inputs)
+    for path in paths.values():
+        check_output(path, inputs=inputs)
+    for label, path in paths.items():
+        write_atomic(path, corpora[label].text.encode("utf-8"), inputs=inputs)
+    return list(paths.values())

@@ -1,9 +1,9 @@
 """Reading and atomically writing tokenizer files.
 
-Every writer goes through :func:`write_atomic`: the bytes are written to a
-temporary file in the destination folder and renamed over the target, so a
-crash never leaves half a tokenizer behind, and a path that is one of the
-inputs is refused instead of overwritten.
+Every writer goes through :func:`write_atomic` (from ``tokembed._atomic``): the
+bytes are written to a temporary file in the destination folder and renamed over
+the target, so a crash never leaves half a tokenizer behind, and a path that is
+one of the inputs is refused instead of overwritten.
 
 Example::
 
@@ -13,11 +13,11 @@ Example::
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from tokembed._atomic import write_bytes_atomic
+from tokembed._atomic import check_output as write_atomic_check
+from tokembed._atomic import write_atomic
 from tokembed.errors import FormatError, UsageError
 
 __all__ = ["read_json", "require_file", "write_atomic", "write_atomic_check"]
@@ -56,32 +56,3 @@ def read_json(path: Path) -> Any:
             value=str(path),
             fix="pass an unmodified tokenizer file",
         ) from None
-
-
-def write_atomic_check(path: Path, *, inputs: Iterable[Path] = ()) -> Path:
-    """The resolved ``path`` if :func:`write_atomic` may write it.
-
-    Raises:
-        UsageError(OUTPUT_EXISTS): ``path`` is one of ``inputs`` or an existing folder.
-    """
-    target = path.resolve()
-    if any(target == Path(p).resolve() for p in inputs) or target.is_dir():
-        raise UsageError(
-            "OUTPUT_EXISTS",
-            f"refusing to write {path}: it is an input or a folder",
-            value=str(path),
-            fix="choose a new output path",
-        )
-    return target
-
-
-def write_atomic(path: Path, data: bytes, *, inputs: Iterable[Path] = ()) -> Path:
-    """Write ``data`` to ``path`` via a temporary file and a rename; returns ``path``.
-
-    Raises:
-        UsageError(OUTPUT_EXISTS): ``path`` is one of ``inputs`` or an existing folder.
-    """
-    target = write_atomic_check(path, inputs=inputs)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    write_bytes_atomic(target, data)
-    return path
