@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _measure_data import lecture_split, ru_tokenizer
+from _measure_data import lecture_split, pud, ru_tokenizer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -63,6 +63,18 @@ def test_fast_equals_reference_on_arbitrary_text(text: str) -> None:
     assert compression_curve(tok, corpora, counts) == compression_curve_reference(
         tok, corpora, counts
     )
+
+
+def test_repeated_lines_are_counted_each_time() -> None:
+    # The fast path encodes each distinct line once and repeats its ids (RusLit-40 has
+    # 11k repeated lines); tokens/sentence must still count every occurrence.
+    lines = pud("ru")["ru"].text.splitlines()[:40]
+    corpora = {"t": text_corpus("t", "\n".join(lines * 3 + lines[:7]) + "\n")}
+    tok = ru_tokenizer()
+    counts = [0, 100, 1024]
+    fast = compression_curve(tok, corpora, counts)
+    assert fast == compression_curve_reference(tok, corpora, counts)
+    assert fast[-1].measurement.sentences == 127
 
 
 def test_tables_outside_the_derivation_fall_back_to_the_reference() -> None:

@@ -148,3 +148,19 @@ def test_compare_orders_by_corpus_then_tokenizer() -> None:
     assert ms[1].id_range == 50_257
     assert ms[0].bytes == 33_654
     assert ms[2].bytes == 18_168
+
+
+@pytest.mark.parametrize("leading_space", ["space", "bare"])
+def test_retention_piece_lookup_equals_encoding_every_word(leading_space: str) -> None:
+    # single_token_ids(pieces=...) looks the vocabulary's pieces up among the words
+    # instead of encoding each word; both must find the same one-token words.
+    from tokembed.measure.metrics import single_token_ids
+
+    tok = ru_tokenizer()
+    words = WordDefinition(leading_space=leading_space)  # type: ignore[arg-type]
+    distinct = set(words.words(pud("ru")["ru"].text))
+    pieces = frozenset(tok.tables.pieces.values())
+    slow = single_token_ids(tok.encode_ordinary, distinct, words)
+    fast = single_token_ids(tok.encode_ordinary, distinct, words, pieces=pieces)
+    assert sorted(fast) == sorted(slow)
+    assert len(slow) > 50  # 96 bare, more with a space (PUD ru, 1,024 merges)
