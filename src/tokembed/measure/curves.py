@@ -166,13 +166,6 @@ def _line_ids(encode: Encode, lines: Sequence[str]) -> list[int]:
     return out
 
 
-def _words_and_distinct(
-    words: WordDefinition, text: str, corpus: str
-) -> tuple[list[str], set[str]]:
-    found = words.words(text, corpus=corpus)
-    return found, set(found)
-
-
 def _fast_points(
     tok: Tokenizer, label: str, corpus: Corpus, counts: list[int], words: WordDefinition
 ) -> list[CurvePoint]:
@@ -181,16 +174,18 @@ def _fast_points(
     tables, encode = top.tables, top.encode_ordinary
     text = corpus.text
     with ThreadPoolExecutor(max_workers=1) as pool:
-        # The word regex and tiktoken's encoder both release the GIL: on RusLit-40
-        # finding words (1.0 s, plus 0.36 s for the set) overlaps the two encodes
-        # (2 x 2.1 s) instead of adding to them. Same result, computed concurrently.
-        words_job = pool.submit(_words_and_distinct, words, text, corpus.name)
-        n_bytes = len(text.encode("utf-8"))
-        text_hist = _rank_histogram(tables, encode(text), counts[-1])
-        sentences = [s.text for s in corpus.sentences]
-        sent_bytes = len("".join(sentences).encode("utf-8"))
-        sent_hist = _rank_histogram(tables, _line_ids(encode, sentences), counts[-1])
-        found, distinct = words_job.result()
+        # The word regex and tiktoken's encoder release the GIL: on RusLit-40 finding
+        # words (1.0 s, plus 0.36 s for the set) overlaps the two encodes (2 x 2.1 s)
+        # instead of adding to them. Same result, computed concurrently.
+        counted = pool.submit(words.count_distinct, text, corpus=corpus.name)
+        try:
+            n_bytes = len(text.encode("utf-8"))
+            text_hist = _rank_histogram(tables, encode(text), counts[-1])
+            sentences = [s.text for s in corpus.sentences]
+            sent_bytes = len("".join(sentences).encode("utf-8"))
+            sent_hist = _rank_histogram(tables, _line_ids(encode, sentences), counts[-1])
+        finally:  # a word error (EMPTY_WORD_DEFINITION) wins, as in measure()
+            n_words, distinct = counted.result()
     # Rank of the single token of each one-token word (-1 for a byte: one token at every n).
     rank_of = {result: k for k, (_, _, result) in enumerate(tables.merges)}
     pieces = frozenset(tables.pieces.values())
@@ -208,7 +203,7 @@ def _fast_points(
             bytes=n_bytes,
             chars=len(text),
             tokens=t,
-            words=len(found),
+            words=n_words,
             distinct_words=len(distinct),
             single_token_words=int(np.searchsorted(single_ranks, n, side="left")),
             sentences=len(corpus.sentences),
