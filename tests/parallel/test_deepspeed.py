@@ -28,7 +28,10 @@ from tokembed.parallel.deepspeed_tp import initialize_autotp
 
 # find_spec, not importorskip: importing DeepSpeed costs seconds in this process.
 if importlib.util.find_spec("deepspeed") is None:
-    pytest.skip("deepspeed is not installed (make test installs it)", allow_module_level=True)
+    _REASON = "deepspeed is not installed (make test installs it)"
+    if os.environ.get("CI") == "true":  # CI runs make test, so its absence is a failure there
+        pytest.fail(_REASON, pytrace=False)
+    pytest.skip(_REASON, allow_module_level=True)
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
