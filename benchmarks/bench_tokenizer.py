@@ -225,7 +225,7 @@ def _encode_rows(label: str, vocab: str, chars: int | None, ref_chars: int) -> N
     )
     print(f"  ours own cached path: {own.get('mb_s', 0):.2f} MB/s, {_ratio(own.get('mb_s'), p)}")
     print(
-        f"  batch, 2 processes vs tiktoken 2 threads: {batch.get('mb_s', 0):.2f} vs {peer_batch.get('mb_s', 0):.2f} MB/s, "
+        f"  batch, our 2 workers (threads on tiktoken's core) vs tiktoken 2 threads: {batch.get('mb_s', 0):.2f} vs {peer_batch.get('mb_s', 0):.2f} MB/s, "
         f"{_ratio(batch.get('mb_s'), peer_batch.get('mb_s'))}"
     )
     print(

@@ -144,13 +144,24 @@ def test_empty_text_is_empty_list(pud_tok: Tokenizer) -> None:
     assert pud_tok.encode("") == pud_tok.encode_ordinary("") == []
 
 
-def test_encode_batch_with_processes(pud_tok: Tokenizer) -> None:
+@pytest.mark.parametrize("backend", ["tiktoken", "cached"])
+def test_encode_batch_in_threads_and_processes(pud_tok: Tokenizer, backend: str) -> None:
+    """tiktoken-backed batches run in threads, our own encoder's in processes: same ids."""
+    from tokembed.tokenizer import TrainConfig, train
+
+    tok = pud_tok
+    if backend == "cached":  # a user regex keeps the vocabulary off tiktoken's core
+        config = TrainConfig(
+            merges=300, pattern=r"\S+|\s+", specials={"<|endoftext|>": None}, progress=False
+        )
+        tok = train([pud_text("ru")], config=config)
+    assert tok.backend == backend
     texts = [*pud_text("ru").splitlines()[:200], "", "<|endoftext|> x"]
-    one = pud_tok.encode_batch(texts, allowed_special="all", progress=False)
-    two = pud_tok.encode_batch(texts, num_workers=2, allowed_special="all", progress=False)
-    assert one == two == [pud_tok.encode(t, allowed_special="all") for t in texts]
+    one = tok.encode_batch(texts, allowed_special="all", progress=False)
+    two = tok.encode_batch(texts, num_workers=2, allowed_special="all", progress=False)
+    assert one == two == [tok.encode(t, allowed_special="all") for t in texts]
     with pytest.raises(TokenizerError) as e:
-        pud_tok.encode_batch(texts, num_workers=2, progress=False)
+        tok.encode_batch(texts, num_workers=2, progress=False)
     assert e.value.code == "SPECIAL_TOKEN_DISALLOWED"
 
 

@@ -1,7 +1,9 @@
-"""Batch encoding, in this process or in a pool of worker processes.
+"""Batch encoding, in this process, in threads, or in a pool of worker processes.
 
-Workers receive the tokenizer once (pickled without its caches) and each builds
-its own fast encoder; results come back in input order.
+On tiktoken's core (which releases the GIL) the batch runs in threads. Otherwise
+the pure-Python encoder needs processes: workers receive the tokenizer once
+(pickled without its caches) and each builds its own fast encoder. Results come
+back in input order either way.
 """
 
 from __future__ import annotations
@@ -68,7 +70,19 @@ def encode_batch(
         return out
     # Fail fast in the parent for policy errors that do not depend on the text.
     tok.encode("", **opts)
-    tok.backend  # noqa: B018  (decide the engine once here; workers inherit the verdict)
+    if tok.backend == "tiktoken":
+        # tiktoken's core releases the GIL while it splits and merges, so threads
+        # scale like tiktoken's own batch API without processes' start-up (1–2 s
+        # each, which made process batches 0.6x tiktoken's threads on RusLit40).
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(num_workers) as threads:
+            done: list[list[int]] = []
+            for encoded in threads.map(lambda text: tok.encode(text, **opts), texts):
+                done.append(encoded)
+                bar.update()
+        bar.close()
+        return done
     # spawn, not fork: a forked child inherits locks held by the parent's threads
     # (tiktoken's, pytest's) and can hang.
     with multiprocessing.get_context("spawn").Pool(

@@ -158,7 +158,8 @@ class Tokenizer:
         disallowed_special: SpecialSet = "all",
         progress: bool = True,
     ) -> list[list[int]]:
-        """``[self.encode(t, ...) for t in texts]``, optionally in ``num_workers`` processes.
+        """``[self.encode(t, ...) for t in texts]``, optionally with ``num_workers`` threads (on
+        tiktoken's core) or processes (own encoder).
 
         Workers are spawned (forking could inherit locks held by tiktoken's threads),
         so scripts with ``num_workers > 1`` need the ``if __name__ == "__main__":`` guard.
