@@ -1,214 +1,14 @@
-"""Command-line interface: a thin layer over the library.
-
-Each subcommand parses its options, calls library functions and prints. A
-:class:`~tokembed.errors.TokembedError` becomes one line on stderr and exit code
-1 (bad data) or 2 (usage); argparse mistakes also print one line and exit 2.
-Nothing in the library imports this module.
-"""
+"""Subcommands of measurement: demo, measure, inspect, report."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
-from tokembed.errors import TokembedError
+from tokembed.cli._common import add_quiet, input_files
 
-__all__ = ["main"]
-
-_Handler = Callable[[argparse.Namespace], int]
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    """argparse that reports a usage mistake in one line (exit 2), without the usage block."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"tokembed: usage: {message} (see `{self.prog} --help`)\n")
-
-
-def _build_parser() -> argparse.ArgumentParser:
-    parser = _OneLineParser(prog="tokembed", description=__doc__.splitlines()[0])
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
-    for register in _REGISTRY:
-        register(sub)
-    return parser
-
-
-def _add_memory(sub: argparse._SubParsersAction[Any]) -> None:
-    p = sub.add_parser(
-        "memory",
-        help="parameters and bytes of a model's vocabulary tables",
-        description="Parameters, bytes, per-rank share and training state of the input/output "
-        "vocabulary tables described by an HF config.json.",
-    )
-    p.add_argument("config", help="config.json, or a folder containing one")
-    p.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks (ceil(V/tp) rows each)")
-    p.add_argument("--dtype", default="bf16", help="weight dtype: fp32, bf16, fp16, fp8")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.set_defaults(handler=_run_memory)
-
-
-def _run_memory(args: argparse.Namespace) -> int:
-    import json
-
-    from tokembed.embedding.memory import format_memory_report, load_table_config, memory_report
-
-    report = memory_report(load_table_config(args.config), tp=args.tp, dtype=args.dtype)
-    print(json.dumps(report.to_dict(), indent=2) if args.json else format_memory_report(report))
-    return 0
-
-
-def _add_tokenizer_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "-t",
-        "--tokenizer",
-        required=True,
-        help="tokembed JSON, .tiktoken rank file, HF tokenizer.json, or a folder with one",
-    )
-    p.add_argument(
-        "--encoding",
-        help="for rank files: encoding whose pattern/specials apply (e.g. o200k_harmony, qwen)",
-    )
-
-
-def _load_tokenizer(args: argparse.Namespace) -> Any:
-    from tokembed.tokenizer.formats import load_tokenizer
-
-    return load_tokenizer(args.tokenizer, encoding=args.encoding)
-
-
-def _add_quiet(p: argparse.ArgumentParser) -> None:
-    # Also accepted after the subcommand; SUPPRESS keeps a global --quiet from being reset.
-    p.add_argument(
-        "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress bars"
-    )
-
-
-def _special_option(text: str) -> tuple[str, int | None]:
-    name, sep, value = text.partition("=")
-    if not name or (sep and not value.isdigit()):
-        raise argparse.ArgumentTypeError(f"expected NAME or NAME=ID, got {text!r}")
-    return name, int(value) if sep else None
-
-
-def _input_files(corpus: Sequence[str]) -> list[str]:
-    """The files a corpus argument list names (folders and globs expanded): never overwrite them."""
-    from tokembed.measure.sources import expand_paths
-
-    return [p for p in expand_paths(corpus) if p != "-"]
-
-
-def _add_train(sub: argparse._SubParsersAction[Any]) -> None:
-    p = sub.add_parser(
-        "train",
-        help="train a byte-level BPE tokenizer on text files",
-        description="Train byte-level BPE on files, folders (recursive), globs, .gz or '-' (stdin).",
-    )
-    p.add_argument("corpus", nargs="+", help="text files, folders, globs, or '-'")
-    p.add_argument("--merges", type=int, required=True, help="number of merges to learn")
-    p.add_argument("--pattern", default="teaching", help="preset name or regex")
-    p.add_argument(
-        "--special",
-        action="append",
-        type=_special_option,
-        default=[],
-        metavar="NAME[=ID]",
-        help="special token (id defaults to the next free id); repeatable",
-    )
-    p.add_argument("--workers", type=int, default=1, help="processes counting chunks")
-    p.add_argument("-o", "--output", required=True, help="tokenizer JSON to write")
-    _add_quiet(p)
-    p.set_defaults(handler=_run_train)
-
-
-def _run_train(args: argparse.Namespace) -> int:
-    import time
-
-    from tokembed.measure.sources import read_texts
-    from tokembed.tokenizer.formats import save_tokenizer
-    from tokembed.tokenizer.train import TrainConfig, train
-
-    config = TrainConfig(
-        merges=args.merges,
-        pattern=args.pattern,
-        specials=dict(args.special),
-        workers=args.workers,
-        progress=not args.quiet,
-    )
-    sources = read_texts(args.corpus)
-    start = time.perf_counter()
-    tok = train((s.text for s in sources), config=config)
-    seconds = time.perf_counter() - start
-    path = save_tokenizer(tok, args.output, inputs=_input_files(args.corpus))
-    n_bytes = sum(s.n_bytes for s in sources)
-    print(
-        f"trained {tok.n_merges} merges on {len(sources)} file(s), {n_bytes:,} bytes, "
-        f"in {seconds:.1f} s\nwrote {path} ({tok.address_hash[:19]})"
-    )
-    return 0
-
-
-def _add_encode(sub: argparse._SubParsersAction[Any]) -> None:
-    p = sub.add_parser("encode", help="print the token ids of a text")
-    _add_tokenizer_option(p)
-    p.add_argument("text", nargs="?", default="-", help="text to encode, or '-' for stdin")
-    p.add_argument(
-        "--allow-special", action="store_true", help="special-token spellings become their ids"
-    )
-    p.set_defaults(handler=_run_encode)
-
-
-def _run_encode(args: argparse.Namespace) -> int:
-    tok = _load_tokenizer(args)
-    if args.text == "-":
-        from tokembed.measure.sources import read_texts
-
-        text = read_texts(["-"])[0].text
-    else:
-        text = args.text
-    ids = tok.encode(text, allowed_special="all" if args.allow_special else frozenset())
-    print(" ".join(map(str, ids)))
-    return 0
-
-
-def _add_decode(sub: argparse._SubParsersAction[Any]) -> None:
-    p = sub.add_parser("decode", help="print the text of token ids")
-    _add_tokenizer_option(p)
-    p.add_argument("ids", nargs="+", type=int, metavar="ID", help="token ids")
-    p.add_argument(
-        "--errors", choices=("strict", "replace"), default="strict", help="invalid UTF-8 policy"
-    )
-    p.set_defaults(handler=_run_decode)
-
-
-def _run_decode(args: argparse.Namespace) -> int:
-    tok = _load_tokenizer(args)
-    sys.stdout.write(tok.decode(args.ids, errors=args.errors) + "\n")
-    return 0
-
-
-def _add_export(sub: argparse._SubParsersAction[Any]) -> None:
-    p = sub.add_parser("export", help="write a tokenizer as tiktoken ranks or HF tokenizer.json")
-    _add_tokenizer_option(p)
-    p.add_argument("--format", required=True, choices=("tiktoken", "hf"), dest="fmt")
-    p.add_argument("-o", "--output", required=True, help="folder (tiktoken) or file/folder (hf)")
-    p.set_defaults(handler=_run_export)
-
-
-def _run_export(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from tokembed.tokenizer.formats import export_hf, export_tiktoken
-
-    tok = _load_tokenizer(args)
-    export = export_tiktoken if args.fmt == "tiktoken" else export_hf
-    source = Path(args.tokenizer)
-    inputs = [source, *(source.iterdir() if source.is_dir() else ())]  # never overwrite them
-    path = export(tok, args.output, inputs=inputs)
-    print(f"wrote {path}")
-    return 0
+__all__ = ["register"]
 
 
 def _add_demo(sub: argparse._SubParsersAction[Any]) -> None:
@@ -226,7 +26,7 @@ def _add_demo(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--pattern", default="teaching", help="preset name or regex")
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("-o", "--output", default="out/demo-tokenizer.json")
-    _add_quiet(p)
+    add_quiet(p)
     p.set_defaults(handler=_run_demo)
 
 
@@ -261,7 +61,7 @@ def _run_demo(args: argparse.Namespace) -> int:
         else:
             print(f"{label:>8}: none (a single file cannot be split)")
     print(f"  merges: {result.tokenizer.n_merges} learned in {result.train_seconds:.1f} s")
-    inputs = _input_files(args.corpus) if args.corpus else []
+    inputs = input_files(args.corpus) if args.corpus else []
     path = save_tokenizer(result.tokenizer, args.output, inputs=inputs)
     print(f"   saved: {path} ({result.tokenizer.address_hash[:19]})")
     from tokembed.measure.report import write_demo_report
@@ -324,7 +124,7 @@ def _measured_files(args: argparse.Namespace) -> list[str]:
 
     tokenizers = [str(split_encoding(t)[0]) for t in (args.tokenizer or [])]
     extra = [str(split_encoding(p)[0]) for p in (getattr(args, "inspect", None) or [])]
-    return _input_files([*args.corpus, *tokenizers, *extra])
+    return input_files([*args.corpus, *tokenizers, *extra])
 
 
 def _measure_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any]:
@@ -449,34 +249,9 @@ def _run_report(args: argparse.Namespace) -> int:
     return 0
 
 
-# Each area adds one `_add_<command>(sub)` function above and lists it here.
-_REGISTRY: list[Callable[[argparse._SubParsersAction[Any]], None]] = [
-    _add_memory,
-    _add_train,
-    _add_encode,
-    _add_decode,
-    _add_export,
-    _add_demo,
-    _add_measure,
-    _add_inspect,
-    _add_report,
-]
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``tokembed`` console script; returns the exit code."""
-    parser = _build_parser()
-    args = parser.parse_args(argv)
-    handler: _Handler = args.handler
-    try:
-        return handler(args)
-    except TokembedError as exc:
-        print(f"tokembed: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("tokembed: interrupted", file=sys.stderr)
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    """Add this module's subcommands."""
+    _add_demo(sub)
+    _add_measure(sub)
+    _add_inspect(sub)
+    _add_report(sub)
