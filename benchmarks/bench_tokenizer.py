@@ -124,7 +124,7 @@ def _encode_ours(a: dict[str, Any]) -> dict[str, Any]:
             n = len(tok.encode_ordinary_reference(text))
         elif a["mode"] == "batch":
             batches = _lines_batches(text, 64)
-            n = sum(map(len, tok.encode_batch(batches, num_workers=2, progress=False)))
+            n = sum(map(len, tok.encode_batch(batches, workers=2, progress=False)))
         else:
             n = len(enc.encode_ordinary(text))
         dt = min(dt, time.perf_counter() - t0)

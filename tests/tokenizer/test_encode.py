@@ -158,10 +158,10 @@ def test_encode_batch_in_threads_and_processes(pud_tok: Tokenizer, backend: str)
     assert tok.backend == backend
     texts = [*pud_text("ru").splitlines()[:200], "", "<|endoftext|> x"]
     one = tok.encode_batch(texts, allowed_special="all", progress=False)
-    two = tok.encode_batch(texts, num_workers=2, allowed_special="all", progress=False)
+    two = tok.encode_batch(texts, workers=2, allowed_special="all", progress=False)
     assert one == two == [tok.encode(t, allowed_special="all") for t in texts]
     with pytest.raises(TokenizerError) as e:
-        tok.encode_batch(texts, num_workers=2, progress=False)
+        tok.encode_batch(texts, workers=2, progress=False)
     assert e.value.code == "SPECIAL_TOKEN_DISALLOWED"
 
 

@@ -59,7 +59,6 @@ __all__ = [
     "compression_curve_reference",
     "curve_csv",
     "plot_curve",
-    "tree_ordered",
 ]
 
 _CSV_FIELDS = (
@@ -106,15 +105,6 @@ def _check_counts(tok: Tokenizer, merge_counts: Sequence[int]) -> list[int]:
             fix=f"pass merge counts between 0 and {tok.n_merges}",
         )
     return counts
-
-
-def tree_ordered(tables: BPETables) -> bool:
-    """True when every merge joins bytes or results of earlier merges (a trained list)."""
-    made_at = {result: k for k, (_, _, result) in enumerate(tables.merges)}
-    for k, (left, right, _) in enumerate(tables.merges):
-        if made_at.get(left, -1) >= k or made_at.get(right, -1) >= k:
-            return False
-    return None not in tables.byte_ids
 
 
 def _rank_histogram(tables: BPETables, ids: Sequence[int], n_merges: int) -> np.ndarray:
@@ -257,7 +247,9 @@ def compression_curve(
     """
     words = words or WordDefinition()
     counts = _check_counts(tok, merge_counts)
-    if not tree_ordered(tok.tables):
+    from tokembed.tokenizer.merges import merges_ordered
+
+    if not merges_ordered(tok.tables) or tok.tables.missing_bytes():
         return compression_curve_reference(tok, corpora, counts, words=words)
     points: list[CurvePoint] = []
     for label, corpus in corpora.items():

@@ -12,16 +12,26 @@ import array
 import multiprocessing
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from tokembed.errors import UsageError
-
-if TYPE_CHECKING:
-    from tokembed.tokenizer.tokenizer import Tokenizer
+from tokembed.tokenizer.special import SpecialSet
 
 __all__ = ["encode_batch", "progress_enabled"]
 
-_worker_tok: Tokenizer | None = None
+
+class _BatchEncoder(Protocol):
+    """What a batch needs of a tokenizer (``Tokenizer`` is one; it must pickle for processes)."""
+
+    @property
+    def backend(self) -> str: ...
+
+    def encode(
+        self, text: str, *, allowed_special: SpecialSet, disallowed_special: SpecialSet
+    ) -> list[int]: ...
+
+
+_worker_tok: _BatchEncoder | None = None
 _worker_opts: dict[str, Any] = {}
 
 
@@ -30,7 +40,7 @@ def progress_enabled(progress: bool) -> bool:
     return progress and sys.stderr.isatty()
 
 
-def _init(tok: Tokenizer, opts: dict[str, Any]) -> None:
+def _init(tok: _BatchEncoder, opts: dict[str, Any]) -> None:
     global _worker_tok, _worker_opts
     _worker_tok, _worker_opts = tok, opts
 
@@ -42,26 +52,26 @@ def _encode_one(text: str) -> array.array[int]:
 
 
 def encode_batch(
-    tok: Tokenizer,
+    tok: _BatchEncoder,
     texts: Sequence[str],
     *,
-    num_workers: int,
+    workers: int,
     options: Mapping[str, Any],
     progress: bool,
 ) -> list[list[int]]:
     """Encode each text with ``tok.encode(text, **options)``; order is preserved."""
     from tqdm import tqdm
 
-    if num_workers < 1:
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise UsageError(
             "INVALID_ARGUMENT",
-            f"num_workers must be >= 1, got {num_workers}",
-            value=num_workers,
-            fix="pass num_workers=1 (this process) or more",
+            f"workers must be an integer >= 1, got {workers!r}",
+            value=workers,
+            fix="pass workers=1 (this process) or more",
         )
     opts = dict(options)
     bar = tqdm(total=len(texts), disable=not progress_enabled(progress), unit="text")
-    if num_workers == 1 or len(texts) < 2:
+    if workers == 1 or len(texts) < 2:
         out = []
         for text in texts:
             out.append(tok.encode(text, **opts))
@@ -76,7 +86,7 @@ def encode_batch(
         # each, which made process batches 0.6x tiktoken's threads on RusLit40).
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(num_workers) as threads:
+        with ThreadPoolExecutor(workers) as threads:
             done: list[list[int]] = []
             for encoded in threads.map(lambda text: tok.encode(text, **opts), texts):
                 done.append(encoded)
@@ -86,10 +96,10 @@ def encode_batch(
     # spawn, not fork: a forked child inherits locks held by the parent's threads
     # (tiktoken's, pytest's) and can hang.
     with multiprocessing.get_context("spawn").Pool(
-        num_workers, initializer=_init, initargs=(tok, opts)
+        workers, initializer=_init, initargs=(tok, opts)
     ) as pool:
         out = []
-        for ids in pool.imap(_encode_one, texts, chunksize=max(1, len(texts) // (8 * num_workers))):
+        for ids in pool.imap(_encode_one, texts, chunksize=max(1, len(texts) // (8 * workers))):
             out.append(ids.tolist())
             bar.update()
     bar.close()

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import regex
 
 from tokembed.tokenizer._utf8 import utf8
-from tokembed.tokenizer.pretokenize import Pretokenizer
+from tokembed.tokenizer.pretokenize import Piece, Pretokenizer, iter_pieces
 
 __all__ = ["count_chunks"]
 
@@ -39,30 +39,14 @@ _LOOKS_BACK = regex.compile(r"\(\?<[=!]|\\[bBAGKZ]|(?<![\[\\])\^")
 #  head width): everything a worker needs travels in the task (spawned workers do not
 #  share this module's globals with the parent).
 _Task = tuple[str, str, int, int, bool, bool, bool, int]
-# (absolute start, absolute end, ends a regex match, text)
-_Piece = tuple[int, int, bool, str]
 
 
 @dataclass
 class _Block:
-    head: list[_Piece]  # pieces starting before start + _HALF (non-first blocks)
+    head: list[Piece]  # pieces starting before start + _HALF (non-first blocks)
     middle: Counter[str]  # the rest of the block's own range, ordered
-    tail: list[_Piece]  # pieces starting at or after the block's end (non-last blocks)
+    tail: list[Piece]  # pieces starting at or after the block's end (non-last blocks)
     reaches_end: bool  # the overlap scan ran to the end of the text: its tail is exact
-
-
-def _pieces(pattern: regex.Pattern[str], text: str, base: int) -> Iterator[_Piece]:
-    pos = 0
-    for m in pattern.finditer(text):
-        start, end = m.span()
-        if start == end:
-            continue
-        if start > pos:
-            yield base + pos, base + start, False, text[pos:start]
-        yield base + start, base + end, True, m.group()
-        pos = end
-    if pos < len(text):
-        yield base + pos, base + len(text), False, text[pos:]
 
 
 def _scan(args: _Task) -> _Block:
@@ -71,7 +55,7 @@ def _scan(args: _Task) -> _Block:
     head_end = start if first else start + half
     block = _Block([], Counter(), [], reaches_end and not last)
     middle = block.middle
-    for piece in _pieces(pattern, text, start):
+    for piece in iter_pieces(pattern, text, start):
         s = piece[0]
         if s < head_end:
             block.head.append(piece)
@@ -82,7 +66,7 @@ def _scan(args: _Task) -> _Block:
     return block
 
 
-def _join(tail: list[_Piece], head: list[_Piece]) -> list[str] | None:
+def _join(tail: list[Piece], head: list[Piece]) -> list[str] | None:
     """Pieces of the seam in corpus order, or None when the two scans never synchronize."""
     ends_tail = {p[1] for p in tail if p[2]}
     common = sorted(p[1] for p in head if p[2] and p[1] in ends_tail)

@@ -24,10 +24,11 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Any
 
+from tokembed.tokenizer.merges import merge_incrementally, merges_ordered
 from tokembed.tokenizer.model import BPETables
 from tokembed.tokenizer.pretokenize import PATTERNS, Pretokenizer
 
-__all__ = ["tiktoken_encoding", "tiktoken_ranks"]
+__all__ = ["tiktoken_encoding"]
 
 _EXACT_PATTERNS = frozenset(PATTERNS.values())
 
@@ -36,8 +37,6 @@ def _merge_consistent(tables: BPETables) -> bool:
     # For ordered tables the merges applied to a piece's bytes have increasing
     # ranks, so "the state before rank k is [l, r]" is the same as "full BPE of
     # piece k's bytes ends as [result k]" (the last step must be merge k).
-    from tokembed.tokenizer.encode import merge_incrementally, merges_ordered
-
     if not merges_ordered(tables):
         return False
     get = {(l, r): k for k, (l, r, _) in enumerate(tables.merges)}.get
@@ -49,7 +48,7 @@ def _merge_consistent(tables: BPETables) -> bool:
     return True
 
 
-def tiktoken_ranks(tables: BPETables, *, verified: bool = False) -> dict[bytes, int] | None:
+def _tiktoken_ranks(tables: BPETables, *, verified: bool = False) -> dict[bytes, int] | None:
     """``mergeable_ranks`` for tiktoken when conditions 1–4 hold, else None.
 
     ``verified=True`` skips condition 4 (seconds for o200k's 200k merges); only for
@@ -81,7 +80,7 @@ def tiktoken_encoding(
         import tiktoken
     except ImportError:
         return None
-    ranks = tiktoken_ranks(tables, verified=verified)
+    ranks = _tiktoken_ranks(tables, verified=verified)
     if ranks is None:
         return None
     return tiktoken.Encoding(

@@ -1,9 +1,9 @@
 """Encoding text to ids: the plain reference and the fast cached encoder.
 
-Both apply, inside every pre-tokenization chunk, the rule of the lecture (§4,
-step 2): start from byte ids, repeatedly take the present pair with the smallest
-merge rank and replace its non-overlapping occurrences left to right, until no
-learned pair is present. They differ only in speed:
+Both apply, inside every pre-tokenization chunk, byte-level BPE's rule: start
+from byte ids, repeatedly take the present pair with the smallest merge rank and
+replace its non-overlapping occurrences left to right, until no learned pair is
+present (``merges``). They differ only in speed:
 
 * :func:`encode_ordinary_reference` runs that loop on every chunk, as written;
 * :class:`FastEncoder` caches chunk → ids (natural text repeats chunks: RusLit40
@@ -25,27 +25,19 @@ Example::
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
 from itertools import pairwise, repeat
 
 from tokembed.errors import TokenizerError
+from tokembed.tokenizer._tiktoken_backend import tiktoken_encoding
 from tokembed.tokenizer._utf8 import lone_surrogate_error, utf8
+from tokembed.tokenizer.merges import NO_RANK, merge_incrementally, merges_ordered, replace_pair
 from tokembed.tokenizer.model import BPETables
 from tokembed.tokenizer.pretokenize import Pretokenizer
-from tokembed.tokenizer.train_reference import replace_pair
 
-__all__ = [
-    "FastEncoder",
-    "check_text",
-    "encode_chunk_reference",
-    "encode_ordinary_reference",
-    "merge_incrementally",
-    "merges_ordered",
-]
+__all__ = ["FastEncoder", "encode_chunk_reference", "encode_ordinary_reference"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_NO_RANK = 1 << 62  # larger than any merge rank
-_NONE = (_NO_RANK, -1)
+_NONE = (NO_RANK, -1)
 # ~2M chunks x ~150 bytes ≈ 300 MB at worst; RusLit40 needs 217k entries.
 _CACHE_LIMIT = 1 << 21
 
@@ -62,7 +54,7 @@ def _byte_ids(tables: BPETables, data: bytes) -> list[int]:
     return ids  # type: ignore[return-value]
 
 
-def check_text(tables: BPETables, text: str) -> None:
+def _check_text(tables: BPETables, text: str) -> None:
     """Raise the located error a text would hit: LONE_SURROGATE or UNREPRESENTABLE_BYTE."""
     m = _SURROGATE.search(text)
     if m is not None:
@@ -104,45 +96,9 @@ def encode_ordinary_reference(
         for chunk in pretokenizer.split(text):
             out.extend(encode_chunk_reference(tables, utf8(chunk)))
     except (_MissingByte, TokenizerError):
-        check_text(tables, text)
+        _check_text(tables, text)
         raise
     return out
-
-
-def merges_ordered(tables: BPETables) -> bool:
-    """True when every merge joins bytes or results of earlier merges (trained and
-    tiktoken tables are; a hand-made table may not be)."""
-    made_at = {result: k for k, (_, _, result) in enumerate(tables.merges)}
-    return all(
-        made_at.get(left, -1) < k and made_at.get(right, -1) < k
-        for k, (left, right, _) in enumerate(tables.merges)
-    )
-
-
-def merge_incrementally(
-    ids: list[int],
-    get: Callable[[tuple[int, int], int], int],
-    merges: Sequence[tuple[int, int, int]],
-) -> list[int]:
-    """BPE on ``ids`` (modified in place) merging the leftmost smallest-rank pair per step.
-
-    Equals the reference (all occurrences of that pair per step) for
-    :func:`merges_ordered` tables: a merge's new pairs then rank after it, so the
-    next step takes the next occurrence of the same pair, left to right.
-    """
-    ranks = list(map(get, pairwise(ids), repeat(_NO_RANK)))
-    while True:
-        rank = min(ranks, default=_NO_RANK)
-        if rank == _NO_RANK:
-            return ids
-        i = ranks.index(rank)
-        new = merges[rank][2]
-        ids[i : i + 2] = (new,)
-        del ranks[i]
-        if i:
-            ranks[i - 1] = get((ids[i - 1], new), _NO_RANK)
-        if i < len(ranks):
-            ranks[i] = get((new, ids[i + 1]), _NO_RANK)
 
 
 class FastEncoder:
@@ -156,8 +112,6 @@ class FastEncoder:
         use_tiktoken: bool = True,
         verified: bool = False,
     ) -> None:
-        from tokembed.tokenizer._tiktoken_backend import tiktoken_encoding
-
         self.tables = tables
         self.pretokenizer = pretokenizer
         self._tiktoken = (
@@ -180,8 +134,8 @@ class FastEncoder:
         if self._ordered:
             return merge_incrementally(ids, get, merges)
         while len(ids) > 1:
-            rank = min(map(get, pairwise(ids), repeat(_NO_RANK)))
-            if rank == _NO_RANK:
+            rank = min(map(get, pairwise(ids), repeat(NO_RANK)))
+            if rank == NO_RANK:
                 break
             left, right, result = merges[rank]
             ids = replace_pair(ids, (left, right), result)
@@ -190,7 +144,7 @@ class FastEncoder:
     def encode_ordinary(self, text: str) -> list[int]:
         if self._tiktoken is not None:
             if _SURROGATE.search(text) is not None:
-                check_text(self.tables, text)
+                _check_text(self.tables, text)
             return self._tiktoken.encode_ordinary(text)
         cache = self._cache
         out: list[int] = []
@@ -203,6 +157,6 @@ class FastEncoder:
                     ids = cache[chunk] = self._encode_chunk(utf8(chunk))
                 out += ids
         except (_MissingByte, TokenizerError):
-            check_text(self.tables, text)
+            _check_text(self.tables, text)
             raise
         return out

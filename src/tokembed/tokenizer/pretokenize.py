@@ -7,7 +7,7 @@ so pre-tokenization never drops text even for a user regex that does not cover
 every character; for patterns that do cover every character (all presets) this
 equals ``regex.findall``.
 
-Presets: ``teaching`` (the lecture's cl100k-like pattern, the default),
+Presets: ``teaching`` (a cl100k-like pattern without possessive digit runs, the default),
 ``r50k``/``gpt2``, ``cl100k``, ``o200k`` (strings taken from the tiktoken
 package's ``tiktoken_ext.openai_public``), and ``gpt2-hf`` (the GPT-2 pattern as
 Hugging Face's ByteLevel pre-tokenizer writes it).
@@ -22,19 +22,20 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 import regex
 
 from tokembed.errors import UsageError
 
-__all__ = ["PATTERNS", "Pretokenizer"]
+__all__ = ["PATTERNS", "Piece", "Pretokenizer", "iter_pieces"]
 
-# Exact strings: "teaching" from the lecture §6; r50k/cl100k/o200k copied from the
-# tiktoken package (tiktoken_ext/openai_public.py, tiktoken 0.14) so that our
-# chunking is bit-identical to tiktoken's.
+# "teaching" is cl100k's pattern in its simplest readable form (the default for
+# training); r50k/cl100k/o200k are copied from the tiktoken package
+# (tiktoken_ext/openai_public.py, tiktoken 0.14) so that our chunking is
+# bit-identical to tiktoken's.
 _O200K_PARTS = [
     r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
     r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
@@ -67,27 +68,38 @@ def _compile(pattern: str) -> regex.Pattern[str]:
         ) from exc
 
 
+# (absolute start, absolute end, is a regex match, text)
+Piece = tuple[int, int, bool, str]
+
+
+def iter_pieces(compiled: regex.Pattern[str], text: str, base: int = 0) -> Iterator[Piece]:
+    """Matches and the non-empty gaps between them, in order, with offsets from ``base``.
+
+    This is the one definition of isolated splitting; empty matches carry no
+    text and are skipped (they would otherwise loop forever).
+    """
+    pos = 0
+    for m in compiled.finditer(text):
+        start, end = m.span()
+        if start == end:
+            continue
+        if start > pos:
+            yield base + pos, base + start, False, text[pos:start]
+        yield base + start, base + end, True, m.group()
+        pos = end
+    if pos < len(text):
+        yield base + pos, base + len(text), False, text[pos:]
+
+
 def _split_isolated(compiled: regex.Pattern[str], text: str) -> list[str]:
-    """Matches and the non-empty gaps between them, in order; never loses a character."""
+    """The texts of :func:`iter_pieces`; never loses a character."""
     if compiled.groups == 0:
         # Fast path (~1.6x on RusLit40): when the matches alone tile the text there
         # are no gaps, and C-level findall gives the same chunks (minus empty ones).
         found: list[str] = compiled.findall(text)
         if sum(map(len, found)) == len(text):
             return [c for c in found if c] if "" in found else found
-    out: list[str] = []
-    pos = 0
-    for m in compiled.finditer(text):
-        start, end = m.span()
-        if start == end:  # an empty match carries no text and would loop forever
-            continue
-        if start > pos:
-            out.append(text[pos:start])
-        out.append(m.group())
-        pos = end
-    if pos < len(text):
-        out.append(text[pos:])
-    return out
+    return [piece[3] for piece in iter_pieces(compiled, text)]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,10 +131,6 @@ class Pretokenizer:
             return cls(stages=(PATTERNS[name_or_regex],), name=name_or_regex)
         return cls(stages=(name_or_regex,))
 
-    @cached_property
-    def _single(self) -> regex.Pattern[str] | None:
-        return self._compiled[0] if len(self._compiled) == 1 else None
-
     def split(self, text: str) -> list[str]:
         """Chunks of ``text``; ``"".join(self.split(t)) == t`` always holds."""
         chunks = _split_isolated(self._compiled[0], text)
@@ -133,16 +141,3 @@ class Pretokenizer:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready description (used by file formats and the address hash)."""
         return {"name": self.name, "stages": list(self.stages)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Pretokenizer:
-        stages = data.get("stages")
-        if not isinstance(stages, list) or not all(isinstance(s, str) for s in stages):
-            raise UsageError(
-                "INVALID_PATTERN",
-                "pre-tokenizer description needs a list of regex strings under 'stages'",
-                value=stages,
-                fix="write {'stages': ['<regex>', ...]}",
-            )
-        name = data.get("name")
-        return cls(stages=tuple(stages), name=name if isinstance(name, str) else None)

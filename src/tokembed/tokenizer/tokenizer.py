@@ -153,21 +153,21 @@ class Tokenizer:
         self,
         texts: Sequence[str],
         *,
-        num_workers: int = 1,
+        workers: int = 1,
         allowed_special: SpecialSet = frozenset(),
         disallowed_special: SpecialSet = "all",
         progress: bool = True,
     ) -> list[list[int]]:
-        """``[self.encode(t, ...) for t in texts]``, optionally with ``num_workers`` threads (on
+        """``[self.encode(t, ...) for t in texts]``, optionally with ``workers`` threads (on
         tiktoken's core) or processes (own encoder).
 
         Workers are spawned (forking could inherit locks held by tiktoken's threads),
-        so scripts with ``num_workers > 1`` need the ``if __name__ == "__main__":`` guard.
+        so scripts with ``workers > 1`` need the ``if __name__ == "__main__":`` guard.
         """
         return _batch.encode_batch(
             self,
             texts,
-            num_workers=num_workers,
+            workers=workers,
             options={"allowed_special": allowed_special, "disallowed_special": disallowed_special},
             progress=progress,
         )

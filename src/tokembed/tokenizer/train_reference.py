@@ -24,33 +24,18 @@ from collections import Counter
 
 from tokembed.errors import UsageError
 from tokembed.tokenizer._utf8 import utf8
+from tokembed.tokenizer.merges import replace_pair
 from tokembed.tokenizer.pretokenize import Pretokenizer
 
-__all__ = ["count_pairs", "replace_pair", "train_reference"]
+__all__ = ["train_reference"]
 
 
-def count_pairs(state: list[list[int]]) -> Counter[tuple[int, int]]:
+def _count_pairs(state: list[list[int]]) -> Counter[tuple[int, int]]:
     """Adjacent-pair counts; the Counter's key order is the order of first encounter."""
     counts: Counter[tuple[int, int]] = Counter()
     for ids in state:
         counts.update(itertools.pairwise(ids))
     return counts
-
-
-def replace_pair(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
-    """``ids`` with the non-overlapping occurrences of ``pair`` (left to right) replaced."""
-    a, b = pair
-    n = len(ids)
-    out: list[int] = []
-    i = 0
-    while i < n:
-        if ids[i] == a and i + 1 < n and ids[i + 1] == b:
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
 
 
 def train_reference(text: str, *, merges: int, pretokenizer: Pretokenizer) -> list[tuple[int, int]]:
@@ -69,7 +54,7 @@ def train_reference(text: str, *, merges: int, pretokenizer: Pretokenizer) -> li
     state = [list(utf8(chunk)) for chunk in pretokenizer.split(text)]
     learned: list[tuple[int, int]] = []
     for k in range(merges):
-        counts = count_pairs(state)
+        counts = _count_pairs(state)
         if not counts:
             break
         # max() returns the first maximal key in iteration order = first encounter.

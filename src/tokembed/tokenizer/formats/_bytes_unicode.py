@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from tokembed.errors import FormatError
 
-__all__ = ["BYTE_TO_CHAR", "CHAR_TO_BYTE", "bytes_to_token_text", "token_text_to_bytes"]
+__all__ = ["BYTE_TO_CHAR", "bytes_to_token_text", "token_text_to_bytes"]
 
 
 def _build_table() -> tuple[str, ...]:
@@ -34,7 +34,7 @@ def _build_table() -> tuple[str, ...]:
 
 
 BYTE_TO_CHAR: tuple[str, ...] = _build_table()
-CHAR_TO_BYTE: dict[str, int] = {c: b for b, c in enumerate(BYTE_TO_CHAR)}
+_CHAR_TO_BYTE: dict[str, int] = {c: b for b, c in enumerate(BYTE_TO_CHAR)}
 
 
 def bytes_to_token_text(piece: bytes) -> str:
@@ -49,7 +49,7 @@ def token_text_to_bytes(text: str) -> bytes:
         FormatError(MALFORMED_TOKENIZER_FILE): a character is not in the byte table.
     """
     try:
-        return bytes(CHAR_TO_BYTE[c] for c in text)
+        return bytes(_CHAR_TO_BYTE[c] for c in text)
     except KeyError as exc:
         raise FormatError(
             "MALFORMED_TOKENIZER_FILE",

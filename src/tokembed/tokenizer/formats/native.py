@@ -34,8 +34,6 @@ from tokembed.tokenizer.model import address_hash
 from tokembed.tokenizer.tokenizer import Tokenizer
 
 __all__ = [
-    "FORMAT_NAME",
-    "FORMAT_VERSION",
     "from_document",
     "is_native",
     "load_native",
@@ -43,8 +41,8 @@ __all__ = [
     "to_document",
 ]
 
-FORMAT_NAME = "tokembed.tokenizer"
-FORMAT_VERSION = 1
+_FORMAT_NAME = "tokembed.tokenizer"
+_FORMAT_VERSION = 1
 _KEYS = {
     "format",
     "version",
@@ -60,7 +58,7 @@ _KEYS = {
 
 def is_native(data: Any) -> bool:
     """Whether parsed JSON claims to be our format (any version)."""
-    return isinstance(data, dict) and data.get("format") == FORMAT_NAME
+    return isinstance(data, dict) and data.get("format") == _FORMAT_NAME
 
 
 def to_document(tok: Tokenizer) -> dict[str, Any]:
@@ -68,8 +66,8 @@ def to_document(tok: Tokenizer) -> dict[str, Any]:
     tables = tok.tables
     results = {m[2] for m in tables.merges}
     return {
-        "format": FORMAT_NAME,
-        "version": FORMAT_VERSION,
+        "format": _FORMAT_NAME,
+        "version": _FORMAT_VERSION,
         "name": tok.name,
         "metadata": dict(tok.metadata),
         "pretokenizer": tok.pretokenizer.to_dict(),
@@ -112,11 +110,11 @@ def _int(source: str, what: str, value: Any) -> int:
 def from_document(data: Any, *, source: str) -> Tokenizer:
     """A tokenizer from a parsed version-1 document (see the module docstring)."""
     if not is_native(data):
-        raise malformed(source, f"not a {FORMAT_NAME} document")
-    if data.get("version") != FORMAT_VERSION:
+        raise malformed(source, f"not a {_FORMAT_NAME} document")
+    if data.get("version") != _FORMAT_VERSION:
         raise FormatError(
             "UNSUPPORTED_VERSION",
-            f"{source}: format version {data.get('version')!r}; this tokembed reads {FORMAT_VERSION}",
+            f"{source}: format version {data.get('version')!r}; this tokembed reads {_FORMAT_VERSION}",
             value=data.get("version"),
             fix="upgrade tokembed or re-save the tokenizer with this version",
         )

@@ -43,16 +43,16 @@ from tokembed.tokenizer.formats.ranks import (
 )
 from tokembed.tokenizer.tokenizer import Tokenizer
 
-__all__ = ["SIDECAR_FORMAT", "export_tiktoken", "load_tiktoken"]
+__all__ = ["export_tiktoken", "load_tiktoken"]
 
-SIDECAR_FORMAT = "tokembed.tiktoken-sidecar"
+_SIDECAR_FORMAT = "tokembed.tiktoken-sidecar"
 _SIDECAR_VERSION = 1
 
 
 def _sidecar_spec(path: Path) -> EncodingSpec:
     data = read_json(path)
-    if not isinstance(data, dict) or data.get("format") != SIDECAR_FORMAT:
-        raise malformed(str(path), f"not a {SIDECAR_FORMAT} file")
+    if not isinstance(data, dict) or data.get("format") != _SIDECAR_FORMAT:
+        raise malformed(str(path), f"not a {_SIDECAR_FORMAT} file")
     if data.get("version") != _SIDECAR_VERSION:
         raise FormatError(
             "UNSUPPORTED_VERSION",
@@ -131,7 +131,7 @@ def export_tiktoken(
     directory = Path(directory)
     stem = tok.name or "tokenizer"
     sidecar: dict[str, Any] = {
-        "format": SIDECAR_FORMAT,
+        "format": _SIDECAR_FORMAT,
         "version": _SIDECAR_VERSION,
         "name": stem,
         "pat_str": tok.pretokenizer.stages[0],
