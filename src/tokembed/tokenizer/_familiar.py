@@ -18,6 +18,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from tokembed.errors import UsageError
 from tokembed.tokenizer._utf8 import lone_surrogate_error
 from tokembed.tokenizer.encode import encode_chunk_reference
 from tokembed.tokenizer.special import split_on_specials
@@ -25,7 +26,13 @@ from tokembed.tokenizer.special import split_on_specials
 if TYPE_CHECKING:
     from tokembed.tokenizer.tokenizer import Tokenizer
 
-__all__ = ["char_offsets", "encode_bytes", "join_surrogate_pairs", "unstable_completions"]
+__all__ = [
+    "char_offsets",
+    "encode_bytes",
+    "join_surrogate_pairs",
+    "unstable_completions",
+    "workers",
+]
 
 _LONE = re.compile("[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
 _WHITESPACE_BYTES = frozenset(b" \n\t")
@@ -160,3 +167,17 @@ def unstable_completions(
         n = len(tail.encode("utf-8"))
         completions.add(tuple(_bpe_bytes(tok, unstable[:-n]) + _bpe_bytes(tok, unstable[-n:])))
     return stable, completions
+
+
+def workers(num_workers: int, num_threads: int | None) -> int:
+    """``num_workers``, or tiktoken's ``num_threads`` when that is the one given."""
+    if num_threads is None or num_threads == num_workers:
+        return num_workers
+    if num_workers != 1:
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            f"num_workers={num_workers} and num_threads={num_threads} disagree",
+            value=(num_workers, num_threads),
+            fix="give one of them (num_threads is tiktoken's name for num_workers)",
+        )
+    return num_threads

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from tokembed.errors import TokenizerError, UnknownTokenError, UsageError
+from tokembed.errors import TokenizerError, UnknownTokenError
 from tokembed.tokenizer import _batch, _familiar
 from tokembed.tokenizer.decode import DecodeTable, Errors, StreamDecoder
 from tokembed.tokenizer.encode import FastEncoder, encode_ordinary_reference
@@ -196,10 +196,13 @@ class Tokenizer:
             return None
 
     def get_vocab(self, with_added_tokens: bool = True) -> dict[str, int]:
-        """HF's ``get_vocab``: token spelling → id, special names included unless asked not to."""
+        """HF's ``get_vocab``: token spelling → id, special names included.
+
+        Special tokens belong to the vocabulary itself (our HF export writes them into the
+        model's vocab), so ``with_added_tokens`` changes nothing, as in HF on such a file.
+        """
         vocab = {self.id_to_token(i) or "": i for i in self.tables.pieces}
-        if with_added_tokens:
-            vocab.update(self.tables.specials)
+        vocab.update(self.tables.specials)
         return vocab
 
     def get_vocab_size(self, with_added_tokens: bool = True) -> int:
@@ -295,7 +298,7 @@ class Tokenizer:
         return _batch.encode_batch(
             self,
             texts,
-            num_workers=_workers(num_workers, num_threads),
+            num_workers=_familiar.workers(num_workers, num_threads),
             options={"allowed_special": allowed_special, "disallowed_special": disallowed_special},
             progress=progress,
         )
@@ -393,16 +396,3 @@ class Tokenizer:
                 value=name,
                 fix=f"use one of {sorted(self.tables.specials)[:5]}...",
             ) from None
-
-
-def _workers(num_workers: int, num_threads: int | None) -> int:
-    if num_threads is None or num_threads == num_workers:
-        return num_workers
-    if num_workers != 1:
-        raise UsageError(
-            "INVALID_ARGUMENT",
-            f"num_workers={num_workers} and num_threads={num_threads} disagree",
-            value=(num_workers, num_threads),
-            fix="give one of them (num_threads is tiktoken's name for num_workers)",
-        )
-    return num_threads
