@@ -8,6 +8,7 @@ Data is read from ``../shared/data`` (relative to the repository root), or from
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,25 @@ def ruslit_text() -> str:
 
     with gzip.open(data_path("ruslit", "ruslit40.txt.gz"), "rt", encoding="utf-8") as f:
         return f.read()
+
+
+# tiktoken caches each downloaded rank file under the SHA-1 of its address; these are the
+# addresses of the encodings whose official files (checked by SHA-256) are in shared data.
+_TIKTOKEN_ADDRESS = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
+TIKTOKEN_LOCAL = ("r50k_base", "cl100k_base", "o200k_base")
+
+
+@pytest.fixture(scope="session")
+def tiktoken_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A tiktoken cache folder holding the local rank files; TIKTOKEN_CACHE_DIR points at it
+    for the rest of the session, so tiktoken and tokembed load these encodings by name."""
+    import hashlib
+    import shutil
+
+    folder = tmp_path_factory.mktemp("tiktoken-cache")
+    for name in TIKTOKEN_LOCAL:
+        key = hashlib.sha1(_TIKTOKEN_ADDRESS.format(name).encode()).hexdigest()
+        shutil.copyfile(data_path("tokenizers", f"{name}.tiktoken"), folder / key)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TIKTOKEN_CACHE_DIR", str(folder))
+        yield folder

@@ -135,7 +135,7 @@ def test_user_mistakes_exit_codes_one_line(tmp_path: Path, trained: Path) -> Non
     bad_utf8.write_bytes(b"ok \xff")
     cases = [
         (["encode", "-t", str(tmp_path / "missing.json"), "x"], 2, "FILE_NOT_FOUND"),
-        (["decode", "-t", str(trained), "abc"], 2, "usage"),
+        (["decode", "-t", str(trained), "abc"], 2, "INVALID_ARGUMENT"),
         (
             ["train", str(bad_utf8), "--merges", "5", "-o", str(tmp_path / "o.json")],
             1,

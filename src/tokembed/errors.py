@@ -23,12 +23,14 @@ from __future__ import annotations
 __all__ = [
     "CODES",
     "CheckpointError",
+    "DisallowedSpecialError",
     "EmbeddingError",
     "FormatError",
     "MeasureError",
     "ParallelError",
     "TokembedError",
     "TokenizerError",
+    "UnknownTokenError",
     "UsageError",
 ]
 
@@ -50,6 +52,7 @@ CODES: dict[str, str] = {
     "UNKNOWN_TOKEN_ID": "an id given to decode is not defined by the vocabulary",
     "INVALID_MERGES": "a merge table is inconsistent (unknown ids, bad result bytes, reused id)",
     "EMPTY_CORPUS": "a corpus has no text to train on or to measure",
+    "UNKNOWN_PIECE": "bytes or a name given to encode_single_token are not one token",
     # --- file formats ------------------------------------------------------
     "MALFORMED_RANKS": "a tiktoken rank file has a bad line, bad base64 or duplicate rank/bytes",
     "MALFORMED_TOKENIZER_FILE": "a tokenizer file is not valid JSON of the expected shape",
@@ -57,6 +60,8 @@ CODES: dict[str, str] = {
     "UNSUPPORTED_TOKENIZER": "a tokenizer file uses a model or component tokembed cannot represent",
     "MERGE_UNKNOWN_PIECE": "a merge names a piece the vocabulary does not contain",
     "HASH_MISMATCH": "a file's recorded content hash differs from its contents",
+    "UNKNOWN_ENCODING": "a tiktoken encoding or model name is not known here",
+    "ENCODING_UNAVAILABLE": "a named encoding's ranks are not in tiktoken's cache and cannot be downloaded",
     # --- measure -----------------------------------------------------------
     "MALFORMED_CONLLU": "a CoNLL-U file lacks sentence ids or text lines",
     "UNALIGNED_PARALLEL_CORPUS": "parallel files do not share the same sentence ids in order",
@@ -156,6 +161,22 @@ class UsageError(TokembedError):
 
 class TokenizerError(TokembedError):
     """Encoding, decoding, training or special-token policy refused the input."""
+
+
+class DisallowedSpecialError(TokenizerError, ValueError):
+    """Text holds a special token's spelling that was not allowed (SPECIAL_TOKEN_DISALLOWED).
+
+    Also a ``ValueError``, which is what tiktoken raises here, so ``except ValueError``
+    written for tiktoken catches it too.
+    """
+
+
+class UnknownTokenError(TokenizerError, KeyError):
+    """An id (UNKNOWN_TOKEN_ID) or a piece (UNKNOWN_PIECE) is not in the vocabulary.
+
+    Also a ``KeyError``, which is what tiktoken raises for an unknown id or piece,
+    so ``except KeyError`` written for tiktoken catches it too.
+    """
 
 
 class FormatError(TokembedError):

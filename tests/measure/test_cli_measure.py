@@ -144,10 +144,10 @@ def test_bad_input_exits_with_one_line_and_a_code(tmp_path: Path) -> None:
     cases = [
         (["measure", "-t", gpt2, str(empty)], 1, "EMPTY_CORPUS"),
         (["measure", "-t", gpt2, str(words), "--words", r"\d+"], 1, "EMPTY_WORD_DEFINITION"),
-        (
+        (  # an unknown rule is a usage mistake (exit 2), naming the rules
             ["measure", "-t", gpt2, str(pud_file("ru")), "--partition", "random"],
-            1,
-            "INVALID_PARTITION",
+            2,
+            "unknown partition rule 'random'",
         ),
         (["inspect", gpt2, str(cfg)], 1, "VOCAB_BELOW_ID_RANGE"),
         (["measure", "-t", gpt2, str(words), "--curve", "x"], 2, "usage"),

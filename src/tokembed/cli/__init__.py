@@ -3,12 +3,16 @@
 Each subcommand parses its options, calls library functions and prints. A
 :class:`~tokembed.errors.TokembedError` becomes one line on stderr and exit code
 1 (bad data) or 2 (usage); argparse mistakes also print one line and exit 2.
+A reader that closes the pipe early (``| head``) ends the command quietly, with
+the exit status of a process killed by SIGPIPE (141), as ``cat`` would.
+The conventions every subcommand follows are in ``_common``.
 Nothing in the library imports this module.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -24,10 +28,27 @@ _Handler = Callable[[argparse.Namespace], int]
 def _build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="tokembed", description=__doc__.splitlines()[0])
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--version", action="version", version=f"tokembed {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     for area in _AREAS:
         area.register(sub)
     return parser
+
+
+def _version() -> str:
+    from tokembed import __version__
+
+    return __version__
+
+
+_SIGPIPE_EXIT = 128 + 13
+
+
+def _closed_pipe() -> int:
+    # Point stdout at /dev/null so the interpreter's final flush does not raise again.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return _SIGPIPE_EXIT
 
 
 # Each area of the command line is one module with a `register(sub)` function.
@@ -40,7 +61,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     handler: _Handler = args.handler
     try:
-        return handler(args)
+        code = handler(args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler's try
+        return code
+    except BrokenPipeError:
+        return _closed_pipe()
     except TokembedError as exc:
         print(f"tokembed: {exc}", file=sys.stderr)
         return exc.exit_code

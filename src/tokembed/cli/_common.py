@@ -1,12 +1,53 @@
-"""Pieces every subcommand module shares: the parser class, common options, inputs."""
+"""Conventions every subcommand shares: the parser, -t, --json, --quiet, '-', progress.
+
+* ``-t SPEC`` names a tokenizer the same way everywhere: a file, a folder, a
+  tiktoken encoding name (``o200k_base``, through tiktoken's cache), or
+  ``FILE@ENCODING`` / ``NAME@ENCODING`` for a rank file read with another
+  encoding's pattern and special tokens. ``--encoding`` does the same for every
+  ``-t`` that names no encoding of its own.
+* ``-`` reads stdin (text, or ids for ``decode``).
+* ``--json`` prints results as JSON; ``--quiet`` silences progress, which is only
+  drawn when stderr is a terminal.
+* Errors are one line (``tokembed: CODE: ...``); their fixes name CLI flags.
+"""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
-from typing import Any, NoReturn
+import contextlib
+import sys
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
-__all__ = ["OneLineParser", "add_quiet", "add_tokenizer_option", "input_files", "load_tokenizer"]
+from tokembed.errors import TokembedError, UsageError
+
+if TYPE_CHECKING:
+    from tokembed.tokenizer.tokenizer import Tokenizer
+
+__all__ = [
+    "TOKENIZER_HELP",
+    "OneLineParser",
+    "activity",
+    "add_json",
+    "add_quiet",
+    "add_tokenizer_option",
+    "as_json",
+    "input_files",
+    "load_tokenizer",
+    "load_tokenizers",
+    "progress_wanted",
+    "read_stdin_text",
+    "speak_cli",
+    "split_spec",
+    "usage",
+]
+
+TOKENIZER_HELP = (
+    "tokenizer: a file or folder (tokembed JSON, HF tokenizer.json, .tiktoken, "
+    "vocab.json+merges.txt), an encoding name (o200k_base), or FILE@ENCODING"
+)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -16,23 +57,25 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"tokembed: usage: {message} (see `{self.prog} --help`)\n")
 
 
-def add_tokenizer_option(p: argparse.ArgumentParser) -> None:
+def add_tokenizer_option(
+    p: argparse.ArgumentParser, *, many: bool = False, required: bool = True
+) -> None:
+    """``-t``/``--tokenizer`` (repeatable when ``many``) and ``--encoding``."""
     p.add_argument(
         "-t",
         "--tokenizer",
-        required=True,
-        help="tokembed JSON, .tiktoken rank file, HF tokenizer.json, or a folder with one",
+        action="append" if many else "store",
+        default=[] if many else None,
+        required=required,
+        metavar="TOK",
+        help=TOKENIZER_HELP + (" (repeat -t for several)" if many else ""),
     )
     p.add_argument(
         "--encoding",
-        help="for rank files: encoding whose pattern/specials apply (e.g. o200k_harmony, qwen)",
+        metavar="NAME",
+        help="encoding whose pattern and special tokens a rank file uses (o200k_harmony, qwen); "
+        "same as TOK@NAME",
     )
-
-
-def load_tokenizer(args: argparse.Namespace) -> Any:
-    from tokembed.tokenizer.formats import load_tokenizer
-
-    return load_tokenizer(args.tokenizer, encoding=args.encoding)
 
 
 def add_quiet(p: argparse.ArgumentParser) -> None:
@@ -42,8 +85,117 @@ def add_quiet(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_json(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def progress_wanted(args: argparse.Namespace) -> bool:
+    """Progress is drawn unless --quiet, and only on a terminal (never into a pipe or file)."""
+    return not getattr(args, "quiet", False) and sys.stderr.isatty()
+
+
+@contextlib.contextmanager
+def activity(label: str, *, show: bool) -> Iterator[None]:
+    """A live "label: elapsed" line on stderr while a step of unknown length runs.
+
+    No ETA is shown: without a count of work done, any estimate would be invented.
+    """
+    if not show:
+        yield
+        return
+    from tqdm import tqdm
+
+    bar = tqdm(desc=label, bar_format="{desc}: {elapsed}", leave=False)
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(0.5):
+            bar.refresh()
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        ticker.join()
+        bar.close()
+
+
+def split_spec(spec: str) -> tuple[str, str | None]:
+    """``"FILE@ENC"`` → ``("FILE", "ENC")`` unless ``spec`` itself exists; else ``(spec, None)``."""
+    if not Path(spec).exists() and "@" in spec:
+        head, enc = spec.rsplit("@", 1)
+        if head and enc:
+            return head, enc
+    return spec, None
+
+
+def load_tokenizer(spec: str, encoding: str | None = None) -> Tokenizer:
+    """The tokenizer a ``-t`` value names (see the module docstring)."""
+    from tokembed.tokenizer.formats import load_tokenizer as load
+
+    path, enc = split_spec(spec)
+    if enc is None and encoding is not None and _takes_encoding(path):
+        enc = encoding
+    return load(path, encoding=enc)
+
+
+def _takes_encoding(path: str) -> bool:
+    # --encoding applies to rank files and names; explicit FILE@ENC is checked by the loader.
+    p = Path(path)
+    return not p.exists() or p.suffix == ".tiktoken" or (p.is_dir() and any(p.glob("*.tiktoken")))
+
+
+def load_tokenizers(specs: Sequence[str], encoding: str | None = None) -> dict[str, Tokenizer]:
+    """Tokenizers of several ``-t`` values, labelled by encoding, name or file stem (unique)."""
+    out: dict[str, Tokenizer] = {}
+    for spec in specs:
+        path, enc = split_spec(spec)
+        tok = load_tokenizer(spec, encoding)
+        name = enc or tok.name or Path(path).stem
+        base, k = name, 2
+        while name in out:
+            name, k = f"{base}#{k}", k + 1
+        out[name] = tok
+    return out
+
+
+def read_stdin_text() -> str:
+    """All of stdin as UTF-8 text (errors name the offset, as for files)."""
+    from tokembed.measure.sources import read_texts
+
+    return read_texts(["-"])[0].text
+
+
 def input_files(corpus: Sequence[str]) -> list[str]:
     """The files a corpus argument list names (folders and globs expanded): never overwrite them."""
     from tokembed.measure.sources import expand_paths
 
     return [p for p in expand_paths(corpus) if p != "-"]
+
+
+def speak_cli(exc: TokembedError, fixes: Mapping[str, str]) -> TokembedError:
+    """``exc`` with its fix in command-line terms when ``fixes`` has one for its code.
+
+    The library's fixes name Python arguments (``allowed_special=...``); on the command
+    line the same advice is a flag.
+    """
+    fix = fixes.get(exc.code)
+    if fix is None:
+        return exc
+    if exc.code == "SPECIAL_TOKEN_DISALLOWED":
+        fix = fix.format(name=exc.value)
+    return type(exc)(exc.code, exc.message, value=exc.value, fix=fix)
+
+
+def usage(message: str, *, value: object, fix: str) -> UsageError:
+    """An INVALID_ARGUMENT usage error (exit 2) raised by a subcommand itself."""
+    return UsageError("INVALID_ARGUMENT", message, value=value, fix=fix)
+
+
+def as_json(data: Any) -> str:
+    """What ``--json`` prints: indented, non-ASCII kept readable."""
+    import json
+
+    return json.dumps(data, indent=2, ensure_ascii=False)

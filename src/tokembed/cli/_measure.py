@@ -6,7 +6,20 @@ import argparse
 import sys
 from typing import Any
 
-from tokembed.cli._common import add_quiet, input_files
+from tokembed.cli._common import (
+    activity,
+    add_json,
+    add_quiet,
+    add_tokenizer_option,
+    as_json,
+    input_files,
+    load_tokenizer,
+    load_tokenizers,
+    progress_wanted,
+    read_stdin_text,
+    split_spec,
+    usage,
+)
 
 __all__ = ["register"]
 
@@ -23,14 +36,43 @@ def _add_demo(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--max-bytes", type=int, default=None, help="cap on corpus bytes (whole files)")
     p.add_argument("--merges", type=int, default=16384, help="merges to learn (default 16384)")
     p.add_argument("--holdout", type=float, default=0.1, help="fraction of files held out")
-    p.add_argument("--pattern", default="teaching", help="preset name or regex")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument(
+        "--pattern",
+        type=_pattern_preset,
+        default="teaching",
+        metavar="PRESET",
+        help="pre-tokenization preset (teaching, gpt2, r50k, cl100k, o200k, gpt2-hf)",
+    )
+    how.add_argument("--regex", metavar="REGEX", help="pre-tokenization regex of your own")
     p.add_argument("--workers", type=int, default=1)
-    p.add_argument("-o", "--output", default="out/demo-tokenizer.json")
+    p.add_argument(
+        "-o",
+        "--output",
+        default="out/demo-tokenizer.json",
+        help="tokenizer JSON to write (default out/demo-tokenizer.json)",
+    )
+    report = p.add_mutually_exclusive_group()
+    report.add_argument(
+        "--report",
+        metavar="PATH",
+        help="HTML report to write (default: report.html in the folder of -o)",
+    )
+    report.add_argument("--no-report", action="store_true", help="write no HTML report")
+    add_json(p)
     add_quiet(p)
     p.set_defaults(handler=_run_demo)
 
 
+def _pattern_preset(text: str) -> str:
+    from tokembed.cli._tokenizer import pattern_preset
+
+    return pattern_preset(text)
+
+
 def _run_demo(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from tokembed.measure.demo import DemoConfig, run_demo
     from tokembed.measure.sources import DEFAULT_CORPUS_BYTES, default_corpus, read_texts
     from tokembed.tokenizer.formats import save_tokenizer
@@ -38,10 +80,11 @@ def _run_demo(args: argparse.Namespace) -> int:
     config = DemoConfig(
         merges=args.merges,
         holdout=args.holdout,
-        pattern=args.pattern,
+        pattern=args.regex or args.pattern,
         workers=args.workers,
-        progress=not args.quiet,
+        progress=progress_wanted(args),
     )
+    say = _Say(quiet_stdout=args.json)
     if args.corpus:
         sources = read_texts(args.corpus, max_bytes=args.max_bytes)
         what = " ".join(args.corpus)
@@ -49,32 +92,55 @@ def _run_demo(args: argparse.Namespace) -> int:
         sources = default_corpus(max_bytes=args.max_bytes or DEFAULT_CORPUS_BYTES)
         what = f"Python {sys.version.split()[0]} stdlib .py files (default corpus)"
     total = sum(s.n_bytes for s in sources)
-    print(f"corpus: {what}: {len(sources)} files, {total:,} bytes")
-    print(f"training {config.merges} merges, pattern {config.pattern!r}, holdout {config.holdout}")
+    say(f"corpus: {what}: {len(sources)} files, {total:,} bytes")
+    say(f"training {config.merges} merges, pattern {config.pattern!r}, holdout {config.holdout}")
     result = run_demo(sources, config=config)
+    sides = {}
     for label, side in (("train", result.train), ("held-out", result.held_out)):
         if side.files:
-            print(
+            sides[label] = {"files": side.files, "bytes": side.n_bytes, "tokens": side.tokens}
+            say(
                 f"{label:>8}: {side.files} files, {side.n_bytes:,} bytes, {side.tokens:,} tokens, "
                 f"{side.bytes_per_token:.3f} bytes/token"
             )
         else:
-            print(f"{label:>8}: none (a single file cannot be split)")
-    print(f"  merges: {result.tokenizer.n_merges} learned in {result.train_seconds:.1f} s")
+            say(f"{label:>8}: none (a single file cannot be split)")
+    say(f"  merges: {result.tokenizer.n_merges} learned in {result.train_seconds:.1f} s")
     inputs = input_files(args.corpus) if args.corpus else []
     path = save_tokenizer(result.tokenizer, args.output, inputs=inputs)
-    print(f"   saved: {path} ({result.tokenizer.address_hash[:19]})")
-    from tokembed.measure.report import write_demo_report
+    say(f"   saved: {path} ({result.tokenizer.address_hash[:19]})")
+    report = None
+    if not args.no_report:
+        from tokembed.measure.report import write_demo_report
 
-    report = write_demo_report(
-        result.tokenizer,
-        sources=sources,
-        holdout=config.holdout,
-        path=path.parent / "report.html",
-        inputs=inputs,
-    )
-    print(f"  report: {report}")
+        with activity("building the report", show=progress_wanted(args)):
+            report = write_demo_report(
+                result.tokenizer,
+                sources=sources,
+                holdout=config.holdout,
+                path=Path(args.report) if args.report else path.parent / "report.html",
+                inputs=inputs,
+            )
+        say(f"  report: {report}")
+    if args.json:
+        print(as_json({
+            "corpus_files": len(sources), "corpus_bytes": total, "sides": sides,
+            "merges_learned": result.tokenizer.n_merges, "tokenizer": str(path),
+            "address_hash": result.tokenizer.address_hash,
+            "report": None if report is None else str(report),
+        }))  # fmt: skip
     return 0
+
+
+class _Say:
+    """Prints a progress line to stdout, or to nowhere when --json owns stdout."""
+
+    def __init__(self, *, quiet_stdout: bool) -> None:
+        self._quiet = quiet_stdout
+
+    def __call__(self, line: str) -> None:
+        if not self._quiet:
+            print(line)
 
 
 def _merge_counts(text: str) -> list[int]:
@@ -87,21 +153,29 @@ def _merge_counts(text: str) -> list[int]:
     return counts
 
 
+def _partition_rule(text: str) -> str:
+    from tokembed.errors import MeasureError
+    from tokembed.measure.partition import PartitionRule
+
+    try:
+        PartitionRule.parse(text)
+    except MeasureError as exc:  # an unknown rule is a usage mistake (exit 2)
+        raise argparse.ArgumentTypeError(f"{exc.message} — {exc.fix}") from None
+    return text
+
+
 def _add_corpus_options(p: argparse.ArgumentParser, *, need_tokenizer: bool) -> None:
+    add_tokenizer_option(p, many=True, required=need_tokenizer)
     p.add_argument(
-        "-t",
-        "--tokenizer",
-        action="append",
-        default=[],
-        required=need_tokenizer,
-        metavar="TOK",
-        help="tokenizer file/folder, or RANKS.tiktoken@ENCODING (repeat -t for several)",
+        "corpus",
+        nargs="+",
+        help="CoNLL-U (.conllu[.gz]) or plain text (.txt, .gz) files, or '-' (stdin)",
     )
     p.add_argument(
-        "corpus", nargs="+", help="CoNLL-U (.conllu[.gz]) or plain text (.txt, .gz) files"
-    )
-    p.add_argument(
-        "--partition", metavar="RULE", help="document split: lecture, sha256-mod<K>, every<K>"
+        "--partition",
+        type=_partition_rule,
+        metavar="RULE",
+        help="document split: lecture, sha256-mod<K>, every<K>",
     )
     p.add_argument(
         "--curve", type=_merge_counts, metavar="N1,N2,...", help="merge counts of the first -t"
@@ -120,20 +194,41 @@ def _add_corpus_options(p: argparse.ArgumentParser, *, need_tokenizer: bool) -> 
 
 def _measured_files(args: argparse.Namespace) -> list[str]:
     """Corpus and tokenizer files of a measure/report call (``file@encoding`` stripped)."""
-    from tokembed.measure.artifacts import split_encoding
+    from pathlib import Path
 
-    tokenizers = [str(split_encoding(t)[0]) for t in (args.tokenizer or [])]
-    extra = [str(split_encoding(p)[0]) for p in (getattr(args, "inspect", None) or [])]
-    return input_files([*args.corpus, *tokenizers, *extra])
+    specs = [*(args.tokenizer or []), *(getattr(args, "inspect", None) or [])]
+    paths = [split_spec(t)[0] for t in specs]
+    return input_files([*args.corpus, *(p for p in paths if Path(p).exists())])
+
+
+def _stdin_corpus(corpora: dict[str, Any], partition: str | None) -> dict[str, Any]:
+    """``corpora`` plus the text of stdin as the corpus ``stdin`` (split when asked)."""
+    from tokembed.measure.corpus import text_corpus
+    from tokembed.measure.partition import partition_parallel
+
+    corpus = text_corpus("stdin", read_stdin_text(), doc_id="-")
+    corpus.require_text()
+    if partition is None:
+        return {**corpora, "stdin": corpus}
+    parts = partition_parallel({"stdin": corpus}, partition)["stdin"]
+    return {**corpora, "stdin/train": parts.train, "stdin/eval": parts.eval}
 
 
 def _measure_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any]:
-    from tokembed.measure.metrics import WordDefinition
-    from tokembed.measure.session import load_corpora, load_tokenizers
+    from dataclasses import replace
 
+    from tokembed.measure.metrics import WordDefinition
+    from tokembed.measure.session import load_corpora
+
+    if args.corpus.count("-") > 1:
+        raise usage("'-' is given twice", value="-", fix="stdin can be read once")
     words = WordDefinition(pattern=args.words, leading_space=args.leading_space)
-    corpora = load_corpora(args.corpus, partition=args.partition)
-    return load_tokenizers(args.tokenizer), corpora, words
+    files = [c for c in args.corpus if c != "-"]
+    corpora = load_corpora(files, partition=args.partition) if files else {}
+    if "-" in args.corpus:
+        corpora = _stdin_corpus(corpora, args.partition)
+        corpora = {k: replace(c, name=k) for k, c in corpora.items()}
+    return load_tokenizers(args.tokenizer, args.encoding), corpora, words
 
 
 def _add_measure(sub: argparse._SubParsersAction[Any]) -> None:
@@ -144,17 +239,35 @@ def _add_measure(sub: argparse._SubParsersAction[Any]) -> None:
         "with a compression curve of the first tokenizer).",
     )
     _add_corpus_options(p, need_tokenizer=False)
-    p.add_argument("--json", action="store_true", help="print everything as JSON")
+    add_json(p)
+    add_quiet(p)
     p.add_argument(
         "--save-texts", metavar="DIR", help="write each measured text (e.g. ru.train.txt)"
     )
-    p.add_argument("--csv", metavar="PATH", help="write the compression curve as CSV")
-    p.add_argument("--plot", metavar="PATH", help="write the compression curve plot (.svg or .png)")
+    p.add_argument("--csv", metavar="PATH", help="write the compression curve as CSV (--curve)")
+    p.add_argument(
+        "--plot", metavar="PATH", help="write the compression curve plot, .svg or .png (--curve)"
+    )
     p.set_defaults(handler=_run_measure)
 
 
+def _check_curve_outputs(args: argparse.Namespace) -> None:
+    for flag in ("csv", "plot"):
+        if getattr(args, flag, None) and not args.curve:
+            raise usage(
+                f"--{flag} writes the compression curve, but no --curve was given",
+                value=getattr(args, flag),
+                fix="add --curve N1,N2,... (merge counts of the first -t)",
+            )
+    if args.curve and not args.tokenizer:
+        raise usage(
+            "--curve needs a tokenizer to truncate",
+            value=args.curve,
+            fix="pass -t TOK (the curve uses the first one)",
+        )
+
+
 def _run_measure(args: argparse.Namespace) -> int:
-    import json
     from pathlib import Path
 
     from tokembed._atomic import check_output, write_atomic
@@ -162,10 +275,15 @@ def _run_measure(args: argparse.Namespace) -> int:
     from tokembed.measure.session import run_measure, save_texts
     from tokembed.measure.tables import corpus_rows, format_table, measurement_rows
 
+    _check_curve_outputs(args)
     toks, corpora, words = _measure_inputs(args)
-    result = run_measure(
-        toks, corpora, reference=args.reference, merge_counts=args.curve or (), words=words
-    )
+    label = f"measuring {len(toks)} tokenizer(s) on {len(corpora)} text(s)"
+    if args.curve:
+        label += f", curve of {len(args.curve)} points"
+    with activity(label, show=progress_wanted(args) and bool(toks)):
+        result = run_measure(
+            toks, corpora, reference=args.reference, merge_counts=args.curve or (), words=words
+        )
     inputs = _measured_files(args)
     if args.csv and result.curve:
         write_atomic(Path(args.csv), curve_csv(result.curve).encode("utf-8"), inputs=inputs)
@@ -176,7 +294,7 @@ def _run_measure(args: argparse.Namespace) -> int:
         for path in save_texts(corpora, args.save_texts, inputs=inputs):
             print(f"wrote {path}", file=sys.stderr)
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        print(as_json(result.to_dict()))
         return 0
     print(format_table(*corpus_rows(result.records)))
     if result.measurements:
@@ -195,21 +313,42 @@ def _add_inspect(sub: argparse._SubParsersAction[Any]) -> None:
         description="Three vocabulary sizes of tokenizer files; a config.json after a tokenizer "
         "gives the model's V.",
     )
-    p.add_argument("paths", nargs="+", metavar="PATH", help="tokenizer files/folders, config.json")
-    p.add_argument("--encoding", help="tiktoken encoding for rank files (e.g. o200k_harmony)")
-    p.add_argument("--json", action="store_true", help="print as JSON")
+    add_tokenizer_option(p, many=True, required=False)
+    p.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="more tokenizers as paths (FILE@ENCODING too); a config.json after a tokenizer "
+        "gives its model's V",
+    )
+    add_json(p)
+    add_quiet(p)
     p.set_defaults(handler=_run_inspect)
 
 
-def _run_inspect(args: argparse.Namespace) -> int:
-    import json
+def _inspect_option(spec: str, encoding: str | None) -> Any:
+    """Vocabulary sizes of one -t value (a folder's config.json supplies V)."""
+    from pathlib import Path
 
+    from tokembed.measure.vocab_sizes import read_model_config, vocab_sizes_of
+
+    path, enc = split_spec(spec)
+    tok = load_tokenizer(spec, encoding)
+    config = Path(path) / "config.json"
+    model = read_model_config(config) if config.is_file() else None
+    return vocab_sizes_of(tok, config=model, name=enc or tok.name or Path(path).name)
+
+
+def _run_inspect(args: argparse.Namespace) -> int:
     from tokembed.measure.artifacts import inspect_paths
     from tokembed.measure.tables import format_table, vocab_rows
 
-    sizes = inspect_paths(args.paths, encoding=args.encoding)
+    if not args.tokenizer and not args.paths:
+        raise usage("nothing to inspect", value=None, fix="pass -t TOK (or tokenizer paths)")
+    sizes = [_inspect_option(t, args.encoding) for t in args.tokenizer]
+    sizes += inspect_paths(args.paths, encoding=args.encoding) if args.paths else []
     if args.json:
-        print(json.dumps([s.to_dict() for s in sizes], indent=2))
+        print(as_json([s.to_dict() for s in sizes]))
     else:
         print(format_table(*vocab_rows(sizes)))
     return 0
@@ -226,6 +365,8 @@ def _add_report(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--width", type=int, default=768, help="embedding width d for the memory table")
     p.add_argument("--sample", action="append", help="text for the token view (repeatable)")
     p.add_argument("-o", "--output", default="out/report.html")
+    add_json(p)
+    add_quiet(p)
     p.set_defaults(handler=_run_report)
 
 
@@ -233,19 +374,22 @@ def _run_report(args: argparse.Namespace) -> int:
     from tokembed.measure.artifacts import inspect_paths
     from tokembed.measure.report import DEFAULT_SAMPLES, build_report, write_report
 
+    _check_curve_outputs(args)
     toks, corpora, words = _measure_inputs(args)
-    data = build_report(
-        tokenizers=toks,
-        corpora=corpora,
-        reference=args.reference,
-        curve_tokenizer=next(iter(toks.values())) if args.curve else None,
-        merge_counts=args.curve or (),
-        vocab=inspect_paths(args.inspect) if args.inspect else (),
-        width=args.width,
-        samples=args.sample or DEFAULT_SAMPLES,
-        words=words,
-    )
-    print(write_report(data, args.output, inputs=_measured_files(args)))
+    with activity("measuring for the report", show=progress_wanted(args)):
+        data = build_report(
+            tokenizers=toks,
+            corpora=corpora,
+            reference=args.reference,
+            curve_tokenizer=next(iter(toks.values())) if args.curve else None,
+            merge_counts=args.curve or (),
+            vocab=inspect_paths(args.inspect) if args.inspect else (),
+            width=args.width,
+            samples=args.sample or DEFAULT_SAMPLES,
+            words=words,
+        )
+    path = write_report(data, args.output, inputs=_measured_files(args))
+    print(as_json({"output": str(path)}) if args.json else path)
     return 0
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tokembed.cli._common import add_json, add_quiet
+
 __all__ = ["register"]
 
 
@@ -18,7 +20,8 @@ def _add_memory(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("config", help="config.json, or a folder containing one")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks (ceil(V/tp) rows each)")
     p.add_argument("--dtype", default="bf16", help="weight dtype: fp32, bf16, fp16, fp8")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_json(p)
+    add_quiet(p)
     p.set_defaults(handler=_run_memory)
 
 

@@ -6,9 +6,33 @@ import argparse
 import sys
 from typing import Any
 
-from tokembed.cli._common import add_quiet, add_tokenizer_option, input_files, load_tokenizer
+from tokembed.cli._common import (
+    add_json,
+    add_quiet,
+    add_tokenizer_option,
+    as_json,
+    input_files,
+    load_tokenizer,
+    progress_wanted,
+    read_stdin_text,
+    speak_cli,
+    split_spec,
+    usage,
+)
+from tokembed.errors import TokembedError
 
-__all__ = ["register"]
+__all__ = ["pattern_preset", "register"]
+
+# The library's fixes name Python arguments; on the command line they are these flags.
+_ENCODE_FIXES = {
+    "SPECIAL_TOKEN_DISALLOWED": "pass --allow-special to encode {name!r} as its id, or "
+    "--specials-as-text to encode it as ordinary text",
+    "LONE_SURROGATE": "repair the input text (it has no UTF-8 form)",
+}
+_DECODE_FIXES = {
+    "INVALID_UTF8": "pass --errors replace to show U+FFFD, or --errors ignore to drop the "
+    "incomplete bytes",
+}
 
 
 def _special_option(text: str) -> tuple[str, int | None]:
@@ -18,15 +42,38 @@ def _special_option(text: str) -> tuple[str, int | None]:
     return name, int(value) if sep else None
 
 
+def pattern_preset(text: str) -> str:
+    """A pre-tokenization preset name (tiktoken's encoding names are accepted for theirs)."""
+    from tokembed.tokenizer.pretokenize import PATTERNS
+
+    name = text.removesuffix("_base")
+    if name not in PATTERNS:
+        raise argparse.ArgumentTypeError(
+            f"unknown --pattern preset {text!r}; presets: {', '.join(sorted(PATTERNS))} "
+            "(pass a regular expression with --regex)"
+        )
+    return name
+
+
 def _add_train(sub: argparse._SubParsersAction[Any]) -> None:
     p = sub.add_parser(
         "train",
         help="train a byte-level BPE tokenizer on text files",
-        description="Train byte-level BPE on files, folders (recursive), globs, .gz or '-' (stdin).",
+        description="Train byte-level BPE on files, folders (recursive), globs, .gz or '-' "
+        "(stdin). A .conllu file contributes its sentences (its '# text =' lines, one per "
+        "line), as `measure` reads it, unless --raw.",
     )
-    p.add_argument("corpus", nargs="+", help="text files, folders, globs, or '-'")
+    p.add_argument("corpus", nargs="+", help="text or .conllu files, folders, globs, or '-'")
     p.add_argument("--merges", type=int, required=True, help="number of merges to learn")
-    p.add_argument("--pattern", default="teaching", help="preset name or regex")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument(
+        "--pattern",
+        type=pattern_preset,
+        default="teaching",
+        metavar="PRESET",
+        help="pre-tokenization preset: teaching (default), gpt2, r50k, cl100k, o200k, gpt2-hf",
+    )
+    how.add_argument("--regex", metavar="REGEX", help="pre-tokenization regex of your own")
     p.add_argument(
         "--special",
         action="append",
@@ -35,34 +82,60 @@ def _add_train(sub: argparse._SubParsersAction[Any]) -> None:
         metavar="NAME[=ID]",
         help="special token (id defaults to the next free id); repeatable",
     )
+    p.add_argument("--raw", action="store_true", help="train on .conllu files as raw text")
     p.add_argument("--workers", type=int, default=1, help="processes counting chunks")
     p.add_argument("-o", "--output", required=True, help="tokenizer JSON to write")
+    add_json(p)
     add_quiet(p)
     p.set_defaults(handler=_run_train)
+
+
+def _training_texts(corpus: list[str], *, raw: bool) -> tuple[list[str], int]:
+    """Texts to train on and their UTF-8 size; .conllu files give their sentences."""
+    from tokembed.measure.corpus import load_corpus
+    from tokembed.measure.sources import expand_paths, read_texts
+
+    names = expand_paths(corpus)
+    sentences = {n for n in names if not raw and n.endswith((".conllu", ".conllu.gz"))}
+    plain = [n for n in names if n not in sentences]
+    read = iter(read_texts(plain) if plain else ())
+    texts = [load_corpus(n).text if n in sentences else next(read).text for n in names]
+    return texts, sum(len(t.encode("utf-8")) for t in texts)
 
 
 def _run_train(args: argparse.Namespace) -> int:
     import time
 
-    from tokembed.measure.sources import read_texts
     from tokembed.tokenizer.formats import save_tokenizer
     from tokembed.tokenizer.train import TrainConfig, train
 
     config = TrainConfig(
         merges=args.merges,
-        pattern=args.pattern,
+        pattern=args.regex or args.pattern,
         specials=dict(args.special),
         workers=args.workers,
-        progress=not args.quiet,
+        progress=progress_wanted(args),
     )
-    sources = read_texts(args.corpus)
+    texts, n_bytes = _training_texts(args.corpus, raw=args.raw)
     start = time.perf_counter()
-    tok = train((s.text for s in sources), config=config)
+    tok = train(texts, config=config)
     seconds = time.perf_counter() - start
     path = save_tokenizer(tok, args.output, inputs=input_files(args.corpus))
-    n_bytes = sum(s.n_bytes for s in sources)
+    if tok.n_merges < args.merges:
+        print(
+            f"tokembed: note: the corpus allows only {tok.n_merges} merges (every chunk is a "
+            f"single token after them); asked for {args.merges}",
+            file=sys.stderr,
+        )
+    if args.json:
+        print(as_json({
+            "merges_requested": args.merges, "merges_learned": tok.n_merges,
+            "files": len(texts), "bytes": n_bytes, "seconds": round(seconds, 3),
+            "output": str(path), "address_hash": tok.address_hash,
+        }))  # fmt: skip
+        return 0
     print(
-        f"trained {tok.n_merges} merges on {len(sources)} file(s), {n_bytes:,} bytes, "
+        f"trained {tok.n_merges} merges on {len(texts)} file(s), {n_bytes:,} bytes, "
         f"in {seconds:.1f} s\nwrote {path} ({tok.address_hash[:19]})"
     )
     return 0
@@ -72,38 +145,97 @@ def _add_encode(sub: argparse._SubParsersAction[Any]) -> None:
     p = sub.add_parser("encode", help="print the token ids of a text")
     add_tokenizer_option(p)
     p.add_argument("text", nargs="?", default="-", help="text to encode, or '-' for stdin")
-    p.add_argument(
+    specials = p.add_mutually_exclusive_group()
+    specials.add_argument(
         "--allow-special", action="store_true", help="special-token spellings become their ids"
     )
+    specials.add_argument(
+        "--specials-as-text",
+        action="store_true",
+        help="special-token spellings are encoded as ordinary text",
+    )
+    add_json(p)
+    add_quiet(p)
     p.set_defaults(handler=_run_encode)
 
 
 def _run_encode(args: argparse.Namespace) -> int:
-    tok = load_tokenizer(args)
-    if args.text == "-":
-        from tokembed.measure.sources import read_texts
-
-        text = read_texts(["-"])[0].text
-    else:
-        text = args.text
-    ids = tok.encode(text, allowed_special="all" if args.allow_special else frozenset())
-    print(" ".join(map(str, ids)))
+    tok = load_tokenizer(args.tokenizer, args.encoding)
+    text = read_stdin_text() if args.text == "-" else args.text
+    try:
+        ids = tok.encode(
+            text,
+            allowed_special="all" if args.allow_special else frozenset(),
+            disallowed_special=frozenset() if args.specials_as_text else "all",
+        )
+    except TokembedError as exc:
+        raise speak_cli(exc, _ENCODE_FIXES) from None
+    print(as_json(ids) if args.json else " ".join(map(str, ids)))
     return 0
 
 
 def _add_decode(sub: argparse._SubParsersAction[Any]) -> None:
-    p = sub.add_parser("decode", help="print the text of token ids")
-    add_tokenizer_option(p)
-    p.add_argument("ids", nargs="+", type=int, metavar="ID", help="token ids")
-    p.add_argument(
-        "--errors", choices=("strict", "replace"), default="strict", help="invalid UTF-8 policy"
+    p = sub.add_parser(
+        "decode",
+        help="print the text of token ids",
+        description="Decode ids given as arguments, or read from stdin ('-' or none): "
+        "whitespace- or comma-separated, or a JSON list (what `encode --json` prints).",
     )
+    add_tokenizer_option(p)
+    p.add_argument("ids", nargs="*", metavar="ID", help="token ids, or '-' for stdin")
+    p.add_argument(
+        "--errors",
+        choices=("strict", "replace", "ignore"),
+        default="strict",
+        help="bytes that are not UTF-8: refuse (default), show U+FFFD, or drop",
+    )
+    add_json(p)
+    add_quiet(p)
     p.set_defaults(handler=_run_decode)
 
 
+def _parse_ids(words: list[str], source: str) -> list[int]:
+    import json
+
+    text = " ".join(words).strip()
+    if text.startswith("["):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            data = None
+        if isinstance(data, list) and all(isinstance(i, int) for i in data):
+            return data
+        raise usage(
+            f"{source} is not a JSON list of integer ids",
+            value=text[:40],
+            fix="pass ids like `1 2 3` or `[1, 2, 3]`",
+        )
+    ids: list[int] = []
+    for word in text.replace(",", " ").split():
+        if not word.lstrip("-").isdigit():
+            raise usage(
+                f"{source} holds {word!r}, which is not an integer id",
+                value=word,
+                fix="pass ids like `1 2 3` (what `tokembed encode` prints)",
+            )
+        ids.append(int(word))
+    return ids
+
+
 def _run_decode(args: argparse.Namespace) -> int:
-    tok = load_tokenizer(args)
-    sys.stdout.write(tok.decode(args.ids, errors=args.errors) + "\n")
+    tok = load_tokenizer(args.tokenizer, args.encoding)
+    if args.ids in ([], ["-"]):
+        ids = _parse_ids([sys.stdin.read()], "stdin")
+    else:
+        ids = _parse_ids(args.ids, "the arguments")
+    try:
+        text = tok.decode(ids, errors=args.errors)
+    except TokembedError as exc:
+        raise speak_cli(exc, _DECODE_FIXES) from None
+    if args.json:
+        print(as_json(text))
+    else:  # one final newline, not two, when the text already ends a line
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
 
 
@@ -112,6 +244,8 @@ def _add_export(sub: argparse._SubParsersAction[Any]) -> None:
     add_tokenizer_option(p)
     p.add_argument("--format", required=True, choices=("tiktoken", "hf"), dest="fmt")
     p.add_argument("-o", "--output", required=True, help="folder (tiktoken) or file/folder (hf)")
+    add_json(p)
+    add_quiet(p)
     p.set_defaults(handler=_run_export)
 
 
@@ -120,12 +254,12 @@ def _run_export(args: argparse.Namespace) -> int:
 
     from tokembed.tokenizer.formats import export_hf, export_tiktoken
 
-    tok = load_tokenizer(args)
+    tok = load_tokenizer(args.tokenizer, args.encoding)
     export = export_tiktoken if args.fmt == "tiktoken" else export_hf
-    source = Path(args.tokenizer)
+    source = Path(split_spec(args.tokenizer)[0])
     inputs = [source, *(source.iterdir() if source.is_dir() else ())]  # never overwrite them
     path = export(tok, args.output, inputs=inputs)
-    print(f"wrote {path}")
+    print(as_json({"output": str(path)}) if args.json else f"wrote {path}")
     return 0
 
 

@@ -19,21 +19,24 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from tokembed.errors import TokenizerError, UsageError
+from tokembed.errors import TokenizerError, UnknownTokenError, UsageError
 from tokembed.tokenizer.model import BPETables
 
 __all__ = ["DecodeTable", "StreamDecoder"]
 
-Errors = Literal["strict", "replace"]
+# "strict" is our default (tiktoken's is "replace"): a token sequence that ends inside
+# a character is reported with its byte offset instead of silently showing U+FFFD.
+Errors = Literal["strict", "replace", "ignore"]
+_POLICIES = ("strict", "replace", "ignore")
 
 
 def _check_errors(errors: str) -> None:
-    if errors not in ("strict", "replace"):
+    if errors not in _POLICIES:
         raise UsageError(
             "INVALID_ARGUMENT",
             f"unknown decode error policy {errors!r}",
             value=errors,
-            fix="pass errors='strict' or errors='replace'",
+            fix="pass errors='strict', 'replace' (U+FFFD) or 'ignore' (drop invalid bytes)",
         )
 
 
@@ -60,14 +63,15 @@ class DecodeTable:
         return cls(pieces)
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
-        """Concatenated bytes; raises TokenizerError(UNKNOWN_TOKEN_ID) naming id and position."""
+        """Concatenated bytes; raises UnknownTokenError(UNKNOWN_TOKEN_ID) naming id and position
+        (also a ``KeyError``, as in tiktoken)."""
         ids = list(ids)
         pieces = self.pieces
         try:
             return b"".join([pieces[i] for i in ids])
         except (KeyError, TypeError):
             pos = next(k for k, i in enumerate(ids) if i not in pieces)
-            raise TokenizerError(
+            raise UnknownTokenError(
                 "UNKNOWN_TOKEN_ID",
                 f"id {ids[pos]!r} at position {pos} is not defined by this tokenizer",
                 value=ids[pos],

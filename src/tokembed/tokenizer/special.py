@@ -23,7 +23,7 @@ from typing import Literal
 
 import regex
 
-from tokembed.errors import TokenizerError
+from tokembed.errors import DisallowedSpecialError, TokenizerError
 
 __all__ = ["SpecialSet", "aliases", "assign_special_ids", "find_disallowed", "split_on_specials"]
 
@@ -88,7 +88,8 @@ def find_disallowed(
     """The allowed names, after raising if a disallowed name's spelling occurs in ``text``.
 
     Raises:
-        TokenizerError(SPECIAL_TOKEN_DISALLOWED): names the first such spelling.
+        DisallowedSpecialError(SPECIAL_TOKEN_DISALLOWED): names the first such spelling
+            (also a ``ValueError``, as in tiktoken).
         TokenizerError(UNKNOWN_SPECIAL_TOKEN): an argument names an unregistered token.
     """
     allowed = _resolve(allowed_special, registered, "allowed_special")
@@ -100,7 +101,7 @@ def find_disallowed(
         match = _alternation(frozenset(disallowed)).search(text)
         if match is not None:
             name = match.group()
-            raise TokenizerError(
+            raise DisallowedSpecialError(
                 "SPECIAL_TOKEN_DISALLOWED",
                 f"text contains the special token {name!r} at offset {match.start()}",
                 value=name,

@@ -13,31 +13,42 @@ Example::
     [256, 257]
     >>> tok.decode([256, 33])
     'hi!'
+
+It also answers to the names tiktoken and Hugging Face ``tokenizers`` users reach
+for first (``n_vocab``, ``eot_token``, ``decode_single_token_bytes``,
+``encode_batch(num_threads=)``, ``token_to_id``, ``get_vocab_size``...), with their
+meaning; ``docs/api.md`` lists them side by side and where we differ on purpose.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tokembed.errors import TokenizerError
-from tokembed.tokenizer import _batch
+from tokembed.errors import TokenizerError, UnknownTokenError
+from tokembed.tokenizer import _batch, _familiar
 from tokembed.tokenizer.decode import DecodeTable, Errors, StreamDecoder
 from tokembed.tokenizer.encode import FastEncoder, encode_ordinary_reference
 from tokembed.tokenizer.model import BPETables, address_hash
 from tokembed.tokenizer.pretokenize import Pretokenizer
 from tokembed.tokenizer.special import SpecialSet, aliases, find_disallowed, split_on_specials
 
+if TYPE_CHECKING:
+    import numpy as np
+
 __all__ = ["Tokenizer"]
+
+_EOT = "<|endoftext|>"
 
 
 class Tokenizer:
     """Byte-level BPE tokenizer: pre-tokenizer + merge tables + special tokens.
 
-    Raises (from its methods): TokenizerError with codes SPECIAL_TOKEN_DISALLOWED,
-    UNKNOWN_SPECIAL_TOKEN, LONE_SURROGATE, UNREPRESENTABLE_BYTE (encode);
-    UNKNOWN_TOKEN_ID, INVALID_UTF8 (decode).
+    Raises (from its methods): TokenizerError with codes UNKNOWN_SPECIAL_TOKEN,
+    LONE_SURROGATE, UNREPRESENTABLE_BYTE (encode), INVALID_UTF8 (decode);
+    DisallowedSpecialError(SPECIAL_TOKEN_DISALLOWED), also a ``ValueError``;
+    UnknownTokenError(UNKNOWN_TOKEN_ID, UNKNOWN_PIECE), also a ``KeyError``.
     """
 
     def __init__(
@@ -65,6 +76,8 @@ class Tokenizer:
         state = dict(self.__dict__)
         fast = state.pop("_fast", None)
         state.pop("_decoder", None)
+        state.pop("_piece_ids", None)
+        state.pop("_sorted_pieces", None)
         if fast is not None:
             state["_verified"] = fast.backend == "tiktoken"
         return state
@@ -90,9 +103,111 @@ class Tokenizer:
         """Special ids with more than one name (e.g. o200k_harmony's id 200018)."""
         return aliases(self.tables.specials)
 
+    @property
+    def n_vocab(self) -> int:
+        """tiktoken's ``n_vocab``: the id range R = largest id + 1 (holes included)."""
+        return self.tables.id_range
+
+    @property
+    def max_token_value(self) -> int:
+        """tiktoken's ``max_token_value``: the largest defined id."""
+        return self.tables.id_range - 1
+
+    @property
+    def eot_token(self) -> int:
+        """tiktoken's ``eot_token``: the id of ``<|endoftext|>``; raises UNKNOWN_SPECIAL_TOKEN."""
+        return self.special_id(_EOT)
+
+    @property
+    def special_tokens_set(self) -> set[str]:
+        """tiktoken's ``special_tokens_set``: the registered special-token names."""
+        return set(self.tables.specials)
+
     def piece(self, id: int) -> bytes:
         """Bytes of one id (a special id gives its name's UTF-8 spelling)."""
         return self._decoder.decode_bytes([id])
+
+    def decode_single_token_bytes(self, token: int) -> bytes:
+        """tiktoken's name for :meth:`piece`; an unknown id raises UnknownTokenError (a KeyError)."""
+        return self._decoder.decode_bytes([token])
+
+    def decode_tokens_bytes(self, tokens: Iterable[int]) -> list[bytes]:
+        """The bytes of each id, one entry per id."""
+        return [self._decoder.decode_bytes([t]) for t in tokens]
+
+    @cached_property
+    def _piece_ids(self) -> dict[bytes, int]:
+        # bytes -> id of ordinary pieces; a trainer can give two ids one spelling: lowest wins.
+        out: dict[bytes, int] = {}
+        for i, piece in sorted(self.tables.pieces.items()):
+            out.setdefault(piece, i)
+        return out
+
+    @cached_property
+    def _sorted_pieces(self) -> list[bytes]:
+        return sorted(self._piece_ids)
+
+    def token_byte_values(self) -> list[bytes]:
+        """The bytes of every ordinary piece, sorted (tiktoken's ``token_byte_values``)."""
+        return self._sorted_pieces
+
+    def encode_single_token(self, text_or_bytes: str | bytes) -> int:
+        """The one id whose bytes (or special name) are exactly ``text_or_bytes``.
+
+        Special names are found whether or not they are allowed in :meth:`encode`.
+
+        Raises:
+            UnknownTokenError(UNKNOWN_PIECE): no single id spells it (also a ``KeyError``).
+        """
+        data = text_or_bytes.encode("utf-8") if isinstance(text_or_bytes, str) else text_or_bytes
+        found = self._piece_ids.get(data)
+        if found is None:
+            found = self.tables.specials.get(data.decode("utf-8", "replace"))
+        if found is None:
+            raise UnknownTokenError(
+                "UNKNOWN_PIECE",
+                f"{text_or_bytes!r} is not a single token of this tokenizer",
+                value=text_or_bytes,
+                fix="use encode() for text that spans several tokens",
+            )
+        return found
+
+    # --- Hugging Face tokenizers' names -----------------------------------------
+    def id_to_token(self, id: int) -> str | None:
+        """HF's spelling of an id (byte-level characters, ``"Ġ"`` for a space), or None."""
+        from tokembed.tokenizer.formats._bytes_unicode import bytes_to_token_text
+
+        names = [n for n, sid in self.tables.specials.items() if sid == id]
+        if names:
+            return names[0]
+        piece = self.tables.pieces.get(id)
+        return None if piece is None else bytes_to_token_text(piece)
+
+    def token_to_id(self, token: str) -> int | None:
+        """Id of an HF token spelling (special name or byte-level characters), or None."""
+        from tokembed.errors import FormatError
+        from tokembed.tokenizer.formats._bytes_unicode import token_text_to_bytes
+
+        if token in self.tables.specials:
+            return self.tables.specials[token]
+        try:
+            return self._piece_ids.get(token_text_to_bytes(token))
+        except FormatError:  # a character outside the byte-level table spells no piece
+            return None
+
+    def get_vocab(self, with_added_tokens: bool = True) -> dict[str, int]:
+        """HF's ``get_vocab``: token spelling → id, special names included.
+
+        Special tokens belong to the vocabulary itself (our HF export writes them into the
+        model's vocab), so ``with_added_tokens`` changes nothing, as in HF on such a file.
+        """
+        vocab = {self.id_to_token(i) or "": i for i in self.tables.pieces}
+        vocab.update(self.tables.specials)
+        return vocab
+
+    def get_vocab_size(self, with_added_tokens: bool = True) -> int:
+        """HF's ``get_vocab_size``: how many spellings :meth:`get_vocab` holds (not R)."""
+        return len(self.get_vocab(with_added_tokens))
 
     def truncated(self, n_merges: int) -> Tokenizer:
         """The tokenizer of the first ``n_merges`` merges (no retraining)."""
@@ -115,8 +230,18 @@ class Tokenizer:
         return self._fast.backend
 
     def encode_ordinary(self, text: str) -> list[int]:
-        """Ids of ``text``; special-token spellings are ordinary text."""
-        return self._fast.encode_ordinary(text)
+        """Ids of ``text``; special-token spellings are ordinary text.
+
+        A surrogate pair (``"\\ud83d\\udc4d"``, as JSON decoding yields) encodes as the
+        character it stands for; a lone surrogate raises LONE_SURROGATE (tiktoken
+        would encode U+FFFD in its place).
+        """
+        try:
+            return self._fast.encode_ordinary(text)
+        except TokenizerError as exc:
+            if exc.code != "LONE_SURROGATE":
+                raise
+        return self._fast.encode_ordinary(_familiar.join_surrogate_pairs(text))
 
     def encode_ordinary_reference(self, text: str) -> list[int]:
         """The slow, obviously correct path; always equal to :meth:`encode_ordinary`."""
@@ -132,7 +257,7 @@ class Tokenizer:
         """Ids of ``text`` with tiktoken's special-token policy.
 
         Allowed special spellings become their ids; by default any registered
-        special spelling raises SPECIAL_TOKEN_DISALLOWED; ``disallowed_special=()``
+        special spelling raises SPECIAL_TOKEN_DISALLOWED; ``disallowed_special=frozenset()``
         encodes them as ordinary text.
         """
         specials = self.tables.specials
@@ -154,6 +279,7 @@ class Tokenizer:
         texts: Sequence[str],
         *,
         workers: int = 1,
+        num_threads: int | None = None,
         allowed_special: SpecialSet = frozenset(),
         disallowed_special: SpecialSet = "all",
         progress: bool = True,
@@ -161,16 +287,67 @@ class Tokenizer:
         """``[self.encode(t, ...) for t in texts]``, optionally with ``workers`` threads (on
         tiktoken's core) or processes (own encoder).
 
-        Workers are spawned (forking could inherit locks held by tiktoken's threads),
-        so scripts with ``workers > 1`` need the ``if __name__ == "__main__":`` guard.
+        ``num_threads`` is tiktoken's name for ``workers`` (give one of them); unlike
+        tiktoken's default of 8, ours is 1. Workers are spawned (forking could inherit
+        locks held by tiktoken's threads), so scripts with more than one need the
+        ``if __name__ == "__main__":`` guard.
+
+        Raises:
+            UsageError(INVALID_ARGUMENT): both names given with different values, or < 1.
         """
         return _batch.encode_batch(
             self,
             texts,
-            workers=workers,
+            workers=_familiar.workers(workers, num_threads),
             options={"allowed_special": allowed_special, "disallowed_special": disallowed_special},
             progress=progress,
         )
+
+    def encode_ordinary_batch(
+        self, texts: Sequence[str], *, num_threads: int = 1, progress: bool = True
+    ) -> list[list[int]]:
+        """:meth:`encode_ordinary` of each text (special spellings are ordinary text)."""
+        return self.encode_batch(
+            texts, num_threads=num_threads, disallowed_special=frozenset(), progress=progress
+        )
+
+    def encode_to_numpy(
+        self,
+        text: str,
+        *,
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+    ) -> np.ndarray[Any, np.dtype[np.uint32]]:
+        """:meth:`encode` as a ``uint32`` NumPy array, as tiktoken returns it."""
+        import numpy as np
+
+        ids = self.encode(
+            text, allowed_special=allowed_special, disallowed_special=disallowed_special
+        )
+        return np.asarray(ids, dtype=np.uint32)
+
+    def _encode_bytes(self, data: bytes) -> list[int]:
+        """Ids of bytes that need not be UTF-8 (tiktoken's private ``_encode_bytes``);
+        ``decode_bytes`` gives ``data`` back exactly."""
+        return _familiar.encode_bytes(self, data)
+
+    def encode_with_unstable(
+        self,
+        text: str,
+        *,
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+    ) -> tuple[list[int], set[tuple[int, ...]]]:
+        """Stable ids of ``text`` and the id sequences that may complete it (tiktoken's
+        ``encode_with_unstable``): ``decode_bytes(stable + list(c))`` starts with ``text``
+        for every completion ``c``. Raises as :meth:`encode`."""
+        allowed = find_disallowed(
+            text,
+            self.tables.specials,
+            allowed_special=allowed_special,
+            disallowed_special=disallowed_special,
+        )
+        return _familiar.unstable_completions(self, text, allowed)
 
     # --- decoding ---------------------------------------------------------------
     @cached_property
@@ -181,8 +358,28 @@ class Tokenizer:
         return self._decoder.decode_bytes(ids)
 
     def decode(self, ids: Iterable[int], *, errors: Errors = "strict") -> str:
-        """Text of ``ids``; ``errors="strict"`` raises INVALID_UTF8 with the byte offset."""
+        """Text of ``ids``; ``errors="strict"`` raises INVALID_UTF8 with the byte offset.
+
+        ``"replace"`` (tiktoken's default) shows U+FFFD, ``"ignore"`` drops invalid bytes.
+        """
         return self._decoder.decode(ids, errors=errors)
+
+    def decode_batch(
+        self, batch: Iterable[Iterable[int]], *, errors: Errors = "strict"
+    ) -> list[str]:
+        """:meth:`decode` of each id sequence."""
+        return [self._decoder.decode(ids, errors=errors) for ids in batch]
+
+    def decode_bytes_batch(self, batch: Iterable[Iterable[int]]) -> list[bytes]:
+        """:meth:`decode_bytes` of each id sequence."""
+        return [self._decoder.decode_bytes(ids) for ids in batch]
+
+    def decode_with_offsets(self, tokens: Sequence[int]) -> tuple[str, list[int]]:
+        """Strictly decoded text and the character offset at which each token starts (a
+        token starting inside a character gets that character's offset)."""
+        pieces = self.decode_tokens_bytes(tokens)
+        text = self._decoder.decode(tokens, errors="strict")
+        return text, _familiar.char_offsets(pieces)
 
     def stream_decoder(self, *, errors: Errors = "strict") -> StreamDecoder:
         """A decoder for ids arriving in pieces (holds an unfinished UTF-8 suffix)."""

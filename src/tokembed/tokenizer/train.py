@@ -101,7 +101,15 @@ def train(texts: Iterable[str], *, config: TrainConfig) -> Tokenizer:
             fix="pass at least one non-empty text",
         )
     with tqdm(total=config.merges, disable=not show, unit="merge", desc="merges") as bar:
-        pairs = learn_merges(chunks, counts, merges=config.merges, on_merge=bar.update)
+
+        def on_merge() -> None:
+            # Indexing the pairs precedes the first merge; restart the clock there, or
+            # that set-up time, charged to merge 1, makes the first ETA hours long.
+            if bar.n == 0:
+                bar.reset(total=config.merges)
+            bar.update()
+
+        pairs = learn_merges(chunks, counts, merges=config.merges, on_merge=on_merge)
     specials = assign_special_ids(config.specials, first_free=256 + len(pairs))
     tables = BPETables.byte_level(merges=pairs, specials=specials)
     return Tokenizer(

@@ -168,9 +168,9 @@ def test_rank_file_without_pattern_or_name_is_refused(tmp_path: Path) -> None:
     with pytest.raises(FormatError) as e:
         load_tokenizer(path)
     assert e.value.code == "UNSUPPORTED_TOKENIZER"
-    with pytest.raises(FormatError) as e:
+    with pytest.raises(UsageError) as e:
         load_tokenizer(path, encoding="no_such_encoding")
-    assert e.value.code == "UNSUPPORTED_TOKENIZER"
+    assert e.value.code == "UNKNOWN_ENCODING"
 
 
 def test_encoding_option_for_a_json_file_is_a_usage_error(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ overwrites an input.
 Example::
 
     >>> tok = load_tokenizer("cl100k_base.tiktoken")  # doctest: +SKIP
+    >>> tok = get_encoding("cl100k_base")  # by name, via tiktoken's cache  # doctest: +SKIP
     >>> export_hf(tok, "out/cl100k")  # doctest: +SKIP
 """
 
@@ -16,16 +17,27 @@ from tokembed.tokenizer.formats.encodings import EncodingSpec, encoding_spec, kn
 from tokembed.tokenizer.formats.gpt2_files import load_vocab_merges
 from tokembed.tokenizer.formats.hf import export_hf, load_hf
 from tokembed.tokenizer.formats.load import load_tokenizer
+from tokembed.tokenizer.formats.named import (
+    encoding_for_model,
+    encoding_name_for_model,
+    get_encoding,
+    list_encoding_names,
+    tiktoken_cache_dir,
+)
 from tokembed.tokenizer.formats.native import load_native, save_tokenizer
 from tokembed.tokenizer.formats.ranks import parse_ranks, ranks_to_tables, tables_to_ranks
 from tokembed.tokenizer.formats.tiktoken_files import export_tiktoken, load_tiktoken
 
 __all__ = [
     "EncodingSpec",
+    "encoding_for_model",
+    "encoding_name_for_model",
     "encoding_spec",
     "export_hf",
     "export_tiktoken",
+    "get_encoding",
     "known_encodings",
+    "list_encoding_names",
     "load_hf",
     "load_native",
     "load_tiktoken",
@@ -35,4 +47,5 @@ __all__ = [
     "ranks_to_tables",
     "save_tokenizer",
     "tables_to_ranks",
+    "tiktoken_cache_dir",
 ]

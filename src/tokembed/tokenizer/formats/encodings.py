@@ -23,6 +23,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import pkgutil
 import types
@@ -30,9 +31,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tokembed.errors import FormatError
+from tokembed.errors import FormatError, UsageError
 
-__all__ = ["OWN_ENCODINGS", "EncodingSpec", "encoding_spec", "known_encodings"]
+__all__ = [
+    "OWN_ENCODINGS",
+    "EncodingSpec",
+    "encoding_spec",
+    "known_encodings",
+    "rank_addresses",
+    "unknown_encoding",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,8 +69,17 @@ OWN_ENCODINGS: dict[str, EncodingSpec] = {
 }
 
 
-def _tiktoken_constructors() -> dict[str, Callable[[], Any]]:
-    """Every constructor registered by a ``tiktoken_ext`` plugin, rebound offline."""
+def _tiktoken_constructors(
+    loader: Callable[..., dict[bytes, int]] | None = None,
+) -> dict[str, Callable[[], Any]]:
+    """Every constructor registered by a ``tiktoken_ext`` plugin, rebound offline.
+
+    Inside the rebound constructors every rank loader of ``tiktoken.load`` is
+    replaced by ``loader`` (default: one returning an empty table), so calling
+    one reads its pattern and specials and, with a recording ``loader``, the
+    addresses it would fetch ranks from.
+    """
+    loader = loader or _no_ranks
     try:
         import tiktoken.load
         import tiktoken_ext
@@ -78,7 +95,7 @@ def _tiktoken_constructors() -> dict[str, Callable[[], Any]]:
         for key, value in namespace.items():
             # Anything that fetches or reads rank files answers with an empty table.
             if callable(value) and getattr(value, "__module__", None) == tiktoken.load.__name__:
-                namespace[key] = _no_ranks
+                namespace[key] = loader
         for key, value in list(namespace.items()):
             if isinstance(value, types.FunctionType) and value.__module__ == module.__name__:
                 namespace[key] = types.FunctionType(
@@ -94,6 +111,37 @@ def _no_ranks(*_args: object, **_kwargs: object) -> dict[bytes, int]:
     return {}
 
 
+def rank_addresses(name: str) -> list[str]:
+    """The addresses tiktoken's constructor for ``name`` reads ranks from (no network)."""
+    seen: list[str] = []
+
+    def record(*args: object, **kwargs: object) -> dict[bytes, int]:
+        seen.extend(v for v in (*args, *kwargs.values()) if isinstance(v, str) and "://" in v)
+        return {}
+
+    ctor = _tiktoken_constructors(record).get(name)
+    if ctor is not None:
+        # A plugin that needs more than ranks to run offline simply yields no addresses.
+        with contextlib.suppress(Exception):
+            ctor()
+    return seen
+
+
+def unknown_encoding(name: str) -> UsageError:
+    """The UNKNOWN_ENCODING error for ``name``, listing the names known here."""
+    import difflib
+
+    known = known_encodings()
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return UsageError(
+        "UNKNOWN_ENCODING",
+        f"unknown encoding name {name!r}",
+        value=name,
+        fix=f"{hint}known: {', '.join(known)} (tiktoken's need `pip install tiktoken`)",
+    )
+
+
 def known_encodings() -> list[str]:
     """Names :func:`encoding_spec` accepts here (tiktoken's depend on it being installed)."""
     return sorted({*OWN_ENCODINGS, *_tiktoken_constructors()})
@@ -103,19 +151,14 @@ def encoding_spec(name: str) -> EncodingSpec:
     """Pattern and specials of the named encoding.
 
     Raises:
-        FormatError(UNSUPPORTED_TOKENIZER): the name is unknown (or tiktoken is not
-            installed), or the plugin's constructor does not run offline.
+        UsageError(UNKNOWN_ENCODING): the name is unknown (or tiktoken is not installed).
+        FormatError(UNSUPPORTED_TOKENIZER): the plugin's constructor does not run offline.
     """
     if name in OWN_ENCODINGS:
         return OWN_ENCODINGS[name]
     ctor = _tiktoken_constructors().get(name)
     if ctor is None:
-        raise FormatError(
-            "UNSUPPORTED_TOKENIZER",
-            f"unknown encoding name {name!r}",
-            value=name,
-            fix=f"use one of {', '.join(known_encodings())} (tiktoken's need `pip install tiktoken`)",
-        )
+        raise unknown_encoding(name)
     try:
         made = ctor()
         pattern, specials = made["pat_str"], made["special_tokens"]

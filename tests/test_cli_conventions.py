@@ -1,0 +1,197 @@
+"""The conventions every subcommand follows: -t, '-', closed pipes, --json, --quiet, exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, data_path, pud_file
+from tokembed.cli import _build_parser, main
+
+# Subcommands that print results (all of them) and those that read text or ids.
+_PRINTS = ("train", "encode", "decode", "export", "demo", "measure", "inspect", "report", "memory")
+
+
+def _shell(command: str, cache: Path) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO / "src"),
+        "TIKTOKEN_CACHE_DIR": str(cache),
+        "T": f"{sys.executable} -m tokembed.cli",
+    }
+    return subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {command}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+
+
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
+    parser = _build_parser()
+    (sub,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def test_every_subcommand_takes_quiet_and_json() -> None:
+    subs = _subcommands()
+    assert set(_PRINTS) <= set(subs)
+    for name, p in subs.items():
+        flags = {s for a in p._actions for s in a.option_strings}
+        assert {"--quiet", "--json"} <= flags, name
+        if "-t" in flags:  # one meaning of -t everywhere, with --encoding beside it
+            assert "--encoding" in flags, name
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out == "tokembed 0.1.0\n"
+
+
+def test_tokenizer_spec_means_the_same_everywhere(
+    tiktoken_cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ranks = str(data_path("tokenizers", "o200k_base.tiktoken"))
+    text = "<|start|>user<|message|>Привет"
+    for spec in (
+        ["-t", "o200k_base@o200k_harmony"],  # a name, through tiktoken's cache
+        ["-t", f"{ranks}@o200k_harmony"],
+        ["-t", ranks, "--encoding", "o200k_harmony"],
+        ["-t", "o200k_base", "--encoding", "o200k_harmony"],
+    ):
+        assert main(["encode", *spec, "--allow-special", text]) == 0, spec
+        assert capsys.readouterr().out == "200006 1428 200008 23881 131903\n"
+    assert main(["inspect", "-t", "o200k_base@o200k_harmony", "--json"]) == 0
+    (sizes,) = json.loads(capsys.readouterr().out)
+    assert (sizes["name"], sizes["id_range"]) == ("o200k_harmony", 201_088)
+    assert main(["--quiet", "measure", "-t", "r50k_base", str(pud_file("en")), "--json"]) == 0
+    (m,) = json.loads(capsys.readouterr().out)["measurements"]
+    assert m["tokenizer"] == "r50k_base"
+
+
+def test_pipes_round_trip_and_closed_pipe_is_quiet(tiktoken_cache: Path, tmp_path: Path) -> None:
+    text = "Hello, мир! 12345\n"
+    (tmp_path / "in.txt").write_text(text, encoding="utf-8")
+    proc = _shell(f"cd {tmp_path} && $T encode -t r50k_base - < in.txt | $T decode -t r50k_base -",
+                  tiktoken_cache)  # fmt: skip
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, text, "")
+    proc = _shell(f"cd {tmp_path} && $T encode --json -t r50k_base - < in.txt "
+                  "| $T decode --json -t r50k_base", tiktoken_cache)  # fmt: skip
+    assert json.loads(proc.stdout) == text
+    (tmp_path / "big.txt").write_text("hello world " * 300_000)
+    proc = _shell(f"$T encode -t r50k_base - < {tmp_path}/big.txt | head -c 12", tiktoken_cache)
+    assert proc.stdout == "31373 995 23"
+    assert proc.returncode == 141  # like any Unix filter whose reader went away
+    assert proc.stderr == ""  # no BrokenPipeError traceback
+
+
+def test_measure_reads_stdin(tiktoken_cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    proc = _shell("echo 'Hello world, this is stdin.' | $T measure -t r50k_base - --json",
+                  tiktoken_cache)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    ((record,), (m,)) = data["corpora"], data["measurements"]
+    import tiktoken
+
+    tokens = len(tiktoken.get_encoding("r50k_base").encode("Hello world, this is stdin.\n"))
+    assert (record["name"], record["bytes"], m["tokens"]) == ("stdin", 28, tokens)
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "says"),
+    [
+        (["encode", "-t", "o200k_bse", "x"], 2, "did you mean 'o200k_base'"),
+        (["measure", "PUD", "--partition", "bogus"], 2, "unknown partition rule 'bogus'"),
+        (["train", "PUD", "--merges", "5", "--pattern", "cl100k_bas", "-o", "t.json"], 2,
+         "presets: cl100k, gpt2, gpt2-hf, o200k, r50k, teaching"),
+        (["measure", "-t", "r50k_base", "PUD", "--plot", "c.svg"], 2, "no --curve was given"),
+        (["measure", "-t", "r50k_base", "PUD", "--csv", "c.csv"], 2, "no --curve was given"),
+        (["memory", "CONFIG", "--tp", "0"], 2, "INVALID_ARGUMENT"),
+        (["encode", "-t", "r50k_base", "a<|endoftext|>"], 1,
+         "pass --allow-special to encode '<|endoftext|>' as its id, or --specials-as-text"),
+        (["decode", "-t", "cl100k_base", "9468", "239"], 1, "pass --errors replace"),
+        (["encode", "-t", "CORPUS", "x"], 1, "is not a tokenizer file"),
+    ],
+)  # fmt: skip
+def test_exit_codes_and_messages_speak_cli(
+    tiktoken_cache: Path, tmp_path: Path, argv: list[str], code: int, says: str
+) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("plain text, not a tokenizer\n")
+    swap = {
+        "PUD": str(pud_file("en")),
+        "CONFIG": str(data_path("tokenizers", "smollm2-135m")),
+        "CORPUS": str(corpus),
+    }
+    command = " ".join(f"'{swap.get(a, a)}'" for a in argv)
+    proc = _shell(f"cd {tmp_path} && $T {command}", tiktoken_cache)
+    assert proc.returncode == code, proc.stderr
+    assert says in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
+    assert "allowed_special" not in proc.stderr
+    assert "errors=" not in proc.stderr
+    assert "rank file" not in proc.stderr.split(" — ")[0]  # the message, before the fix
+
+
+def test_train_learns_conllu_sentences_unless_raw(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tokembed.measure.corpus import load_corpus
+    from tokembed.tokenizer import TrainConfig, train
+    from tokembed.tokenizer.formats import load_tokenizer
+
+    pud = str(pud_file("en"))
+    assert main(["--quiet", "train", pud, "--merges", "300", "-o", str(tmp_path / "s.json")]) == 0
+    assert main(["train", pud, "--raw", "--merges", "300", "-o", str(tmp_path / "r.json")]) == 0
+    out = capsys.readouterr().out
+    assert "111,421 bytes" in out  # the sentences' text, as `measure` reads the file
+    sentences = load_tokenizer(tmp_path / "s.json")
+    raw = load_tokenizer(tmp_path / "r.json")
+    expected = train([load_corpus(pud).text], config=TrainConfig(merges=300, progress=False))
+    assert sentences.address_hash == expected.address_hash
+    assert not any(b"\t" in p for p in sentences.tables.pieces.values() if len(p) > 1)
+    assert any(b"\t" in p for p in raw.tables.pieces.values() if len(p) > 1)  # CoNLL-U columns
+
+
+def test_train_says_when_the_corpus_allows_fewer_merges(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "c.txt").write_text("aaaa bbbb aaaa")
+    argv = ["train", str(tmp_path / "c.txt"), "--merges", "500", "-o", str(tmp_path / "t.json")]
+    assert main([*argv, "--json"]) == 0
+    captured = capsys.readouterr()
+    # aa, aaaa; then " aaaa"; bb, bbbb, " bbbb": 6 merges make every chunk one token
+    assert json.loads(captured.out)["merges_learned"] == 6
+    assert "allows only 6 merges" in captured.err
+    assert "asked for 500" in captured.err
+
+
+def test_regex_is_explicit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "c.txt").write_text("ab ab ab cd cd")
+    out = tmp_path / "t.json"
+    argv = ["train", str(tmp_path / "c.txt"), "--merges", "3", "-o", str(out)]
+    assert main([*argv, "--regex", r"\S+|\s+", "--quiet"]) == 0
+    assert json.loads(out.read_text())["pretokenizer"]["stages"] == [r"\S+|\s+"]
+
+
+def test_demo_writes_only_what_it_says(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = [str(pud_file(lang)) for lang in ("en", "de", "fr")]
+    base = ["--quiet", "demo", "--corpus", *corpus, "--merges", "20", "--holdout", "0.34"]
+    assert main([*base, "-o", str(tmp_path / "a" / "tok.json"), "--no-report", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["report"] is None
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["tok.json"]
+    report = tmp_path / "b" / "mine.html"
+    assert main([*base, "-o", str(tmp_path / "b" / "tok.json"), "--report", str(report)]) == 0
+    assert f"report: {report}" in capsys.readouterr().out
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["mine.html", "tok.json"]
