@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -209,3 +211,20 @@ def test_unreadable_configs(tmp_path: Path) -> None:
         dtype_bytes("fp4")
     assert u.value.code == "INVALID_ARGUMENT"
     assert math.isclose(dtype_bytes("bfloat16"), 2)
+
+
+def test_importing_the_calculator_does_not_import_torch() -> None:
+    # tokembed.embedding imports its submodules lazily, so the calculator stays torch-free
+    # for `tokembed memory` and the report; names still resolve on first use.
+    code = (
+        "import sys\n"
+        "import tokembed.embedding.memory\n"
+        "from tokembed.embedding import TableConfig, load_table_config\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+        "import tokembed.embedding as e\n"
+        "assert sorted(e._SOURCES) == sorted(e.__all__)\n"
+        "from tokembed.embedding import TokenEmbedding, oracles\n"
+        "assert 'torch' in sys.modules and TokenEmbedding.__module__.endswith('lookup')\n"
+        "assert set(e.__all__) <= set(dir(e))\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)

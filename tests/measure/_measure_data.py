@@ -24,7 +24,7 @@ def pud(*langs: str) -> dict[str, Corpus]:
 
 @cache
 def lecture_split() -> dict[str, Partition]:
-    return partition_parallel(pud("ru", "en"), "lecture")
+    return partition_parallel(pud("ru", "en"), rule="lecture")
 
 
 @cache

@@ -142,7 +142,7 @@ def test_bad_input_exits_with_one_line_and_a_code(tmp_path: Path) -> None:
     cfg.write_text(json.dumps({"vocab_size": 100}))
     gpt2 = tokenizer_path("gpt2-hf")
     cases = [
-        (["measure", "-t", gpt2, str(empty)], 1, "EMPTY_CORPUS"),
+        (["measure", "-t", gpt2, str(empty)], 1, "EMPTY_INPUT"),
         (["measure", "-t", gpt2, str(words), "--words", r"\d+"], 1, "EMPTY_WORD_DEFINITION"),
         (
             ["measure", "-t", gpt2, str(pud_file("ru")), "--partition", "random"],

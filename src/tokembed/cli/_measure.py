@@ -31,6 +31,8 @@ def _add_demo(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _run_demo(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from tokembed.measure.demo import DemoConfig, run_demo
     from tokembed.measure.sources import DEFAULT_CORPUS_BYTES, default_corpus, read_texts
     from tokembed.tokenizer.formats import save_tokenizer
@@ -41,6 +43,7 @@ def _run_demo(args: argparse.Namespace) -> int:
         pattern=args.pattern,
         workers=args.workers,
         progress=not args.quiet,
+        name=Path(args.output).stem,
     )
     if args.corpus:
         sources = read_texts(args.corpus, max_bytes=args.max_bytes)
@@ -52,27 +55,22 @@ def _run_demo(args: argparse.Namespace) -> int:
     print(f"corpus: {what}: {len(sources)} files, {total:,} bytes")
     print(f"training {config.merges} merges, pattern {config.pattern!r}, holdout {config.holdout}")
     result = run_demo(sources, config=config)
+    sides = {"train": result.partition.train, "held-out": result.partition.eval}
     for label, side in (("train", result.train), ("held-out", result.held_out)):
-        if side.files:
+        if side is not None:
             print(
-                f"{label:>8}: {side.files} files, {side.n_bytes:,} bytes, {side.tokens:,} tokens, "
-                f"{side.bytes_per_token:.3f} bytes/token"
+                f"{label:>8}: {len(sides[label].documents)} files, {side.bytes:,} bytes, "
+                f"{side.tokens:,} tokens, {side.bytes_per_token:.3f} bytes/token"
             )
         else:
-            print(f"{label:>8}: none (a single file cannot be split)")
+            print(f"{label:>8}: none (nothing to hold out)")
     print(f"  merges: {result.tokenizer.n_merges} learned in {result.train_seconds:.1f} s")
     inputs = input_files(args.corpus) if args.corpus else []
     path = save_tokenizer(result.tokenizer, args.output, inputs=inputs)
     print(f"   saved: {path} ({result.tokenizer.address_hash[:19]})")
     from tokembed.measure.report import write_demo_report
 
-    report = write_demo_report(
-        result.tokenizer,
-        sources=sources,
-        holdout=config.holdout,
-        path=path.parent / "report.html",
-        inputs=inputs,
-    )
+    report = write_demo_report(result, path=path.parent / "report.html", inputs=inputs)
     print(f"  report: {report}")
     return 0
 
@@ -98,10 +96,14 @@ def _add_corpus_options(p: argparse.ArgumentParser, *, need_tokenizer: bool) -> 
         help="tokenizer file/folder, or RANKS.tiktoken@ENCODING (repeat -t for several)",
     )
     p.add_argument(
-        "corpus", nargs="+", help="CoNLL-U (.conllu[.gz]) or plain text (.txt, .gz) files"
+        "corpus",
+        nargs="+",
+        help="CoNLL-U (.conllu[.gz]) or plain-text files, folders, globs or '-' (one corpus each)",
     )
     p.add_argument(
-        "--partition", metavar="RULE", help="document split: lecture, sha256-mod<K>, every<K>"
+        "--partition",
+        metavar="RULE",
+        help="document split: lecture, sha256-mod<K>, every<K>, holdout<F>",
     )
     p.add_argument(
         "--curve", type=_merge_counts, metavar="N1,N2,...", help="merge counts of the first -t"
@@ -223,7 +225,12 @@ def _add_report(sub: argparse._SubParsersAction[Any]) -> None:
     )
     _add_corpus_options(p, need_tokenizer=True)
     p.add_argument("--inspect", nargs="+", metavar="PATH", help="files for the vocabulary section")
-    p.add_argument("--width", type=int, default=768, help="embedding width d for the memory table")
+    p.add_argument(
+        "--width",
+        type=int,
+        default=768,
+        help="memory table: width d for tokenizers without a model config (default 768)",
+    )
     p.add_argument("--sample", action="append", help="text for the token view (repeatable)")
     p.add_argument("-o", "--output", default="out/report.html")
     p.set_defaults(handler=_run_report)
@@ -238,7 +245,7 @@ def _run_report(args: argparse.Namespace) -> int:
         tokenizers=toks,
         corpora=corpora,
         reference=args.reference,
-        curve_tokenizer=next(iter(toks.values())) if args.curve else None,
+        curve_tokenizer=next(iter(toks)) if args.curve else None,
         merge_counts=args.curve or (),
         vocab=inspect_paths(args.inspect) if args.inspect else (),
         width=args.width,
