@@ -86,7 +86,7 @@ def test_token_premium_on_the_lecture_eval_side() -> None:
     ms = {lang: measure(tok.encode_ordinary, split[lang].eval) for lang in ("ru", "en")}
     premium = token_premium(ms, reference="en")
     assert premium["en"] == 1.0
-    # §5.3: per-sentence RU token count well below EN for the RU-trained vocabulary.
+    # Per-sentence RU token count well below EN for the RU-trained vocabulary.
     assert premium["ru"] == ms["ru"].sentence_tokens / ms["en"].sentence_tokens
     assert premium["ru"] < 0.6
     # encoding sentences alone differs from the joined text (no LF, different chunks)
