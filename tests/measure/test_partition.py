@@ -120,3 +120,13 @@ def test_holdout_edges() -> None:
 def test_rule_is_keyword_only() -> None:
     with pytest.raises(TypeError):
         partition(text_corpus("t", "a\n"), "every2")  # type: ignore[misc]
+
+
+def test_empty_files_are_documents_too() -> None:
+    # An empty __init__.py is still a file of the corpus: the holdout counts it, as the demo
+    # always has (the share is of files, not of non-empty files).
+    corpus = documents_corpus("c", [*_files(9), ("empty.txt", "")])
+    assert len(corpus.documents) == 10
+    p = partition(corpus, rule="holdout0.2")
+    assert len(p.train.documents) + len(p.eval.documents) == 10
+    assert len(p.eval.documents) == 2

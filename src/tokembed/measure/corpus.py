@@ -128,7 +128,10 @@ class Corpus:
 
     @cached_property
     def documents(self) -> tuple[str, ...]:
-        """Document ids in order of first appearance."""
+        """Document ids in order of first appearance (every file of a plain-text corpus,
+        an empty one included)."""
+        if self.join == "verbatim":
+            return tuple(dict.fromkeys(d for d, _ in self.raw))
         return tuple(dict.fromkeys(s.doc_id for s in self.sentences))
 
     @property
