@@ -20,8 +20,9 @@ Example::
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tokembed._lazy import attach
 
 if TYPE_CHECKING:
     from tokembed.measure.artifacts import (
@@ -173,14 +174,10 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _SOURCES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+__getattr__, __dir__ = attach(__name__, _SOURCES)
 
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+# Two functions share their module's name. Importing a submodule binds the package
+# attribute of that name to the module, so these two are bound eagerly, after their
+# modules, to keep `from tokembed.measure import partition` the function.
+from tokembed.measure.partition import partition  # noqa: E402
+from tokembed.measure.vocab_sizes import vocab_sizes  # noqa: E402
