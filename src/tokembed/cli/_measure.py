@@ -162,7 +162,7 @@ def _run_measure(args: argparse.Namespace) -> int:
     from tokembed._atomic import check_output, write_atomic
     from tokembed.measure.curves import curve_csv, plot_curve
     from tokembed.measure.session import run_measure, save_texts
-    from tokembed.measure.tables import corpus_rows, format_table, measurement_rows
+    from tokembed.measure.tables import corpus_rows, curve_rows, format_table, measurement_rows
 
     toks, corpora, words = _measure_inputs(args)
     result = run_measure(
@@ -183,10 +183,11 @@ def _run_measure(args: argparse.Namespace) -> int:
     print(format_table(*corpus_rows(result.records)))
     if result.measurements:
         print()
-        print(format_table(*measurement_rows(result.measurements, result.premiums or None)))
+        premiums = result.premiums or None
+        print(format_table(*measurement_rows(result.measurements, premiums=premiums)))
     if result.curve:
         print()
-        print(curve_csv(result.curve), end="")
+        print(format_table(*curve_rows(result.curve)))
     return 0
 
 

@@ -128,7 +128,7 @@ def _corpora_section(data: ReportData) -> str:
 
 def _metrics_section(data: ReportData) -> str:
     premiums = data.premiums or None
-    body = _table(measurement_rows(data.measurements, premiums), cls="metrics")
+    body = _table(measurement_rows(data.measurements, premiums=premiums), cls="metrics")
     note = (
         f"Word = {data.measurements[0].word_definition}. tok/sent encodes each sentence alone "
         "without an added LF. bits/byte = tokens·⌈log2 R⌉/bytes. address = the start of the "

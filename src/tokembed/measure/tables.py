@@ -75,7 +75,7 @@ def _metric_cells(m: Measurement) -> list[str]:
 
 
 def measurement_rows(
-    measurements: Sequence[Measurement], premiums: Mapping[tuple[str, str], float] | None = None
+    measurements: Sequence[Measurement], *, premiums: Mapping[tuple[str, str], float] | None = None
 ) -> Rows:
     """One row per (corpus, tokenizer); ``premiums[(tokenizer, corpus)]`` adds a premium column."""
     headers = ["corpus", "part", "tokenizer", "address", "bytes", "tokens", *_METRIC_HEADERS]
