@@ -19,7 +19,7 @@ sentence ids in the same order).
 Example::
 
     >>> ru = load_corpus(".../ud-pud-2.15/ru_pud-ud-test.conllu")  # doctest: +SKIP
-    >>> ru.record().bytes, ru.record().sentences, ru.record().documents
+    >>> ru.record().bytes, ru.record().sentences, ru.record().documents  # doctest: +SKIP
     (213766, 1000, 397)
 """
 
