@@ -111,6 +111,14 @@ def _check_counts(tok: Tokenizer, merge_counts: Sequence[int]) -> list[int]:
     return counts
 
 
+def _options(
+    tok: Tokenizer, merge_counts: Sequence[int], words: WordDefinition | None, name: str | None
+) -> tuple[list[int], WordDefinition, str]:
+    """Checked merge counts, the word definition and the name the curve's points carry."""
+    label = name or tok.name or "tokenizer"
+    return _check_counts(tok, merge_counts), words or WordDefinition(), label
+
+
 def tree_ordered(tables: BPETables) -> bool:
     """True when every merge joins bytes or results of earlier merges (a trained list)."""
     made_at = {result: k for k, (_, _, result) in enumerate(tables.merges)}
@@ -233,9 +241,7 @@ def compression_curve_reference(
     name: str | None = None,
 ) -> list[CurvePoint]:
     """The obviously correct curve: ``measure(tok.truncated(n).encode_ordinary, ...)`` per ``n``."""
-    words = words or WordDefinition()
-    name = name or tok.name or "tokenizer"
-    counts = _check_counts(tok, merge_counts)
+    counts, words, name = _options(tok, merge_counts, words, name)
     points = []
     for label, corpus in corpora.items():
         for n in counts:
@@ -268,9 +274,7 @@ def compression_curve(
         UsageError(INVALID_ARGUMENT): a merge count outside ``0..tok.n_merges``.
         MeasureError(EMPTY_INPUT), MeasureError(EMPTY_WORD_DEFINITION).
     """
-    words = words or WordDefinition()
-    counts = _check_counts(tok, merge_counts)
-    name = name or tok.name or "tokenizer"
+    counts, words, name = _options(tok, merge_counts, words, name)
     if not tree_ordered(tok.tables):
         return compression_curve_reference(tok, corpora, counts, words=words, name=name)
     points: list[CurvePoint] = []

@@ -158,7 +158,8 @@ def _views_section(views: Sequence[TokenView]) -> str:
         body += _html.token_view(v.text, v.ids, v.pieces)
     note = (
         "Each sample's text beside its tokens. Hover a token for its id and bytes; "
-        "only bytes that are part of an unfinished UTF-8 character are shown as hex."
+        "only bytes that are part of an unfinished UTF-8 character are shown as hex, with "
+        "the letters such tokens spell together written above them."
     )
     return _html.section("Token view", body, anchor="tokens", note=note)
 
