@@ -139,7 +139,7 @@ def test_user_mistakes_exit_codes_one_line(tmp_path: Path, trained: Path) -> Non
         (
             ["train", str(bad_utf8), "--merges", "5", "-o", str(tmp_path / "o.json")],
             1,
-            "INVALID_UTF8",
+            "INPUT_NOT_UTF8",
         ),
         (
             ["train", str(tmp_path / "nope"), "--merges", "5", "-o", str(tmp_path / "o.json")],

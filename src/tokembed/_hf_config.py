@@ -1,40 +1,103 @@
-"""Read a Hugging Face ``config.json`` into the text model's fields (shared, torch-free).
+"""Read a Hugging Face ``config.json`` into the fields of its text model (torch-free).
 
-Both ``tokembed.measure`` (vocabulary sizes) and ``tokembed.embedding`` (table memory)
-read ``vocab_size``/``hidden_size``/tying from the same file; this is the one place
-that finds the file, parses it and descends into a multimodal ``text_config``. Each
-caller raises INVALID_CONFIG with its own area's error class and checks its own fields.
+The one place that finds the file (a folder means its ``config.json``), parses it,
+descends into a multimodal ``text_config`` and reads the fields that vocabulary
+tables depend on: ``vocab_size``, the hidden width (``hidden_size``, GPT-2's
+``n_embd`` or T5's ``d_model``), ``tie_word_embeddings`` and ALBERT's
+``embedding_size``. Fields a config does not state are None; each calculation
+decides which ones it needs (:func:`tokembed.embedding.memory.load_table_config`
+needs all three of V, width and tying; ``tokembed inspect`` only V).
 
 Example::
 
-    >>> path, fields = read_hf_config("models/llama", error=MeasureError)  # doctest: +SKIP
-    >>> fields["vocab_size"]  # doctest: +SKIP
-    128256
+    >>> cfg = model_config_from_dict({"vocab_size": 49152, "hidden_size": 576,
+    ...                               "tie_word_embeddings": True})
+    >>> cfg.vocab_size, cfg.hidden_size, cfg.tied
+    (49152, 576, True)
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tokembed.errors import TokembedError, UsageError
+from tokembed.errors import EmbeddingError, UsageError
 
-__all__ = ["read_hf_config", "text_model_fields"]
+__all__ = ["ModelConfig", "model_config_from_dict", "read_model_config", "text_model_fields"]
+
+_WIDTH_KEYS = ("hidden_size", "n_embd", "d_model")
 
 
-def read_hf_config(
-    source: str | Path, *, error: type[TokembedError]
-) -> tuple[Path, dict[str, Any]]:
-    """The file read (a folder means its ``config.json``) and the text model's fields.
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    """What an HF config says about the vocabulary tables (None: not stated)."""
 
-    A config whose top level lacks ``vocab_size`` but has a ``text_config`` object
-    (multimodal wrappers) yields that object (:func:`text_model_fields`).
+    path: str | None
+    vocab_size: int
+    hidden_size: int | None = None
+    tied: bool | None = None
+    embedding_size: int | None = None
+
+
+def text_model_fields(data: Mapping[str, Any]) -> Any:
+    """``data``, or its ``text_config`` when the top level lacks ``vocab_size`` (multimodal)."""
+    text = data.get("text_config")
+    return text if "vocab_size" not in data and isinstance(text, Mapping) else data
+
+
+def _invalid(where: str, message: str, value: object) -> EmbeddingError:
+    return EmbeddingError(
+        "INVALID_CONFIG",
+        f"{where}: {message}",
+        value=value,
+        fix="pass the model's config.json (it must state a positive integer vocab_size)",
+    )
+
+
+def _positive(data: Mapping[str, Any], key: str, where: str) -> int | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _invalid(where, f"{key} must be a positive integer, got {value!r}", value)
+    return value
+
+
+def model_config_from_dict(data: Mapping[str, Any], *, path: str | None = None) -> ModelConfig:
+    """:class:`ModelConfig` of a parsed config (its ``text_config`` when multimodal).
+
+    Raises:
+        EmbeddingError(INVALID_CONFIG): no positive integer ``vocab_size``; a width
+            that is not a positive integer; ``tie_word_embeddings`` not true/false.
+    """
+    where = path or "config"
+    fields = text_model_fields(data)
+    vocab = _positive(fields, "vocab_size", where)
+    if vocab is None:
+        raise _invalid(where, "no vocab_size", None)
+    width_key = next((k for k in _WIDTH_KEYS if fields.get(k) is not None), "hidden_size")
+    tied = fields.get("tie_word_embeddings")
+    if tied is not None and not isinstance(tied, bool):
+        raise _invalid(where, f"tie_word_embeddings must be true/false, got {tied!r}", tied)
+    return ModelConfig(
+        path=path,
+        vocab_size=vocab,
+        hidden_size=_positive(fields, width_key, where),
+        tied=tied,
+        embedding_size=_positive(fields, "embedding_size", where),
+    )
+
+
+def read_model_config(source: str | Path) -> ModelConfig:
+    """:class:`ModelConfig` of the file ``source`` (a folder means its ``config.json``).
 
     Raises:
         UsageError(FILE_NOT_FOUND): no file there.
-        error(INVALID_CONFIG): not UTF-8 JSON, or not a JSON object.
+        EmbeddingError(INVALID_CONFIG): not UTF-8 JSON, not an object, or bad fields
+            (see :func:`model_config_from_dict`).
     """
     path = Path(source)
     if path.is_dir():
@@ -46,23 +109,7 @@ def read_hf_config(
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are both ValueErrors
-        raise error(
-            "INVALID_CONFIG",
-            f"{path} is not JSON: {exc}",
-            value=str(path),
-            fix="pass an HF config.json",
-        ) from None
+        raise _invalid(str(path), f"not JSON ({exc})", str(path)) from None
     if not isinstance(data, dict):
-        raise error(
-            "INVALID_CONFIG",
-            f"{path} is not a JSON object",
-            value=str(path),
-            fix="pass an HF config.json",
-        )
-    return path, text_model_fields(data)
-
-
-def text_model_fields(data: Mapping[str, Any]) -> Any:
-    """``data``, or its ``text_config`` when the top level lacks ``vocab_size`` (multimodal)."""
-    text = data.get("text_config")
-    return text if "vocab_size" not in data and isinstance(text, Mapping) else data
+        raise _invalid(str(path), "not a JSON object", str(path))
+    return model_config_from_dict(data, path=str(path))

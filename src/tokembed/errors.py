@@ -69,6 +69,9 @@ CODES: dict[str, str] = {
     "VOCAB_BELOW_ID_RANGE": "a model allocates fewer rows V than the tokenizer's id range R",
     "INVALID_PARTITION": "a partition rule is unknown or leaves a side empty",
     "UNREADABLE_INPUT": "an input text file cannot be read (permissions, a damaged .gz)",
+    "INPUT_NOT_UTF8": "an input text file is not UTF-8 (the file and the byte offset are named)",
+    "INPUT_TOO_LARGE": "a compressed input unpacks to more bytes than the reader's bound",
+    "EMPTY_INPUT": "the input files, or a corpus or partition side built from them, hold no text",
     # --- embedding ---------------------------------------------------------
     "INDEX_DTYPE_MISMATCH": "ids are not an integer tensor",
     "ID_OUT_OF_RANGE": "an id is outside [0, V)",

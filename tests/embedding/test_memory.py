@@ -1,9 +1,11 @@
-"""Calculators: every figure of lecture §1/§11.3, spec 0x04-0x0A1 and the PR, plus HF peers."""
+"""Table calculators: published model sizes, tying/factorization variants, Adam state, HF peers."""
 
 from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,10 +26,10 @@ from tokembed.embedding.memory import (
 from tokembed.errors import EmbeddingError, UsageError
 
 KIB = 1024
-V, H, D = 128_000, 4_096, 256  # spec 0x05A / 0x0A running example
+V, H, D = 128_000, 4_096, 256  # a 128k vocabulary, a 4k-wide model, a 256-wide lexical table
 
 
-def test_llama_3_1_8b_untied_tables_lecture() -> None:
+def test_llama_3_1_8b_untied_tables() -> None:
     p = table_parameters(TableConfig(vocab_size=128_256, hidden_size=4_096, tied=False))
     assert p.total == 2 * 128_256 * 4_096 == 1_050_673_152
     assert round(p.total / 1e9, 2) == 1.05
@@ -39,7 +41,7 @@ def test_llama_3_1_8b_untied_tables_lecture() -> None:
     assert tied.total == p.total // 2
 
 
-def test_factorized_input_0x05a() -> None:
+def test_factorized_input_table() -> None:
     direct = table_parameters(TableConfig(vocab_size=V, hidden_size=H, tied=True))
     fact = table_parameters(TableConfig(vocab_size=V, hidden_size=H, embedding_dim=D, tied=True))
     assert direct.input_table == 524_288_000
@@ -65,11 +67,11 @@ def test_factorized_input_0x05a() -> None:
         ),
     ],
 )
-def test_tying_architectures_0x0a(cfg: TableConfig, total: int) -> None:
+def test_tying_architectures(cfg: TableConfig, total: int) -> None:
     assert table_parameters(cfg).total == total
 
 
-def test_training_state_and_runtime_ledger_0x0a1() -> None:
+def test_training_state_bytes() -> None:
     p = table_parameters(TableConfig(vocab_size=32_000, hidden_size=4_096, tied=True)).total
     assert p == 131_072_000
     assert p * dtype_bytes("bf16") == 250 * MIB
@@ -88,7 +90,7 @@ def test_training_state_and_runtime_ledger_0x0a1() -> None:
     assert fp32.total == 16 * p
 
 
-def test_vocab_parallel_pr_qwen2_5_72b() -> None:
+def test_vocab_parallel_qwen2_5_72b() -> None:
     cfg = TableConfig(vocab_size=152_064, hidden_size=8_192, tied=False)
     full = table_parameters(cfg).input_table
     assert round(full / 1e9, 2) == 1.25
@@ -209,3 +211,20 @@ def test_unreadable_configs(tmp_path: Path) -> None:
         dtype_bytes("fp4")
     assert u.value.code == "INVALID_ARGUMENT"
     assert math.isclose(dtype_bytes("bfloat16"), 2)
+
+
+def test_importing_the_calculator_does_not_import_torch() -> None:
+    # tokembed.embedding imports its submodules lazily, so the calculator stays torch-free
+    # for `tokembed memory` and the report; names still resolve on first use.
+    code = (
+        "import sys\n"
+        "import tokembed.embedding.memory\n"
+        "from tokembed.embedding import TableConfig, load_table_config\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+        "import tokembed.embedding as e\n"
+        "assert sorted(e._SOURCES) == sorted(e.__all__)\n"
+        "from tokembed.embedding import TokenEmbedding, oracles\n"
+        "assert 'torch' in sys.modules and TokenEmbedding.__module__.endswith('lookup')\n"
+        "assert set(e.__all__) <= set(dir(e))\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)

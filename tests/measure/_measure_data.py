@@ -24,12 +24,12 @@ def pud(*langs: str) -> dict[str, Corpus]:
 
 @cache
 def lecture_split() -> dict[str, Partition]:
-    return partition_parallel(pud("ru", "en"), "lecture")
+    return partition_parallel(pud("ru", "en"), rule="lecture")
 
 
 @cache
 def ru_tokenizer() -> Tokenizer:
-    """The lecture's setup: BBPE trained on the Russian training side only (1,024 merges)."""
+    """BBPE trained on the Russian training side of the teaching split only (1,024 merges)."""
     return train(
         [lecture_split()["ru"].train.text], config=TrainConfig(merges=1024, progress=False)
     )

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from _measure_data import ru_tokenizer, tokenizer_path
+from _measure_data import loaded, ru_tokenizer, tokenizer_path
 
 from conftest import pud_file
 from tokembed.cli import main
@@ -142,7 +143,7 @@ def test_bad_input_exits_with_one_line_and_a_code(tmp_path: Path) -> None:
     cfg.write_text(json.dumps({"vocab_size": 100}))
     gpt2 = tokenizer_path("gpt2-hf")
     cases = [
-        (["measure", "-t", gpt2, str(empty)], 1, "EMPTY_CORPUS"),
+        (["measure", "-t", gpt2, str(empty)], 1, "EMPTY_INPUT"),
         (["measure", "-t", gpt2, str(words), "--words", r"\d+"], 1, "EMPTY_WORD_DEFINITION"),
         (  # an unknown rule is a usage mistake (exit 2), naming the rules
             ["measure", "-t", gpt2, str(pud_file("ru")), "--partition", "random"],
@@ -192,3 +193,54 @@ def test_outputs_never_overwrite_inputs(ru_json: str, tmp_path: Path) -> None:
         assert "OUTPUT_EXISTS" in proc.stderr
     assert corpus.read_bytes() == before
     assert Path(ru_json).read_bytes() == tok_before
+
+
+def test_measure_reads_stdin_folders_and_gzip_named_anything(tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.txt").write_text("один два три\n", encoding="utf-8")
+    (folder / "b.dat").write_bytes(gzip.compress("четыре пять\n".encode()))  # gzip, any name
+    gpt2 = tokenizer_path("gpt2-hf")
+    piped = subprocess.run(
+        [sys.executable, "-m", "tokembed.cli", "measure", "-t", gpt2, "-", str(folder), "--json"],
+        input="один два три\n".encode(),
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    data = json.loads(piped.stdout)
+    stdin, docs = data["measurements"]
+    assert (stdin["corpus"], docs["corpus"]) == ("stdin", "docs")
+    assert stdin["bytes"] == len("один два три\n".encode())
+    assert docs["bytes"] == len("один два три\nчетыре пять\n".encode())
+    files = data["corpora"][1]["files"]
+    assert [Path(f["path"]).name for f in files] == ["a.txt", "b.dat"]
+    # the folder's files are encoded one by one: its tokens are the two files' sums
+    tok = loaded("gpt2-hf")
+    each = tok.encode_ordinary("один два три\n") + tok.encode_ordinary("четыре пять\n")
+    assert docs["tokens"] == len(each)
+    assert stdin["tokens"] == len(tok.encode_ordinary("один два три\n"))
+
+
+def test_latin1_corpus_is_input_not_utf8_for_every_command(tmp_path: Path) -> None:
+    latin = tmp_path / "latin1.txt"
+    latin.write_bytes("café\n".encode("latin-1"))
+    gpt2 = tokenizer_path("gpt2-hf")
+    for argv in (
+        ["measure", "-t", gpt2, str(latin)],
+        ["train", str(latin), "--merges", "2", "-o", str(tmp_path / "t.json")],
+        [
+            "--quiet",
+            "demo",
+            "--corpus",
+            str(latin),
+            "--merges",
+            "2",
+            "-o",
+            str(tmp_path / "d.json"),
+        ],
+    ):
+        proc = _cli(*argv)
+        assert proc.returncode == 1, (argv, proc.stderr)
+        assert proc.stderr.startswith("tokembed: INPUT_NOT_UTF8: "), proc.stderr
+        assert "offset 3" in proc.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import gzip
 import hashlib
+import io
 from pathlib import Path
 
 import pytest
@@ -111,23 +112,57 @@ def test_empty_corpus(tmp_path: Path) -> None:
     for name in ("empty.txt", "empty.conllu"):
         with pytest.raises(MeasureError) as e:
             load_corpus(tmp_path / name)
-        assert e.value.code == "EMPTY_CORPUS"
+        assert e.value.code == "EMPTY_INPUT"
 
 
 def test_not_utf8(tmp_path: Path) -> None:
     (tmp_path / "latin1.txt").write_bytes("café".encode("latin-1"))
     with pytest.raises(MeasureError) as e:
         load_corpus(tmp_path / "latin1.txt")
-    assert e.value.code == "INVALID_UTF8"
+    assert e.value.code == "INPUT_NOT_UTF8"
 
 
-def test_damaged_gz_is_a_measure_error(tmp_path: Path) -> None:
-    (tmp_path / "plain.conllu.gz").write_bytes(b"not gzip")
+def test_gzip_by_content_whatever_the_name(tmp_path: Path) -> None:
+    block = _BLOCK.format(sid="s1", text="Привет.")
+    (tmp_path / "packed.conllu").write_bytes(gzip.compress(block.encode()))
+    (tmp_path / "plain.conllu.gz").write_text(block, encoding="utf-8")
+    for name in ("packed.conllu", "plain.conllu.gz"):
+        c = load_corpus(tmp_path / name)
+        assert (c.format, c.text) == ("conllu", "Привет.\n")
     (tmp_path / "cut.txt.gz").write_bytes(gzip.compress(b"hello world\n")[:-6])
-    for name in ("plain.conllu.gz", "cut.txt.gz"):
-        with pytest.raises(MeasureError) as e:
-            load_corpus(tmp_path / name)
-        assert e.value.code == "UNREADABLE_INPUT"
+    with pytest.raises(MeasureError) as e:
+        load_corpus(tmp_path / "cut.txt.gz")
+    assert e.value.code == "UNREADABLE_INPUT"
+
+
+def test_a_folder_is_one_corpus_with_a_document_per_file(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "b.txt").write_text("second\n", encoding="utf-8")
+    (tmp_path / "d" / "a.txt.gz").write_bytes(gzip.compress(b"first\nline two\n"))
+    c = load_corpus(tmp_path / "d")
+    assert c.name == "d"
+    assert c.documents == (str(tmp_path / "d" / "a.txt.gz"), str(tmp_path / "d" / "b.txt"))
+    assert c.text == "first\nline two\nsecond\n"
+    assert c.units == ("first\nline two\n", "second\n")  # each file encoded on its own
+    assert [f.path for f in c.record().files] == list(c.documents)
+    glob = load_corpus(str(tmp_path / "d" / "*.txt"))
+    assert (glob.name, glob.text) == (str(tmp_path / "d" / "*.txt"), "second\n")
+
+
+def test_conllu_files_of_a_folder_and_mixed_folders(tmp_path: Path) -> None:
+    (tmp_path / "a.conllu").write_text(_BLOCK.format(sid="s1", text="x"), encoding="utf-8")
+    (tmp_path / "b.conllu").write_text(_BLOCK.format(sid="s2", text="y"), encoding="utf-8")
+    c = load_corpus(tmp_path)
+    assert (c.format, c.sentence_ids, c.text) == ("conllu", ("s1", "s2"), "x\ny\n")
+    (tmp_path / "c.txt").write_text("z\n", encoding="utf-8")
+    with pytest.raises(UsageError) as e:
+        load_corpus(tmp_path)
+    assert e.value.code == "INVALID_ARGUMENT"
+
+
+def test_stdin_is_a_corpus() -> None:
+    c = load_corpus("-", stdin=io.BytesIO("из stdin\n".encode()))
+    assert (c.name, c.text, c.join) == ("stdin", "из stdin\n", "verbatim")
 
 
 def test_missing_file() -> None:

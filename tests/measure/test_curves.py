@@ -44,7 +44,7 @@ def test_curve_shape_on_the_lecture_partition() -> None:
         assert by[(label, 0)].bytes_per_token == 1.0
         tokens = [by[(label, n)].tokens for n in _COUNTS]
         assert tokens == sorted(tokens, reverse=True)
-    # §5.3: at the full merge count training text compresses better than unseen Russian,
+    # At the full merge count training text compresses better than unseen Russian,
     # and English (not trained on) stays far lower.
     assert by[("ru-train", 1024)].bytes_per_token > by[("ru-eval", 1024)].bytes_per_token
     assert by[("en-eval", 1024)].bytes_per_token < 1.2

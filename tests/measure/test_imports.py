@@ -1,4 +1,4 @@
-"""measure/ never imports torch, and imports matplotlib only when a plot is drawn."""
+"""measure/ (and the table calculator it uses) never imports torch; matplotlib only for a plot."""
 
 from __future__ import annotations
 
@@ -6,15 +6,19 @@ import subprocess
 import sys
 
 _MODULES = [
+    "tokembed._hf_config",
+    "tokembed.embedding.memory",
     "tokembed.measure",
     "tokembed.measure.artifacts",
     "tokembed.measure.conllu",
     "tokembed.measure.corpus",
     "tokembed.measure.curves",
+    "tokembed.measure.demo",
     "tokembed.measure.metrics",
     "tokembed.measure.partition",
     "tokembed.measure.report",
     "tokembed.measure.session",
+    "tokembed.measure.sources",
     "tokembed.measure.tables",
     "tokembed.measure.vocab_sizes",
 ]

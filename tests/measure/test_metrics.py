@@ -68,7 +68,7 @@ def test_bad_word_options() -> None:
 def test_empty_corpus_is_refused() -> None:
     with pytest.raises(MeasureError) as e:
         measure(_bytes, text_corpus("t", ""))
-    assert e.value.code == "EMPTY_CORPUS"
+    assert e.value.code == "EMPTY_INPUT"
 
 
 @settings(max_examples=40, deadline=None)
@@ -86,7 +86,7 @@ def test_token_premium_on_the_lecture_eval_side() -> None:
     ms = {lang: measure(tok.encode_ordinary, split[lang].eval) for lang in ("ru", "en")}
     premium = token_premium(ms, reference="en")
     assert premium["en"] == 1.0
-    # §5.3: per-sentence RU token count well below EN for the RU-trained vocabulary.
+    # Per-sentence RU token count well below EN for the RU-trained vocabulary.
     assert premium["ru"] == ms["ru"].sentence_tokens / ms["en"].sentence_tokens
     assert premium["ru"] < 0.6
     # encoding sentences alone differs from the joined text (no LF, different chunks)
@@ -164,3 +164,16 @@ def test_retention_piece_lookup_equals_encoding_every_word(leading_space: str) -
     fast = single_token_ids(tok.encode_ordinary, distinct, words, pieces=pieces)
     assert sorted(fast) == sorted(slow)
     assert len(slow) > 50  # 96 bare, more with a space (PUD ru, 1,024 merges)
+
+
+def test_each_file_of_a_plain_text_corpus_is_encoded_on_its_own() -> None:
+    from tokembed.measure.corpus import documents_corpus
+
+    def pairs(text: str) -> list[int]:  # one token per two bytes: joins across a boundary
+        data = text.encode()
+        return list(range((len(data) + 1) // 2))
+
+    corpus = documents_corpus("c", [("a.txt", "abc"), ("b.txt", "de")])
+    m = measure(pairs, corpus, words=WordDefinition(pattern=r"\w+"))
+    assert m.tokens == 2 + 1  # not 3 ("abcde" as one text)
+    assert m.bytes == 5

@@ -1,20 +1,22 @@
-"""Text sources: files, folders, globs, .gz, stdin; exact error codes; deterministic holdout."""
+"""The one text reader: files, folders, globs, gzip by content, stdin; exact error codes."""
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import sysconfig
 from pathlib import Path
 
 import pytest
 
-from tokembed.errors import MeasureError, TokenizerError, UsageError
+from tokembed.errors import MeasureError, UsageError
 from tokembed.measure.sources import (
+    FileRecord,
     SourceText,
     default_corpus,
     expand_paths,
-    holdout_split,
+    read_source,
     read_texts,
 )
 
@@ -40,9 +42,44 @@ def test_gz_is_decompressed_and_globs_are_sorted(tree: Path) -> None:
     assert sources[2].n_bytes == len("gamma 日本\n".encode())
 
 
+def test_gzip_is_recognised_by_content_not_by_name(tmp_path: Path) -> None:
+    packed = gzip.compress("сжатый текст\n".encode())
+    (tmp_path / "packed.txt").write_bytes(packed)  # gzip content, .txt name
+    (tmp_path / "plain.gz").write_bytes(b"plain text\n")  # plain content, .gz name
+    packed_src = read_source(tmp_path / "packed.txt")
+    assert packed_src.text == "сжатый текст\n"
+    # the record describes the bytes as stored, before decompression
+    assert packed_src.record == FileRecord(
+        path=str(tmp_path / "packed.txt"),
+        sha256=hashlib.sha256(packed).hexdigest(),
+        bytes=len(packed),
+    )
+    assert read_source(tmp_path / "plain.gz").text == "plain text\n"
+
+
+def test_several_gzip_members_are_all_read(tmp_path: Path) -> None:
+    (tmp_path / "two.gz").write_bytes(gzip.compress(b"one\n") + gzip.compress(b"two\n"))
+    assert read_source(tmp_path / "two.gz").text == "one\ntwo\n"
+
+
+def test_decompression_is_bounded(tmp_path: Path) -> None:
+    bomb = gzip.compress(b"a" * 1_000_000)  # about 1 kB on disk
+    (tmp_path / "bomb.gz").write_bytes(bomb)
+    assert len(bomb) < 2_000
+    with pytest.raises(MeasureError) as e:
+        read_source(tmp_path / "bomb.gz", max_decompressed_bytes=999_999)
+    assert e.value.code == "INPUT_TOO_LARGE"
+    assert len(read_source(tmp_path / "bomb.gz", max_decompressed_bytes=1_000_000).text) == 10**6
+    with pytest.raises(MeasureError) as e:
+        read_texts([str(tmp_path)], max_decompressed_bytes=1000)
+    assert e.value.code == "INPUT_TOO_LARGE"
+
+
 def test_stdin_dash() -> None:
     sources = read_texts(["-"], stdin=io.BytesIO("из stdin".encode()))
-    assert sources == [SourceText(name="-", text="из stdin")]
+    assert [(s.name, s.text) for s in sources] == [("-", "из stdin")]
+    packed = read_source("-", stdin=io.BytesIO(gzip.compress(b"zipped")))
+    assert packed.text == "zipped"
 
 
 def test_max_bytes_keeps_whole_files_in_order(tree: Path) -> None:
@@ -53,12 +90,16 @@ def test_max_bytes_keeps_whole_files_in_order(tree: Path) -> None:
 def test_invalid_utf8_names_file_and_offset(tmp_path: Path) -> None:
     bad = tmp_path / "latin1.txt"
     bad.write_bytes(b"caf\xe9 au lait")
-    with pytest.raises(TokenizerError) as e:
+    (tmp_path / "latin1.gz").write_bytes(gzip.compress(b"caf\xe9"))
+    with pytest.raises(MeasureError) as e:
         read_texts([str(bad)])
-    assert e.value.code == "INVALID_UTF8"
+    assert e.value.code == "INPUT_NOT_UTF8"
     assert str(bad) in str(e.value)
     assert "offset 3" in str(e.value)
     assert e.value.value == (str(bad), 3)
+    with pytest.raises(MeasureError) as e:
+        read_source(tmp_path / "latin1.gz")
+    assert e.value.code == "INPUT_NOT_UTF8"
 
 
 def test_missing_path_and_empty_glob_are_file_not_found(tmp_path: Path) -> None:
@@ -66,36 +107,24 @@ def test_missing_path_and_empty_glob_are_file_not_found(tmp_path: Path) -> None:
         with pytest.raises(UsageError) as e:
             read_texts([arg])
         assert e.value.code == "FILE_NOT_FOUND"
+    with pytest.raises(UsageError) as e:
+        read_source(tmp_path)  # a folder is not one file
+    assert e.value.code == "FILE_NOT_FOUND"
 
 
-def test_empty_corpus(tmp_path: Path) -> None:
+def test_empty_input(tmp_path: Path) -> None:
     (tmp_path / "empty.txt").write_text("")
-    with pytest.raises(TokenizerError) as e:
+    with pytest.raises(MeasureError) as e:
         read_texts([str(tmp_path)])
-    assert e.value.code == "EMPTY_CORPUS"
+    assert e.value.code == "EMPTY_INPUT"
 
 
 def test_damaged_gz_is_unreadable(tmp_path: Path) -> None:
-    bad = tmp_path / "x.gz"
+    bad = tmp_path / "x.txt"  # the name does not matter: the content starts like gzip
     bad.write_bytes(gzip.compress(b"hello world" * 100)[:30])
     with pytest.raises(MeasureError) as e:
         read_texts([str(bad)])
     assert e.value.code == "UNREADABLE_INPUT"
-
-
-def test_holdout_is_whole_files_deterministic_and_order_free() -> None:
-    sources = [SourceText(name=f"f{i}.txt", text=str(i)) for i in range(50)]
-    train, held = holdout_split(sources, fraction=0.1)
-    assert len(held) == 5
-    assert len(train) == 45
-    assert {s.name for s in train} | {s.name for s in held} == {s.name for s in sources}
-    _train_r, held_r = holdout_split(sources[::-1], fraction=0.1)
-    assert {s.name for s in held_r} == {s.name for s in held}
-    assert holdout_split(sources[:1], fraction=0.5) == (sources[:1], [])
-    assert len(holdout_split(sources[:2], fraction=0.01)[1]) == 1
-    with pytest.raises(UsageError) as e:
-        holdout_split(sources, fraction=1.0)
-    assert e.value.code == "INVALID_ARGUMENT"
 
 
 def test_default_corpus_is_the_stdlib_capped_and_deterministic() -> None:
@@ -105,3 +134,11 @@ def test_default_corpus_is_the_stdlib_capped_and_deterministic() -> None:
     root = Path(sysconfig.get_paths()["stdlib"])
     assert all(s.name.endswith(".py") and (root / s.name).is_file() for s in first)
     assert not any("site-packages" in s.name for s in first)
+    one = first[0]
+    assert one.record is not None
+    assert one.record.sha256 == hashlib.sha256((root / one.name).read_bytes()).hexdigest()
+
+
+def test_in_memory_text_has_no_record() -> None:
+    assert SourceText(name="x", text="é").record is None
+    assert SourceText(name="x", text="é").n_bytes == 2

@@ -1,4 +1,4 @@
-"""|I|, R, holes, aliases and V of real artifacts (lecture §8.2, §9) and table memory (§11.3)."""
+"""|I|, R, holes, aliases and V of real artifacts, with V from the model's config.json."""
 
 from __future__ import annotations
 
@@ -8,15 +8,10 @@ from pathlib import Path
 import pytest
 from _measure_data import loaded, tokenizer_path
 
-from tokembed.errors import MeasureError, UsageError
+from tokembed._hf_config import ModelConfig, read_model_config
+from tokembed.errors import EmbeddingError, MeasureError, UsageError
 from tokembed.measure.artifacts import inspect_paths, split_encoding
-from tokembed.measure.report import LLAMA_31_8B
-from tokembed.measure.vocab_sizes import (
-    embedding_memory,
-    read_model_config,
-    vocab_sizes,
-    vocab_sizes_of,
-)
+from tokembed.measure.vocab_sizes import vocab_sizes, vocab_sizes_of
 
 
 @pytest.mark.slow
@@ -65,6 +60,9 @@ def test_smollm2_with_its_config() -> None:
         49_152,
     )
     assert (s.model_rows, s.unreached_rows, s.holes) == (49_152, 0, 0)
+    assert s.model is not None
+    assert (s.model.hidden_size, s.model.tied) == (576, True)  # the model's own width
+    assert s.address_hash == loaded("smollm2-135m/tokenizer.json").address_hash
     # a folder holding both files uses both
     (f,) = inspect_paths([tokenizer_path("smollm2-135m")])
     assert f.to_dict() == s.to_dict()
@@ -84,7 +82,7 @@ def test_config_below_the_id_range(tmp_path: Path) -> None:
 
 def test_config_without_vocab_size(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 8}))
-    with pytest.raises(MeasureError) as e:
+    with pytest.raises(EmbeddingError) as e:
         read_model_config(tmp_path)
     assert e.value.code == "INVALID_CONFIG"
     (tmp_path / "config.json").write_text(json.dumps({"text_config": {"vocab_size": 7}}))
@@ -99,7 +97,10 @@ def test_config_before_any_tokenizer() -> None:
 
 def test_rows_past_the_range_are_unreached() -> None:
     s = vocab_sizes(
-        name="toy", ordinary_ids=range(256), specials={"<a>": 300, "<b>": 300}, model_rows=320
+        name="toy",
+        ordinary_ids=range(256),
+        specials={"<a>": 300, "<b>": 300},
+        model=ModelConfig(path=None, vocab_size=320),
     )
     assert (s.unique_ids, s.id_range, s.holes, s.unreached_rows) == (257, 301, 44, 63)
     assert s.aliases == {300: ("<a>", "<b>")}
@@ -110,14 +111,3 @@ def test_encoding_suffix() -> None:
     path = tokenizer_path("cl100k_base.tiktoken")
     assert split_encoding(f"{path}@cl100k_base") == (Path(path), "cl100k_base")
     assert split_encoding(path) == (Path(path), None)
-
-
-def test_llama_embedding_memory() -> None:
-    m = LLAMA_31_8B
-    assert m.untied_parameters == 2 * 128_256 * 4_096 == 1_050_673_152
-    assert m.tied_parameters == 525_336_576
-    assert m.bytes(tied=False, bytes_per_parameter=2) == 2_101_346_304
-    assert round(m.untied_parameters / 8e9, 2) == 0.13  # "roughly 13% of 8 billion"
-    with pytest.raises(UsageError) as e:
-        embedding_memory(name="x", rows=0, width=4)
-    assert e.value.code == "INVALID_ARGUMENT"

@@ -16,7 +16,6 @@ from tokembed.cli._common import (
     load_tokenizer,
     load_tokenizers,
     progress_wanted,
-    read_stdin_text,
     split_spec,
     usage,
 )
@@ -83,6 +82,7 @@ def _run_demo(args: argparse.Namespace) -> int:
         pattern=args.regex or args.pattern,
         workers=args.workers,
         progress=progress_wanted(args),
+        name=Path(args.output).stem,
     )
     say = _Say(quiet_stdout=args.json)
     if args.corpus:
@@ -95,16 +95,18 @@ def _run_demo(args: argparse.Namespace) -> int:
     say(f"corpus: {what}: {len(sources)} files, {total:,} bytes")
     say(f"training {config.merges} merges, pattern {config.pattern!r}, holdout {config.holdout}")
     result = run_demo(sources, config=config)
+    parts = {"train": result.partition.train, "held-out": result.partition.eval}
     sides = {}
     for label, side in (("train", result.train), ("held-out", result.held_out)):
-        if side.files:
-            sides[label] = {"files": side.files, "bytes": side.n_bytes, "tokens": side.tokens}
+        if side is not None:
+            files = len(parts[label].documents)
+            sides[label] = {"files": files, "bytes": side.bytes, "tokens": side.tokens}
             say(
-                f"{label:>8}: {side.files} files, {side.n_bytes:,} bytes, {side.tokens:,} tokens, "
-                f"{side.bytes_per_token:.3f} bytes/token"
+                f"{label:>8}: {files} files, {side.bytes:,} bytes, "
+                f"{side.tokens:,} tokens, {side.bytes_per_token:.3f} bytes/token"
             )
         else:
-            say(f"{label:>8}: none (a single file cannot be split)")
+            say(f"{label:>8}: none (nothing to hold out)")
     say(f"  merges: {result.tokenizer.n_merges} learned in {result.train_seconds:.1f} s")
     inputs = input_files(args.corpus) if args.corpus else []
     path = save_tokenizer(result.tokenizer, args.output, inputs=inputs)
@@ -115,9 +117,7 @@ def _run_demo(args: argparse.Namespace) -> int:
 
         with activity("building the report", show=progress_wanted(args)):
             report = write_demo_report(
-                result.tokenizer,
-                sources=sources,
-                holdout=config.holdout,
+                result,
                 path=Path(args.report) if args.report else path.parent / "report.html",
                 inputs=inputs,
             )
@@ -169,13 +169,13 @@ def _add_corpus_options(p: argparse.ArgumentParser, *, need_tokenizer: bool) -> 
     p.add_argument(
         "corpus",
         nargs="+",
-        help="CoNLL-U (.conllu[.gz]) or plain text (.txt, .gz) files, or '-' (stdin)",
+        help="CoNLL-U (.conllu[.gz]) or plain-text files, folders, globs or '-' (one corpus each)",
     )
     p.add_argument(
         "--partition",
         type=_partition_rule,
         metavar="RULE",
-        help="document split: lecture, sha256-mod<K>, every<K>",
+        help="document split: lecture, sha256-mod<K>, every<K>, holdout<F>",
     )
     p.add_argument(
         "--curve", type=_merge_counts, metavar="N1,N2,...", help="merge counts of the first -t"
@@ -201,33 +201,14 @@ def _measured_files(args: argparse.Namespace) -> list[str]:
     return input_files([*args.corpus, *(p for p in paths if Path(p).exists())])
 
 
-def _stdin_corpus(corpora: dict[str, Any], partition: str | None) -> dict[str, Any]:
-    """``corpora`` plus the text of stdin as the corpus ``stdin`` (split when asked)."""
-    from tokembed.measure.corpus import text_corpus
-    from tokembed.measure.partition import partition_parallel
-
-    corpus = text_corpus("stdin", read_stdin_text(), doc_id="-")
-    corpus.require_text()
-    if partition is None:
-        return {**corpora, "stdin": corpus}
-    parts = partition_parallel({"stdin": corpus}, partition)["stdin"]
-    return {**corpora, "stdin/train": parts.train, "stdin/eval": parts.eval}
-
-
 def _measure_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any]:
-    from dataclasses import replace
-
     from tokembed.measure.metrics import WordDefinition
     from tokembed.measure.session import load_corpora
 
     if args.corpus.count("-") > 1:
         raise usage("'-' is given twice", value="-", fix="stdin can be read once")
     words = WordDefinition(pattern=args.words, leading_space=args.leading_space)
-    files = [c for c in args.corpus if c != "-"]
-    corpora = load_corpora(files, partition=args.partition) if files else {}
-    if "-" in args.corpus:
-        corpora = _stdin_corpus(corpora, args.partition)
-        corpora = {k: replace(c, name=k) for k, c in corpora.items()}
+    corpora = load_corpora(args.corpus, partition=args.partition)
     return load_tokenizers(args.tokenizer, args.encoding), corpora, words
 
 
@@ -273,7 +254,7 @@ def _run_measure(args: argparse.Namespace) -> int:
     from tokembed._atomic import check_output, write_atomic
     from tokembed.measure.curves import curve_csv, plot_curve
     from tokembed.measure.session import run_measure, save_texts
-    from tokembed.measure.tables import corpus_rows, format_table, measurement_rows
+    from tokembed.measure.tables import corpus_rows, curve_rows, format_table, measurement_rows
 
     _check_curve_outputs(args)
     toks, corpora, words = _measure_inputs(args)
@@ -299,10 +280,11 @@ def _run_measure(args: argparse.Namespace) -> int:
     print(format_table(*corpus_rows(result.records)))
     if result.measurements:
         print()
-        print(format_table(*measurement_rows(result.measurements, result.premiums or None)))
+        premiums = result.premiums or None
+        print(format_table(*measurement_rows(result.measurements, premiums=premiums)))
     if result.curve:
         print()
-        print(curve_csv(result.curve), end="")
+        print(format_table(*curve_rows(result.curve)))
     return 0
 
 
@@ -330,7 +312,8 @@ def _inspect_option(spec: str, encoding: str | None) -> Any:
     """Vocabulary sizes of one -t value (a folder's config.json supplies V)."""
     from pathlib import Path
 
-    from tokembed.measure.vocab_sizes import read_model_config, vocab_sizes_of
+    from tokembed._hf_config import read_model_config
+    from tokembed.measure.vocab_sizes import vocab_sizes_of
 
     path, enc = split_spec(spec)
     tok = load_tokenizer(spec, encoding)
@@ -362,7 +345,12 @@ def _add_report(sub: argparse._SubParsersAction[Any]) -> None:
     )
     _add_corpus_options(p, need_tokenizer=True)
     p.add_argument("--inspect", nargs="+", metavar="PATH", help="files for the vocabulary section")
-    p.add_argument("--width", type=int, default=768, help="embedding width d for the memory table")
+    p.add_argument(
+        "--width",
+        type=int,
+        default=768,
+        help="memory table: width d for tokenizers without a model config (default 768)",
+    )
     p.add_argument("--sample", action="append", help="text for the token view (repeatable)")
     p.add_argument("-o", "--output", default="out/report.html")
     add_json(p)
@@ -381,7 +369,7 @@ def _run_report(args: argparse.Namespace) -> int:
             tokenizers=toks,
             corpora=corpora,
             reference=args.reference,
-            curve_tokenizer=next(iter(toks.values())) if args.curve else None,
+            curve_tokenizer=next(iter(toks)) if args.curve else None,
             merge_counts=args.curve or (),
             vocab=inspect_paths(args.inspect) if args.inspect else (),
             width=args.width,

@@ -1,67 +1,177 @@
-"""Embedding tables: checked lookup, initial-state paths and NumPy oracles (torch).
+"""Embedding tables: checked lookup, initial-state paths, NumPy oracles and table memory.
 
-Lookup side (this file's owner): :func:`validate_ids`, :class:`TokenEmbedding`,
-:class:`AddressedIds`, the initial-state paths (factorized, summed/BERT,
-Harvard, projector, bag, one-hot) and :mod:`tokembed.embedding.oracles`
-(import it as a module: ``from tokembed.embedding import oracles``).
-The init/gradients/numerics engineer appends their exports below with small edits.
+Lookup side: :func:`validate_ids`, :class:`TokenEmbedding`, :class:`AddressedIds`,
+the initial-state paths (factorized, summed/BERT, Harvard, projector, bag,
+one-hot) and :mod:`tokembed.embedding.oracles` (import it as a module:
+``from tokembed.embedding import oracles``); initialization, gradients and
+numerics; :mod:`tokembed.embedding.memory`, the torch-free table-size calculator.
+
+Submodules are imported on first use of a name (PEP 562 ``__getattr__``), so
+``import tokembed.embedding.memory`` does not import torch, while
+``from tokembed.embedding import TokenEmbedding`` works as an eager import would.
 """
 
 from __future__ import annotations
 
-from tokembed.embedding.addressed import AddressedIds, check_address_hash
-from tokembed.embedding.bag import TokenEmbeddingBag, validate_bag_offsets
-from tokembed.embedding.clipping import clip_grad_norm_sparse_
-from tokembed.embedding.contracts import INDEX_DTYPES, check_index_tensor, validate_ids
-from tokembed.embedding.factorized import FactorizedEmbedding
-from tokembed.embedding.frequency import global_frequency_embedding, row_counts
-from tokembed.embedding.gradients import (
-    GradientAdmission,
-    PadRowGuard,
-    admit_gradient,
-    check_sparse_options,
-    embedding_param_groups,
-    guard_padding_row,
-)
-from tokembed.embedding.harvard import HarvardEmbedding, sinusoidal_table
-from tokembed.embedding.init import (
-    Initializer,
-    InitLedger,
-    initialize_,
-    initializer_ledger,
-    matching_scale,
-    sample_ledger,
-)
-from tokembed.embedding.lookup import LookupConfig, TokenEmbedding
-from tokembed.embedding.materialize import (
-    Materialized,
-    TableSpec,
-    check_growth_prefix,
-    grow,
-    grow_optimizer_state_,
-    is_safe_cast,
-    load_exact,
-    materialize_fresh,
-)
-from tokembed.embedding.memory import (
-    MemoryReport,
-    TableConfig,
-    load_table_config,
-    memory_report,
-    table_parameters,
-    training_state_bytes,
-)
-from tokembed.embedding.numerics import NumericalLedger, observe_numerics, write_ledger
-from tokembed.embedding.onehot import one_hot_linear, one_hot_lookup, one_hot_selectors
-from tokembed.embedding.payloads import (
-    classifier_macs,
-    gradient_payload,
-    lookup_payload,
-    projector_ledger,
-)
-from tokembed.embedding.projector import FeatureProjector
-from tokembed.embedding.stamps import RowStamp, add_positions, apply_input_scale, row_stamp
-from tokembed.embedding.summed import SummedEmbedding
+from typing import TYPE_CHECKING
+
+from tokembed._lazy import attach
+
+if TYPE_CHECKING:
+    from tokembed.embedding.addressed import (
+        AddressedIds,
+        check_address_hash,
+    )
+    from tokembed.embedding.bag import (
+        TokenEmbeddingBag,
+        validate_bag_offsets,
+    )
+    from tokembed.embedding.clipping import (
+        clip_grad_norm_sparse_,
+    )
+    from tokembed.embedding.contracts import (
+        INDEX_DTYPES,
+        check_index_tensor,
+        validate_ids,
+    )
+    from tokembed.embedding.factorized import (
+        FactorizedEmbedding,
+    )
+    from tokembed.embedding.frequency import (
+        global_frequency_embedding,
+        row_counts,
+    )
+    from tokembed.embedding.gradients import (
+        GradientAdmission,
+        PadRowGuard,
+        admit_gradient,
+        check_sparse_options,
+        embedding_param_groups,
+        guard_padding_row,
+    )
+    from tokembed.embedding.harvard import (
+        HarvardEmbedding,
+        sinusoidal_table,
+    )
+    from tokembed.embedding.init import (
+        Initializer,
+        InitLedger,
+        initialize_,
+        initializer_ledger,
+        matching_scale,
+        sample_ledger,
+    )
+    from tokembed.embedding.lookup import (
+        LookupConfig,
+        TokenEmbedding,
+    )
+    from tokembed.embedding.materialize import (
+        Materialized,
+        TableSpec,
+        check_growth_prefix,
+        grow,
+        grow_optimizer_state_,
+        is_safe_cast,
+        load_exact,
+        materialize_fresh,
+    )
+    from tokembed.embedding.memory import (
+        MemoryReport,
+        TableConfig,
+        load_table_config,
+        memory_report,
+        table_parameters,
+        training_state_bytes,
+    )
+    from tokembed.embedding.numerics import (
+        NumericalLedger,
+        observe_numerics,
+        write_ledger,
+    )
+    from tokembed.embedding.onehot import (
+        one_hot_linear,
+        one_hot_lookup,
+        one_hot_selectors,
+    )
+    from tokembed.embedding.payloads import (
+        classifier_macs,
+        gradient_payload,
+        lookup_payload,
+        projector_ledger,
+    )
+    from tokembed.embedding.projector import (
+        FeatureProjector,
+    )
+    from tokembed.embedding.stamps import (
+        RowStamp,
+        add_positions,
+        apply_input_scale,
+        row_stamp,
+    )
+    from tokembed.embedding.summed import (
+        SummedEmbedding,
+    )
+
+# Public name -> the submodule that defines it.
+_SOURCES: dict[str, str] = {
+    "AddressedIds": "addressed",
+    "FactorizedEmbedding": "factorized",
+    "FeatureProjector": "projector",
+    "GradientAdmission": "gradients",
+    "HarvardEmbedding": "harvard",
+    "INDEX_DTYPES": "contracts",
+    "InitLedger": "init",
+    "Initializer": "init",
+    "LookupConfig": "lookup",
+    "Materialized": "materialize",
+    "MemoryReport": "memory",
+    "NumericalLedger": "numerics",
+    "PadRowGuard": "gradients",
+    "RowStamp": "stamps",
+    "SummedEmbedding": "summed",
+    "TableConfig": "memory",
+    "TableSpec": "materialize",
+    "TokenEmbedding": "lookup",
+    "TokenEmbeddingBag": "bag",
+    "add_positions": "stamps",
+    "admit_gradient": "gradients",
+    "apply_input_scale": "stamps",
+    "check_address_hash": "addressed",
+    "check_growth_prefix": "materialize",
+    "check_index_tensor": "contracts",
+    "check_sparse_options": "gradients",
+    "classifier_macs": "payloads",
+    "clip_grad_norm_sparse_": "clipping",
+    "embedding_param_groups": "gradients",
+    "global_frequency_embedding": "frequency",
+    "gradient_payload": "payloads",
+    "grow": "materialize",
+    "grow_optimizer_state_": "materialize",
+    "guard_padding_row": "gradients",
+    "initialize_": "init",
+    "initializer_ledger": "init",
+    "is_safe_cast": "materialize",
+    "load_exact": "materialize",
+    "load_table_config": "memory",
+    "lookup_payload": "payloads",
+    "matching_scale": "init",
+    "materialize_fresh": "materialize",
+    "memory_report": "memory",
+    "observe_numerics": "numerics",
+    "one_hot_linear": "onehot",
+    "one_hot_lookup": "onehot",
+    "one_hot_selectors": "onehot",
+    "projector_ledger": "payloads",
+    "row_counts": "frequency",
+    "row_stamp": "stamps",
+    "sample_ledger": "init",
+    "sinusoidal_table": "harvard",
+    "table_parameters": "memory",
+    "training_state_bytes": "memory",
+    "validate_bag_offsets": "bag",
+    "validate_ids": "contracts",
+    "write_ledger": "numerics",
+}
 
 __all__ = [
     "INDEX_DTYPES",
@@ -122,3 +232,6 @@ __all__ = [
     "validate_ids",
     "write_ledger",
 ]
+
+
+__getattr__, __dir__ = attach(__name__, _SOURCES)

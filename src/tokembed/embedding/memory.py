@@ -1,16 +1,22 @@
-"""Memory calculators: parameters and bytes of a model's vocabulary tables.
+"""Memory calculators: parameters and bytes of a model's vocabulary tables (torch-free).
+
+The one place where table sizes are computed: ``tokembed memory`` and the HTML
+report (``tokembed.measure.report``) both use it, with V and the width read from
+the model's own ``config.json`` (:func:`load_table_config`). Importing this module
+does not import torch.
 
 Every figure is a logical payload (element count times element size); it
-excludes allocator, workspace and collective-buffer overhead (spec 0x04A). GiB
-is 2^30 bytes (lecture §11.3).
+excludes allocator, workspace and collective-buffer overhead, which depend on
+the runtime. GiB is 2^30 bytes.
 
 * :func:`table_parameters`: input/output tables, tied or not, direct or
-  factorized (ALBERT-style lexical width D, spec 0x05A / 0x0A), output bias;
+  factorized (ALBERT-style lexical width D with bridges to the hidden width H),
+  output bias;
 * :func:`training_state_bytes`: weights, optional master copy, Adam moments,
-  gradient (spec 0x0A1);
+  gradient;
 * :func:`memory_report`: the per-rank share under tensor parallelism
   (ceil(V/tp) rows per rank, no vocabulary padding) for ``tokembed memory``,
-  from numbers or an HF ``config.json`` (:func:`load_table_config`).
+  from numbers or an HF ``config.json``.
 
 Payloads and MACs (one-hot vs gather, dense vs sparse gradients, bridges,
 projectors) live in :mod:`tokembed.embedding.payloads`.
@@ -33,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tokembed._hf_config import read_hf_config, text_model_fields
+from tokembed._hf_config import ModelConfig, model_config_from_dict, read_model_config
 from tokembed.errors import EmbeddingError, UsageError
 
 __all__ = [
@@ -51,6 +57,7 @@ __all__ = [
     "load_table_config",
     "memory_report",
     "rows_per_rank",
+    "table_config",
     "table_parameters",
     "training_state_bytes",
 ]
@@ -128,46 +135,49 @@ class TableConfig:
         return self.embedding_dim if self.embedding_dim is not None else self.hidden_size
 
 
-def load_table_config(source: str | Path | Mapping[str, object]) -> TableConfig:
-    """Read vocab_size, hidden_size (n_embd, d_model), tie_word_embeddings and
-    ALBERT's embedding_size from an HF ``config.json`` (or its parsed dict).
+def table_config(model: ModelConfig) -> TableConfig:
+    """The table architecture an HF config describes (ALBERT's ``embedding_size`` → D).
 
-    A multimodal config without these at the top is read from its ``text_config``.
+    Raises:
+        EmbeddingError(INVALID_CONFIG): the config does not state the width or the tying.
     """
-    if isinstance(source, Mapping):
-        data: Mapping[str, object] = text_model_fields(source)
-    else:
-        _, data = read_hf_config(source, error=EmbeddingError)
-    hidden = next((data[k] for k in ("hidden_size", "n_embd", "d_model") if k in data), None)
     missing = [
         name
-        for name, present in (
-            ("vocab_size", "vocab_size" in data),
-            ("hidden_size", hidden is not None),
-            ("tie_word_embeddings", "tie_word_embeddings" in data),
-        )
-        if not present
+        for name, value in (("hidden_size", model.hidden_size), ("tie_word_embeddings", model.tied))
+        if value is None
     ]
     if missing:
         raise EmbeddingError(
             "INVALID_CONFIG",
-            f"config lacks {', '.join(missing)}",
+            f"{model.path or 'config'} lacks {', '.join(missing)}",
             value=missing,
             fix="pass a model config.json that declares vocab_size, hidden_size and "
             "tie_word_embeddings",
         )
-    tied = data["tie_word_embeddings"]
-    if not isinstance(tied, bool):
-        raise EmbeddingError(
-            "INVALID_CONFIG", f"tie_word_embeddings must be true/false, got {tied!r}", value=tied
-        )
-    width = data.get("embedding_size")
+    assert model.hidden_size is not None  # checked just above
+    assert model.tied is not None
+    width = model.embedding_size
     return TableConfig(
-        vocab_size=data["vocab_size"],  # type: ignore[arg-type]  # validated in __post_init__
-        hidden_size=hidden,  # type: ignore[arg-type]
-        tied=tied,
-        embedding_dim=width if width != hidden else None,  # type: ignore[arg-type]
+        vocab_size=model.vocab_size,
+        hidden_size=model.hidden_size,
+        tied=model.tied,
+        embedding_dim=width if width != model.hidden_size else None,
     )
+
+
+def load_table_config(source: str | Path | Mapping[str, object]) -> TableConfig:
+    """Read vocab_size, the width (hidden_size, n_embd or d_model), tie_word_embeddings and
+    ALBERT's embedding_size from an HF ``config.json`` (or its parsed dict).
+
+    A multimodal config without these at the top is read from its ``text_config``.
+
+    Raises:
+        UsageError(FILE_NOT_FOUND); EmbeddingError(INVALID_CONFIG): unreadable, or a
+        field is missing or invalid.
+    """
+    if isinstance(source, Mapping):
+        return table_config(model_config_from_dict(source))
+    return table_config(read_model_config(source))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,8 +193,9 @@ class ParameterCount:
 
 
 def table_parameters(cfg: TableConfig) -> ParameterCount:
-    """Parameter ledger of spec 0x0A: at V=128,000, H=4096, D=256 the five
-    architectures give 1,048,576,000 / 524,288,000 / 558,104,576 / 34,865,152 / 33,816,576.
+    """Unique parameters of the vocabulary boundary. At V=128,000, H=4096, D=256 the five
+    architectures (untied, tied, factorized untied, factorized tied, factorized tied with a
+    shared bridge) give 1,048,576,000 / 524,288,000 / 558,104,576 / 34,865,152 / 33,816,576.
     """
     v, h, d = cfg.vocab_size, cfg.hidden_size, cfg.lexical_width
     input_table = v * d
@@ -231,7 +242,7 @@ def training_state_bytes(
     grad_dtype: str | None = None,
     dense_gradient: bool = True,
 ) -> TrainingState:
-    """Spec 0x0A1 ledger: bf16 weight + fp32 master + two fp32 moments = 14 bytes/param,
+    """Mixed-precision Adam: bf16 weight + fp32 master + two fp32 moments = 14 bytes/param,
     plus a dense gradient in ``grad_dtype`` (default: the weight dtype). No master copy
     is counted when ``master_dtype`` is None or the weights already are that dtype.
     """

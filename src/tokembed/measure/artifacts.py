@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from tokembed._hf_config import read_model_config
 from tokembed.errors import UsageError
-from tokembed.measure.vocab_sizes import VocabSizes, read_model_config, vocab_sizes_of
+from tokembed.measure.vocab_sizes import VocabSizes, vocab_sizes_of
 
 __all__ = ["inspect_paths", "split_encoding"]
 
@@ -48,7 +49,7 @@ def inspect_paths(paths: Sequence[str], *, encoding: str | None = None) -> list[
         UsageError(FILE_NOT_FOUND): a path does not exist.
         UsageError(INVALID_ARGUMENT): a config.json comes before any tokenizer.
         FormatError: a tokenizer file cannot be read (codes from the readers).
-        MeasureError(INVALID_CONFIG), MeasureError(VOCAB_BELOW_ID_RANGE).
+        EmbeddingError(INVALID_CONFIG), MeasureError(VOCAB_BELOW_ID_RANGE).
     """
     from tokembed.tokenizer.formats import load_tokenizer
 

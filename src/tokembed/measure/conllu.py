@@ -18,7 +18,7 @@ This module parses text only; :mod:`.corpus` reads files, joins and hashes.
 
 Example::
 
-    >>> s = parse_conllu("# sent_id = n01001011\n# text = Hi.\n1\tHi\n", source="x",
+    >>> s = parse_conllu("# sent_id = n01001011\\n# text = Hi.\\n1\\tHi\\n", source="x",
     ...                  doc_rule="sent-prefix:6")
     >>> s[0]
     Sentence(doc_id='n01001', sent_id='n01001011', text='Hi.')

@@ -1,13 +1,14 @@
 """Named corpora and their records: which files, which rule, which exact text was measured.
 
 A :class:`Corpus` is an ordered tuple of sentences, each with a document id and a
-sentence id, plus the files it came from. Two readers exist:
+sentence id, plus the files it came from (read by :mod:`.sources`: files, folders,
+globs, ``-``, gzip recognised by content). Two formats exist:
 
 * CoNLL-U (``.conllu``, ``.conllu.gz``): sentences are the ``# text`` lines; the
   measured text joins them with LF and adds a final LF (join rule ``lf+final``);
-* plain text (anything else, ``.gz`` decompressed): the measured text is the file
-  content unchanged (join rule ``verbatim``); its non-empty lines are the
-  sentences and the whole file is one document.
+* plain text (any other name): the measured text is the files' contents unchanged,
+  in order (join rule ``verbatim``); each file is one document and its non-empty
+  lines are its sentences. Each file is encoded on its own (:attr:`Corpus.units`).
 
 :meth:`Corpus.record` states everything a reader needs to reproduce a number: file
 paths with their SHA-256 (of the bytes on disk), the document and join rules, byte,
@@ -18,29 +19,33 @@ sentence ids in the same order).
 Example::
 
     >>> ru = load_corpus(".../ud-pud-2.15/ru_pud-ud-test.conllu")  # doctest: +SKIP
-    >>> ru.record().bytes, ru.record().sentences, ru.record().documents
+    >>> ru.record().bytes, ru.record().sentences, ru.record().documents  # doctest: +SKIP
     (213766, 1000, 397)
 """
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 from tokembed.errors import MeasureError, UsageError
 from tokembed.measure.conllu import Sentence, parse_conllu, resolve_doc_rule
+from tokembed.measure.sources import (
+    MAX_DECOMPRESSED_BYTES,
+    STDIN,
+    FileRecord,
+    expand_paths,
+    read_source,
+)
 
 __all__ = [
     "JOIN_RULES",
     "Corpus",
     "CorpusRecord",
-    "FileRecord",
     "align",
     "documents_corpus",
     "load_corpus",
@@ -52,15 +57,6 @@ JOIN_RULES: dict[str, str] = {
     "lf+final": "sentences joined by LF, plus a final LF",
     "verbatim": "file contents unchanged, concatenated in the order given",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class FileRecord:
-    """A source file: its path, the SHA-256 of its bytes on disk, and their count."""
-
-    path: str
-    sha256: str
-    bytes: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,8 +115,23 @@ class Corpus:
         return "\n".join(s.text for s in self.sentences) + "\n"
 
     @cached_property
+    def units(self) -> tuple[str, ...]:
+        """The texts encoded one at a time; their token counts add up to the corpus's.
+
+        Each document of a ``verbatim`` corpus is a unit of its own (files are
+        independent, so no token spans two of them); sentences joined by LF form one
+        unit, the text above.
+        """
+        if self.join == "verbatim":
+            return tuple(t for _, t in self.raw if t)
+        return (self.text,) if self.text else ()
+
+    @cached_property
     def documents(self) -> tuple[str, ...]:
-        """Document ids in order of first appearance."""
+        """Document ids in order of first appearance (every file of a plain-text corpus,
+        an empty one included)."""
+        if self.join == "verbatim":
+            return tuple(dict.fromkeys(d for d, _ in self.raw))
         return tuple(dict.fromkeys(s.doc_id for s in self.sentences))
 
     @property
@@ -158,10 +169,10 @@ class Corpus:
         )
 
     def require_text(self) -> None:
-        """Raise MeasureError(EMPTY_CORPUS) when there is nothing to measure."""
+        """Raise MeasureError(EMPTY_INPUT) when there is nothing to measure."""
         if not self.text:
             raise MeasureError(
-                "EMPTY_CORPUS",
+                "EMPTY_INPUT",
                 f"corpus {self.name!r}"
                 + (f" ({self.partition})" if self.partition else "")
                 + " has no text to measure",
@@ -170,41 +181,20 @@ class Corpus:
             )
 
 
-def _read(path: Path) -> tuple[str, FileRecord]:
-    if not path.is_file():
-        raise UsageError(
-            "FILE_NOT_FOUND", f"no such file: {path}", value=str(path), fix="check the path"
-        )
-    try:
-        data = path.read_bytes()
-        record = FileRecord(
-            path=str(path), sha256=hashlib.sha256(data).hexdigest(), bytes=len(data)
-        )
-        if path.suffix == ".gz":
-            data = gzip.decompress(data)
-    except (OSError, EOFError, zlib.error) as exc:  # unreadable, or a damaged/not-gzip .gz
-        raise MeasureError(
-            "UNREADABLE_INPUT",
-            f"cannot read {path}: {exc}",
-            value=str(path),
-            fix="check the file's permissions, or re-create a damaged .gz",
-        ) from None
-    try:
-        return data.decode("utf-8"), record
-    except UnicodeDecodeError as exc:
-        raise MeasureError(
-            "INVALID_UTF8",
-            f"{path} is not UTF-8 (byte {exc.start})",
-            value=str(path),
-            fix="convert the file to UTF-8",
-        ) from None
-
-
-def _stem(path: Path) -> str:
-    name = path.name
+def _label(source: str) -> str:
+    """A corpus name from its argument: the file or folder name without format suffixes."""
+    if source == STDIN:
+        return "stdin"
+    if any(c in source for c in "*?["):  # a glob names no single file
+        return source
+    name = Path(source).name
     for suffix in (".gz", ".conllu", ".txt"):
         name = name.removesuffix(suffix)
     return name
+
+
+def _is_conllu(name: str) -> bool:
+    return name.endswith((".conllu", ".conllu.gz"))
 
 
 def documents_corpus(
@@ -238,23 +228,57 @@ def text_corpus(
 
 
 def load_corpus(
-    path: str | Path, *, doc_rule: str = "auto", name: str | None = None, allow_empty: bool = False
+    source: str | Path,
+    *,
+    doc_rule: str = "auto",
+    name: str | None = None,
+    allow_empty: bool = False,
+    stdin: BinaryIO | None = None,
+    max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES,
 ) -> Corpus:
-    """Read a CoNLL-U or plain-text corpus (format chosen by file name, see module docstring).
+    """Read a CoNLL-U or plain-text corpus from a file, folder, glob or ``"-"``.
+
+    Files are read by :func:`~tokembed.measure.sources.read_source` (gzip by content).
+    CoNLL-U is recognised by name (``.conllu``, ``.conllu.gz``); everything else is
+    plain text, one document per file (see module docstring). A folder or glob gives
+    one corpus of all its files; it may not mix CoNLL-U and plain text.
 
     Raises:
-        UsageError(FILE_NOT_FOUND); MeasureError(MALFORMED_CONLLU), MeasureError(INVALID_UTF8),
-        MeasureError(EMPTY_CORPUS) unless ``allow_empty``.
+        UsageError(FILE_NOT_FOUND); UsageError(INVALID_ARGUMENT): CoNLL-U and plain
+        text mixed. MeasureError(MALFORMED_CONLLU, UNREADABLE_INPUT, INPUT_TOO_LARGE,
+        INPUT_NOT_UTF8), MeasureError(EMPTY_INPUT) unless ``allow_empty``.
     """
-    path = Path(path)
-    text, record = _read(path)
-    label = name or _stem(path)
-    if path.name.endswith((".conllu", ".conllu.gz")):
-        rule = resolve_doc_rule(doc_rule, path)
-        sentences = parse_conllu(text.removeprefix("\ufeff"), source=str(path), doc_rule=rule)
-        corpus = Corpus(name=label, sentences=tuple(sentences), files=(record,), doc_rule=rule)
+    source = str(source)
+    sources = [
+        read_source(n, stdin=stdin, max_decompressed_bytes=max_decompressed_bytes)
+        for n in expand_paths([source])
+    ]
+    records = tuple(s.record for s in sources if s.record is not None)
+    label = name or _label(source)
+    kinds = {_is_conllu(s.name) for s in sources}
+    if kinds == {True, False}:
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            f"{source} mixes CoNLL-U and plain-text files",
+            value=source,
+            fix="pass the CoNLL-U files and the plain-text files as separate corpora",
+        )
+    if kinds == {True}:
+        sentences: list[Sentence] = []
+        rules = []
+        for s in sources:
+            rule = resolve_doc_rule(doc_rule, Path(s.name))
+            rules.append(rule)
+            text = s.text.removeprefix("\ufeff")
+            sentences += parse_conllu(text, source=s.name, doc_rule=rule)
+        corpus = Corpus(
+            name=label,
+            sentences=tuple(sentences),
+            files=records,
+            doc_rule="+".join(dict.fromkeys(rules)),
+        )
     else:
-        corpus = text_corpus(label, text, doc_id=path.name, files=(record,))
+        corpus = documents_corpus(label, [(s.name, s.text) for s in sources], files=records)
     if not allow_empty:
         corpus.require_text()
     return corpus

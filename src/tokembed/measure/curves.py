@@ -76,6 +76,9 @@ _CSV_FIELDS = (
     "bits_per_byte",
 )
 
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+_DASHES = ("-", "--", ":", "-.")
+
 _LABELS = {
     "bytes_per_token": "bytes/token",
     "chars_per_token": "chars/token",
@@ -105,6 +108,14 @@ def _check_counts(tok: Tokenizer, merge_counts: Sequence[int]) -> list[int]:
             fix=f"pass merge counts between 0 and {tok.n_merges}",
         )
     return counts
+
+
+def _options(
+    tok: Tokenizer, merge_counts: Sequence[int], words: WordDefinition | None, name: str | None
+) -> tuple[list[int], WordDefinition, str]:
+    """Checked merge counts, the word definition and the name the curve's points carry."""
+    label = name or tok.name or "tokenizer"
+    return _check_counts(tok, merge_counts), words or WordDefinition(), label
 
 
 def _rank_histogram(tables: BPETables, ids: Sequence[int], n_merges: int) -> np.ndarray:
@@ -157,7 +168,12 @@ def _line_ids(encode: Encode, lines: Sequence[str]) -> list[int]:
 
 
 def _fast_points(
-    tok: Tokenizer, label: str, corpus: Corpus, counts: list[int], words: WordDefinition
+    tok: Tokenizer,
+    label: str,
+    corpus: Corpus,
+    counts: list[int],
+    words: WordDefinition,
+    name: str,
 ) -> list[CurvePoint]:
     corpus.require_text()
     top = tok.truncated(counts[-1])
@@ -170,7 +186,8 @@ def _fast_points(
         counted = pool.submit(words.count_distinct, text, corpus=corpus.name)
         try:
             n_bytes = len(text.encode("utf-8"))
-            text_hist = _rank_histogram(tables, encode(text), counts[-1])
+            unit_ids = [i for unit in corpus.units for i in encode(unit)]
+            text_hist = _rank_histogram(tables, unit_ids, counts[-1])
             sentences = [s.text for s in corpus.sentences]
             sent_bytes = len("".join(sentences).encode("utf-8"))
             sent_hist = _rank_histogram(tables, _line_ids(encode, sentences), counts[-1])
@@ -187,7 +204,7 @@ def _fast_points(
     points = []
     for n, t, st in zip(counts, tokens, sent_tokens, strict=True):
         m = Measurement(
-            tokenizer=tok.name or "tokenizer",
+            tokenizer=name,
             corpus=corpus.name,
             partition=corpus.partition,
             bytes=n_bytes,
@@ -211,10 +228,10 @@ def compression_curve_reference(
     merge_counts: Sequence[int],
     *,
     words: WordDefinition | None = None,
+    name: str | None = None,
 ) -> list[CurvePoint]:
     """The obviously correct curve: ``measure(tok.truncated(n).encode_ordinary, ...)`` per ``n``."""
-    words = words or WordDefinition()
-    counts = _check_counts(tok, merge_counts)
+    counts, words, name = _options(tok, merge_counts, words, name)
     points = []
     for label, corpus in corpora.items():
         for n in counts:
@@ -222,7 +239,7 @@ def compression_curve_reference(
             m = measure(
                 small.encode_ordinary,
                 corpus,
-                tokenizer=tok.name or "tokenizer",
+                tokenizer=name,
                 words=words,
                 id_range=small.tables.id_range,
             )
@@ -236,24 +253,25 @@ def compression_curve(
     merge_counts: Sequence[int],
     *,
     words: WordDefinition | None = None,
+    name: str | None = None,
 ) -> list[CurvePoint]:
     """Metrics of ``tok.truncated(n)`` for every ``n`` and every labelled corpus (one encode each).
 
     Equal to :func:`compression_curve_reference`; points are ordered by label, then ``n``.
+    Each measurement's ``tokenizer`` is ``name`` (default: ``tok.name``).
 
     Raises:
         UsageError(INVALID_ARGUMENT): a merge count outside ``0..tok.n_merges``.
-        MeasureError(EMPTY_CORPUS), MeasureError(EMPTY_WORD_DEFINITION).
+        MeasureError(EMPTY_INPUT), MeasureError(EMPTY_WORD_DEFINITION).
     """
-    words = words or WordDefinition()
-    counts = _check_counts(tok, merge_counts)
+    counts, words, name = _options(tok, merge_counts, words, name)
     from tokembed.tokenizer.merges import merges_ordered
 
     if not merges_ordered(tok.tables) or tok.tables.missing_bytes():
-        return compression_curve_reference(tok, corpora, counts, words=words)
+        return compression_curve_reference(tok, corpora, counts, words=words, name=name)
     points: list[CurvePoint] = []
     for label, corpus in corpora.items():
-        points += _fast_points(tok, label, corpus, counts, words)
+        points += _fast_points(tok, label, corpus, counts, words, name)
     return points
 
 
@@ -288,10 +306,24 @@ def plot_curve(
 
     fig, ax = plt.subplots(figsize=(7.5, 4.2), dpi=100)
     try:
-        for label in dict.fromkeys(p.label for p in points):
+        labels = list(dict.fromkeys(p.label for p in points))
+        for k, label in enumerate(labels):
             xs = [p.n_merges for p in points if p.label == label]
             ys = [getattr(p.measurement, metric) for p in points if p.label == label]
-            ax.plot(xs, ys, marker="o", markersize=3, label=label)
+            # Lines that coincide (train and eval often do at small merge counts) stay
+            # distinguishable: each gets its own marker and dash pattern, and earlier
+            # lines get larger hollow markers so a later one shows inside them.
+            ax.plot(
+                xs,
+                ys,
+                marker=_MARKERS[k % len(_MARKERS)],
+                linestyle=_DASHES[k % len(_DASHES)],
+                markersize=4 + 2.5 * (len(labels) - 1 - k),
+                markerfacecolor="none",
+                markeredgewidth=1.3,
+                linewidth=1.5,
+                label=label,
+            )
         ax.set_xlabel("merges (linear axis)")
         label = _LABELS.get(metric, metric)
         ax.set_ylabel(label)

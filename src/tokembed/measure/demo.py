@@ -1,11 +1,12 @@
 """The demo job: train a tokenizer on a corpus, hold whole files out, measure bytes per token.
 
 This is the library side of ``tokembed demo`` (and ``make demo``): it takes
-already-read :class:`~tokembed.measure.sources.SourceText` files, splits them
-with :func:`~tokembed.measure.sources.holdout_split`, trains with
-:func:`tokembed.tokenizer.train.train` and reports UTF-8 bytes per token on
-the training files and on the held-out files. Printing and saving are the
-CLI's job.
+already-read :class:`~tokembed.measure.sources.SourceText` files, makes them one
+corpus with a document per file, splits it with the ``holdout<F>`` partition rule
+(:mod:`.partition`), trains with :func:`tokembed.tokenizer.train.train` on the
+training side, and measures both sides with :func:`~tokembed.measure.metrics.compare`,
+the measurement ``tokembed measure`` and the report use. The demo's report is built
+from these same measurements. Printing and saving are the CLI's job.
 
 Example::
 
@@ -17,20 +18,28 @@ Example::
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
 from tokembed.errors import UsageError
-from tokembed.measure.sources import SourceText, holdout_split
+from tokembed.measure.corpus import Corpus, documents_corpus
+from tokembed.measure.metrics import Measurement, compare
+from tokembed.measure.partition import Partition, PartitionRule, partition
+from tokembed.measure.sources import SourceText
 from tokembed.tokenizer.tokenizer import Tokenizer
 from tokembed.tokenizer.train import TrainConfig, train
 
-__all__ = ["DemoConfig", "DemoResult", "SideStats", "measure_side", "run_demo"]
+__all__ = ["DemoConfig", "DemoResult", "demo_corpus", "run_demo"]
+
+TRAIN, HELD_OUT = "train", "held-out"
 
 
 @dataclass(frozen=True, kw_only=True)
 class DemoConfig:
     """Options of the demo run (defaults: the ~1–2 minute run of ``make demo``).
+
+    ``name`` is given to the trained tokenizer; every table and plot shows it.
 
     Raises:
         UsageError(INVALID_ARGUMENT): holdout outside [0, 1); merges < 0 or workers < 1
@@ -43,6 +52,7 @@ class DemoConfig:
     pattern: str = "teaching"
     workers: int = 1
     progress: bool = True
+    name: str = "demo"
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.holdout < 1.0:
@@ -61,50 +71,62 @@ class DemoConfig:
             merges=self.merges, pattern=self.pattern, workers=self.workers, progress=self.progress
         )
 
-
-@dataclass(frozen=True, kw_only=True)
-class SideStats:
-    """Size of one side (train or held out) and its token count."""
-
-    files: int
-    n_bytes: int
-    tokens: int
-
     @property
-    def bytes_per_token(self) -> float:
-        return self.n_bytes / self.tokens if self.tokens else 0.0
+    def rule(self) -> PartitionRule:
+        """The partition rule that holds out whole files."""
+        return PartitionRule.holdout(self.holdout)
 
 
 @dataclass(frozen=True, kw_only=True)
 class DemoResult:
+    """The trained tokenizer, the two sides and their measurements (labels ``train``, ``held-out``)."""
+
     tokenizer: Tokenizer
-    train: SideStats
-    held_out: SideStats
+    partition: Partition
+    measurements: tuple[Measurement, ...]
     train_seconds: float
 
+    @property
+    def corpora(self) -> dict[str, Corpus]:
+        """The measured sides by label; ``held-out`` is absent when nothing was held out."""
+        sides = {TRAIN: self.partition.train, HELD_OUT: self.partition.eval}
+        return {label: c for label, c in sides.items() if c.text}
 
-def measure_side(tok: Tokenizer, sources: list[SourceText]) -> SideStats:
-    """UTF-8 bytes and ordinary-encoding tokens of ``sources`` (special spellings are text)."""
-    return SideStats(
-        files=len(sources),
-        n_bytes=sum(s.n_bytes for s in sources),
-        tokens=sum(len(tok.encode_ordinary(s.text)) for s in sources),
-    )
+    def _side(self, label: str) -> Measurement | None:
+        return next((m for m in self.measurements if m.corpus == label), None)
+
+    @property
+    def train(self) -> Measurement:
+        side = self._side(TRAIN)
+        assert side is not None  # the training side has text, or training failed
+        return side
+
+    @property
+    def held_out(self) -> Measurement | None:
+        return self._side(HELD_OUT)
 
 
-def run_demo(sources: list[SourceText], *, config: DemoConfig) -> DemoResult:
+def demo_corpus(sources: Sequence[SourceText], *, name: str = "corpus") -> Corpus:
+    """The sources as one plain-text corpus, a document per file (id: the file's name)."""
+    files = tuple(s.record for s in sources if s.record is not None)
+    return documents_corpus(name, [(s.name, s.text) for s in sources], files=files)
+
+
+def run_demo(sources: Sequence[SourceText], *, config: DemoConfig) -> DemoResult:
     """Hold out files, train on the rest, measure both sides.
 
     Raises:
         TokenizerError(EMPTY_CORPUS): the training side has no text.
+        MeasureError(INVALID_PARTITION): there are no files.
+        MeasureError(EMPTY_WORD_DEFINITION): a side has no letter or digit.
     """
-    train_side, held_side = holdout_split(sources, fraction=config.holdout)
+    parts = partition(demo_corpus(sources), rule=config.rule)
     start = time.perf_counter()
-    tok = train((s.text for s in train_side), config=config.train_config)
+    tok = train((text for _, text in parts.train.raw), config=config.train_config)
     seconds = time.perf_counter() - start
+    tok.name = config.name
+    sides = {TRAIN: parts.train, HELD_OUT: parts.eval}
+    measured = compare({config.name: tok}, {k: c for k, c in sides.items() if c.text})
     return DemoResult(
-        tokenizer=tok,
-        train=measure_side(tok, train_side),
-        held_out=measure_side(tok, held_side),
-        train_seconds=seconds,
+        tokenizer=tok, partition=parts, measurements=tuple(measured), train_seconds=seconds
     )

@@ -1,4 +1,4 @@
-"""Sequence-length metrics of one tokenizer on one corpus (lecture §3, §4 step 3, §10).
+"""Sequence-length metrics of one tokenizer on one corpus: bytes/token, fertility, retention.
 
 Given an ``encode`` callable (text → ids) and a :class:`Corpus`:
 
@@ -13,7 +13,7 @@ Given an ``encode`` callable (text → ids) and a :class:`Corpus`:
 * tokens/sentence = mean tokens when each sentence is encoded on its own, with no
   added LF (separators can change chunk boundaries, so this is not derived from the
   joined text);
-* bits per byte = tokens · ⌈log2 R⌉ / bytes for an id range R (§3: a fixed-width code);
+* bits per byte = tokens · ⌈log2 R⌉ / bytes for an id range R (ids as a fixed-width code);
 * the token premium of each language over a reference on parallel text = its
   sentence-by-sentence token total divided by the reference's.
 
@@ -143,6 +143,7 @@ class Measurement:
     sentence_tokens: int
     id_range: int | None
     word_definition: str
+    address_hash: str | None = None  # of the tokenizer measured, when known
 
     @property
     def bytes_per_token(self) -> float:
@@ -166,7 +167,7 @@ class Measurement:
 
     @property
     def bits_per_id(self) -> int | None:
-        """⌈log2 R⌉: the bits of a fixed-width id code (§3)."""
+        """⌈log2 R⌉: the bits of a fixed-width id code."""
         return None if self.id_range is None else max(1, (self.id_range - 1).bit_length())
 
     @property
@@ -243,13 +244,18 @@ def measure(
     words: WordDefinition | None = None,
     id_range: int | None = None,
     pieces: Collection[bytes] | None = None,
+    address_hash: str | None = None,
 ) -> Measurement:
     """Measure ``encode`` on ``corpus`` (metrics in the module docstring).
+
+    Tokens are counted on :attr:`Corpus.units` (each file of a plain-text corpus
+    alone, the joined sentences of a CoNLL-U corpus as one text). This is the one
+    measurement behind ``tokembed measure``, ``report`` and ``demo``.
 
     ``pieces`` (optional, the vocabulary's byte strings) only speeds up retention.
 
     Raises:
-        MeasureError(EMPTY_CORPUS): the corpus has no text.
+        MeasureError(EMPTY_INPUT): the corpus has no text.
         MeasureError(EMPTY_WORD_DEFINITION): the word regex matches nothing in it.
     """
     words = words or WordDefinition()
@@ -260,7 +266,7 @@ def measure(
         # (1.4 s on RusLit-40 with the set) overlaps the encodes (2 x 2.1 s).
         counted = pool.submit(words.count_distinct, text, corpus=corpus.name)
         try:
-            tokens = len(encode(text))
+            tokens = sum(len(encode(unit)) for unit in corpus.units)
             sentence_tokens = _sentence_tokens(encode, [s.text for s in corpus.sentences])
         finally:  # a word error (EMPTY_WORD_DEFINITION) wins, as when words came first
             n_words, distinct = counted.result()
@@ -278,6 +284,7 @@ def measure(
         sentence_tokens=sentence_tokens,
         id_range=id_range,
         word_definition=words.describe(),
+        address_hash=address_hash,
     )
 
 
@@ -317,6 +324,8 @@ def compare(
 ) -> list[Measurement]:
     """:func:`measure` every tokenizer on every corpus (ordinary encoding, R from its tables).
 
+    Each measurement carries its tokenizer's label and address hash.
+
     Results are ordered by corpus, then tokenizer, in the order given; each
     measurement's ``corpus`` is its key in ``corpora``.
     """
@@ -329,6 +338,8 @@ def compare(
                 tokenizer=name,
                 words=words,
                 id_range=tok.tables.id_range,
+                pieces=frozenset(tok.tables.pieces.values()),
+                address_hash=tok.address_hash,
             )
             out.append(replace(m, corpus=label))
     return out

@@ -1,9 +1,10 @@
 """Deterministic document-level train/eval partitions with a named rule.
 
-A rule decides, for each *document id*, whether the document goes to evaluation;
-whole documents therefore stay together, and since a parallel corpus shares
-document ids across languages (PUD: the first six characters of the sentence id),
-the same documents land on the same side in every language.
+A rule decides which *documents* go to evaluation; whole documents stay together.
+A parallel corpus shares document ids across languages (PUD: the first six
+characters of the sentence id), so the same documents land on the same side in
+every language. A plain-text corpus of several files has one document per file,
+so a rule there holds out whole files (what ``tokembed demo`` does).
 
 Rules (the name is recorded with every partitioned corpus):
 
@@ -11,20 +12,23 @@ Rules (the name is recorded with every partitioned corpus):
   (the first 32 bits of the hash, big-endian).
 * ``every<K>`` — evaluation iff the document's index (order of first appearance) is
   ``≡ K-1 (mod K)``: documents K-1, 2K-1, …
-* ``lecture`` — alias of ``sha256-mod5``. A systematic search over document-level
-  candidates (every K-th document for K = 2..11 at each offset; the first or last N
-  documents; SHA-256 (whole digest or its first 32/64 bits), SHA-1, MD5, BLAKE2b and
-  CRC32 of the document id, modulo K = 2..11 at each residue, as a fraction threshold,
-  or as a sort order with the first/last N) found exactly one rule reproducing the
-  lecture's teaching partition of PUD: this one. It gives train 833 sentences from
-  331 documents (180,112 Russian bytes) and evaluation 167 sentences from 66
-  documents (33,654 Russian and 18,168 English bytes).
+* ``holdout<F>`` — a share ``F`` in [0, 1) of the documents, at least one and never
+  all: the ``round(F·n)`` documents whose ids have the smallest SHA-256 (a fixed
+  pseudo-random choice that does not depend on the order of the documents). With
+  one document, or ``F = 0``, nothing is held out.
+* ``lecture`` — another name for ``sha256-mod5``: on PUD it gives train 833 sentences
+  from 331 documents (180,112 Russian bytes) and evaluation 167 sentences from 66
+  documents (33,654 Russian and 18,168 English bytes). A search over simple
+  document-level rules (every K-th document, first/last N, SHA-256, SHA-1, MD5,
+  BLAKE2b and CRC32 of the id modulo K = 2..11, thresholds and sort orders) found no
+  other rule that yields this teaching split of PUD.
 
 Example::
 
     >>> rule = PartitionRule.parse("lecture")
-    >>> rule.name, rule.is_eval("n01001", 0)
-    ('sha256-mod5', False)
+    >>> ids = ["n01001", "n01002", "n01003", "n01004", "n01005", "n01006"]
+    >>> rule.name, rule.split(ids)[1]
+    ('sha256-mod5', ['n01004'])
 """
 
 from __future__ import annotations
@@ -40,31 +44,58 @@ from tokembed.measure.corpus import Corpus
 __all__ = ["ALIASES", "Partition", "PartitionRule", "partition", "partition_parallel"]
 
 ALIASES: dict[str, str] = {"lecture": "sha256-mod5"}
+_KINDS = ("sha256-mod", "every", "holdout")
+_FIX = "use 'lecture', 'sha256-mod<K>' or 'every<K>' with K >= 2, or 'holdout<F>' with 0 <= F < 1"
+
+
+def _sha256(doc_id: str) -> str:
+    return hashlib.sha256(doc_id.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True, kw_only=True)
 class PartitionRule:
-    """A named document-level rule (see module docstring for the kinds)."""
+    """A named document-level rule (see module docstring for the kinds).
 
-    kind: Literal["sha256-mod", "every"]
-    modulus: int
+    ``modulus`` belongs to ``sha256-mod`` and ``every``; ``fraction`` to ``holdout``.
+
+    Raises:
+        MeasureError(INVALID_PARTITION): an unknown kind, a modulus below 2, or a
+            fraction outside [0, 1).
+    """
+
+    kind: Literal["sha256-mod", "every", "holdout"]
+    modulus: int = 0
+    fraction: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.kind not in ("sha256-mod", "every") or self.modulus < 2:
+        valid = (
+            0.0 <= self.fraction < 1.0 and self.modulus == 0
+            if self.kind == "holdout"
+            else self.kind in _KINDS and self.modulus >= 2 and self.fraction == 0.0
+        )
+        if not valid:
             raise MeasureError(
                 "INVALID_PARTITION",
-                f"unknown partition rule {self.kind!r} with modulus {self.modulus}",
-                value=(self.kind, self.modulus),
-                fix="use 'lecture', 'sha256-mod<K>' or 'every<K>' with K >= 2",
+                f"invalid partition rule {self.kind!r} with modulus {self.modulus} "
+                f"and fraction {self.fraction}",
+                value=(self.kind, self.modulus, self.fraction),
+                fix=_FIX,
             )
+
+    @classmethod
+    def holdout(cls, fraction: float) -> PartitionRule:
+        """The rule that holds out a share ``fraction`` of the documents."""
+        return cls(kind="holdout", fraction=fraction)
 
     @property
     def name(self) -> str:
-        return f"{self.kind}{self.modulus}"
+        return (
+            f"holdout{self.fraction:g}" if self.kind == "holdout" else f"{self.kind}{self.modulus}"
+        )
 
     @classmethod
     def parse(cls, spec: str) -> PartitionRule:
-        """Rule from its name (``lecture``, ``sha256-mod5``, ``every6``).
+        """Rule from its name (``lecture``, ``sha256-mod5``, ``every6``, ``holdout0.1``).
 
         Raises MeasureError(INVALID_PARTITION) for anything else.
         """
@@ -73,34 +104,48 @@ class PartitionRule:
             rest = name.removeprefix(kind)
             if rest != name and rest.isdigit():
                 return cls(kind=kind, modulus=int(rest))
+        rest = name.removeprefix("holdout")
+        if rest != name:
+            try:
+                return cls.holdout(float(rest))
+            except ValueError:
+                pass
         raise MeasureError(
             "INVALID_PARTITION",
             f"unknown partition rule {spec!r}",
             value=spec,
-            fix=f"use one of {sorted(ALIASES)}, 'sha256-mod<K>' or 'every<K>' (K >= 2)",
+            fix=_FIX.replace("'lecture'", f"one of {sorted(ALIASES)}"),
         )
 
-    def is_eval(self, doc_id: str, index: int) -> bool:
-        """Whether document ``doc_id`` (the ``index``-th in order of appearance) is evaluation."""
+    def _held_out(self, doc_ids: Sequence[str]) -> set[int]:
+        """Positions of the evaluation documents."""
+        n = len(doc_ids)
         if self.kind == "every":
-            return index % self.modulus == self.modulus - 1
-        digest = hashlib.sha256(doc_id.encode("utf-8")).hexdigest()
-        return int(digest[:8], 16) % self.modulus == 0
+            return {k for k in range(n) if k % self.modulus == self.modulus - 1}
+        if self.kind == "sha256-mod":
+            return {k for k, d in enumerate(doc_ids) if int(_sha256(d)[:8], 16) % self.modulus == 0}
+        share = round(self.fraction * n)
+        count = min(max(share, 1 if self.fraction > 0 else 0), n - 1) if n >= 2 else 0
+        return set(sorted(range(n), key=lambda k: _sha256(doc_ids[k]))[:count])
 
     def split(self, doc_ids: Sequence[str]) -> tuple[list[str], list[str]]:
-        """(train, eval) document ids, order kept. Raises INVALID_PARTITION if a side is empty."""
-        train: list[str] = []
-        held: list[str] = []
-        for k, doc in enumerate(doc_ids):
-            (held if self.is_eval(doc, k) else train).append(doc)
-        if not train or not held:
+        """(train, eval) document ids, order kept.
+
+        Raises:
+            MeasureError(INVALID_PARTITION): a ``sha256-mod``/``every`` rule leaves a side
+                empty, or there are no documents.
+        """
+        held = self._held_out(doc_ids)
+        train = [d for k, d in enumerate(doc_ids) if k not in held]
+        evaluation = [d for k, d in enumerate(doc_ids) if k in held]
+        if not train or (not evaluation and self.kind != "holdout"):
             raise MeasureError(
                 "INVALID_PARTITION",
                 f"rule {self.name} puts all {len(doc_ids)} documents on one side",
                 value=self.name,
-                fix="use a corpus with more documents or a different modulus",
+                fix="use a corpus with more documents or a different rule",
             )
-        return train, held
+        return train, evaluation
 
 
 @dataclass(frozen=True)
@@ -112,8 +157,20 @@ class Partition:
     eval: Corpus
 
 
-def partition(corpus: Corpus, rule: PartitionRule | str) -> Partition:
-    """Split ``corpus`` by documents; each side is labelled ``"<rule>:train"`` / ``":eval"``."""
+def partition(corpus: Corpus, *, rule: PartitionRule | str) -> Partition:
+    """Split ``corpus`` by documents; each side is labelled ``"<rule>:train"`` / ``":eval"``.
+
+    Example::
+
+        >>> from tokembed.measure.corpus import documents_corpus
+        >>> files = documents_corpus("c", [(f"f{i}.txt", f"text {i}\\n") for i in range(10)])
+        >>> p = partition(files, rule="holdout0.2")
+        >>> len(p.train.documents), p.eval.documents
+        (8, ('f4.txt', 'f9.txt'))
+
+    Raises:
+        MeasureError(INVALID_PARTITION): see :meth:`PartitionRule.split`.
+    """
     rule = PartitionRule.parse(rule) if isinstance(rule, str) else rule
     train, held = rule.split(corpus.documents)
     return Partition(
@@ -124,7 +181,7 @@ def partition(corpus: Corpus, rule: PartitionRule | str) -> Partition:
 
 
 def partition_parallel(
-    corpora: Mapping[str, Corpus], rule: PartitionRule | str
+    corpora: Mapping[str, Corpus], *, rule: PartitionRule | str
 ) -> dict[str, Partition]:
     """Partition aligned corpora with the *first* corpus's document ids for every language.
 

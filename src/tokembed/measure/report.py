@@ -2,15 +2,18 @@
 
 The file needs no server and no network: CSS is inline, the plot is inline SVG,
 there are no scripts and no external links. All text is escaped (see ``_html``);
-the only unescaped markup is the SVG that matplotlib writes.
+the only unescaped markup is the SVG that matplotlib writes. Every table and the
+plot name their tokenizer and the start of its address hash; wide tables scroll
+inside their own box, so the page fits a 900 px window.
 
 :func:`build_report` measures and collects; :func:`render_html` only formats a
 :class:`ReportData`; :func:`write_report` writes it atomically.
-:func:`write_demo_report` is what ``tokembed demo`` calls after training.
+:func:`write_demo_report` is what ``tokembed demo`` calls after training: it
+reuses the demo's own measurements, so the page and the terminal agree.
 
 Example::
 
-    >>> data = build_report(tokenizers={"ours": tok}, corpora={"ru": ru})  # doctest: +SKIP
+    >>> data = build_report(tokenizers={"ru4096": tok}, corpora={"ru": ru})  # doctest: +SKIP
     >>> write_report(data, "out/report.html")  # doctest: +SKIP
 """
 
@@ -23,21 +26,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tokembed._atomic import write_atomic
+from tokembed.embedding.memory import TableConfig
+from tokembed.errors import UsageError
 from tokembed.measure import _html
-from tokembed.measure.corpus import JOIN_RULES, Corpus, CorpusRecord, documents_corpus
-from tokembed.measure.curves import CurvePoint, compression_curve, curve_csv, plot_curve
+from tokembed.measure.corpus import JOIN_RULES, Corpus, CorpusRecord
+from tokembed.measure.curves import CurvePoint, compression_curve, plot_curve
 from tokembed.measure.metrics import Measurement, WordDefinition, compare
 from tokembed.measure.session import premiums_by_side
-from tokembed.measure.sources import SourceText, holdout_split
-from tokembed.measure.tables import corpus_rows, measurement_rows, vocab_rows
-from tokembed.measure.vocab_sizes import (
-    EmbeddingMemory,
-    VocabSizes,
-    embedding_memory,
-    vocab_sizes_of,
+from tokembed.measure.tables import (
+    MemoryRow,
+    corpus_rows,
+    curve_rows,
+    measurement_rows,
+    memory_rows,
+    short_hash,
+    vocab_rows,
 )
+from tokembed.measure.vocab_sizes import VocabSizes, vocab_sizes_of
 
 if TYPE_CHECKING:
+    from tokembed.measure.demo import DemoResult
     from tokembed.tokenizer import Tokenizer
 
 __all__ = [
@@ -51,15 +59,22 @@ __all__ = [
     "write_report",
 ]
 
-# The lecture's probes (§5.3, §5.4): one Russian and one English phrase, code, numbers.
+# Probes that show a tokenizer's character: Russian and English prose, code, numbers
+# with an emoji (a four-byte character).
 DEFAULT_SAMPLES = (
     "Внимание — это всё, что вам нужно.",
     "Attention is all you need.",
     "def encode(text):\n    return [merges.get(p, p) for p in pairs(text)]",
     "1234 + 5678 = 6912; 2026-07-04 🚀",
 )
-# §11.3's historical example: untied input and output tables, 2·V·d ≈ 1.05 B parameters.
-LLAMA_31_8B = embedding_memory(name="Llama-3.1-8B (§11.3)", rows=128_256, width=4_096)
+# A well-known reference point: Llama-3.1-8B's published config (V = 128,256,
+# hidden_size = 4,096, untied), whose two tables hold 2·V·d ≈ 1.05 B parameters.
+LLAMA_31_8B = MemoryRow(
+    name="Llama-3.1-8B",
+    table=TableConfig(vocab_size=128_256, hidden_size=4_096, tied=False),
+    width_from="published config",
+    tied_in_config=False,
+)
 
 
 @dataclass(frozen=True)
@@ -70,11 +85,16 @@ class TokenView:
     text: str
     ids: tuple[int, ...]
     pieces: tuple[bytes, ...]
+    address_hash: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
 class ReportData:
-    """Everything the HTML shows; each field may be empty (its section is then omitted)."""
+    """Everything the HTML shows; each field may be empty (its section is then omitted).
+
+    ``curve_tokenizer`` / ``curve_address`` name the tokenizer whose merge list the
+    curve truncates.
+    """
 
     title: str = "tokembed report"
     corpora: Sequence[CorpusRecord] = ()
@@ -83,41 +103,65 @@ class ReportData:
     reference: str | None = None
     curve: Sequence[CurvePoint] = ()
     curve_svg: str = ""
+    curve_tokenizer: str = ""
+    curve_address: str | None = None
     vocab: Sequence[VocabSizes] = ()
-    memory: Sequence[EmbeddingMemory] = ()
+    memory: Sequence[MemoryRow] = ()
     views: Sequence[TokenView] = ()
     notes: Sequence[str] = ()
 
 
-def _gib(n: int) -> str:
-    return f"{n / 2**30:.3f}"
+def _table(rows: tuple[list[str], list[list[str]]], *, cls: str = "") -> str:
+    return _html.scroll(_html.table(*rows, cls=cls))
 
 
-def _memory_rows(memory: Sequence[EmbeddingMemory]) -> tuple[list[str], list[list[str]]]:
-    headers = ["model / tokenizer", "V", "d", "V·d", "tied params", "untied params (2·V·d)"]
-    headers += ["tied bf16 GiB", "untied bf16 GiB", "tied fp32 GiB", "untied fp32 GiB"]
-    rows = []
-    for m in memory:
-        rows.append(
-            [
-                m.name,
-                f"{m.rows:,}",
-                f"{m.width:,}",
-                f"{m.table_parameters:,}",
-                f"{m.tied_parameters:,}",
-                f"{m.untied_parameters:,}",
-                _gib(m.bytes(tied=True, bytes_per_parameter=2)),
-                _gib(m.bytes(tied=False, bytes_per_parameter=2)),
-                _gib(m.bytes(tied=True, bytes_per_parameter=4)),
-                _gib(m.bytes(tied=False, bytes_per_parameter=4)),
-            ]
+def _corpora_section(data: ReportData) -> str:
+    body = _table(corpus_rows(data.corpora))
+    files = sorted({(f.path, f.sha256, f.bytes) for r in data.corpora for f in r.files})
+    if files:
+        body += _table((["file", "sha256", "bytes"], [[p, h, f"{b:,}"] for p, h, b in files]))
+    joins = sorted({r.join_rule for r in data.corpora})
+    note = "Every number below is measured on exactly these texts (sha256 of the UTF-8 text). "
+    note += " ".join(f"Join {j}: {JOIN_RULES[j]}." for j in joins)
+    return _html.section("Corpora", body, anchor="corpora", note=note)
+
+
+def _metrics_section(data: ReportData) -> str:
+    premiums = data.premiums or None
+    body = _table(measurement_rows(data.measurements, premiums=premiums), cls="metrics")
+    note = (
+        f"Word = {data.measurements[0].word_definition}. tok/sent encodes each sentence alone "
+        "without an added LF. bits/byte = tokens·⌈log2 R⌉/bytes. address = the start of the "
+        "tokenizer's address hash (its ids mean the same thing wherever this hash is equal)."
+    )
+    if premiums:
+        note += f" premium = sentence-wise tokens / those of {data.reference} on parallel text."
+    return _html.section("Metrics per corpus and tokenizer", body, anchor="metrics", note=note)
+
+
+def _curve_section(data: ReportData) -> str:
+    body = f'<div class="plot">{data.curve_svg}</div>' + _table(curve_rows(data.curve))
+    note = (
+        f"The first n merges of {data.curve_tokenizer} ({short_hash(data.curve_address)}), "
+        "one training run evaluated at several merge counts by truncating its merge list."
+    )
+    return _html.section("Compression curve", body, anchor="curve", note=note)
+
+
+def _views_section(views: Sequence[TokenView]) -> str:
+    body = ""
+    for v in views:
+        body += (
+            f"<h3>{html.escape(v.tokenizer)} <code>{html.escape(short_hash(v.address_hash))}</code>"
+            f" · {len(v.ids)} tokens</h3>"
         )
-    return headers, rows
-
-
-def _curve_rows(points: Sequence[CurvePoint]) -> tuple[list[str], list[list[str]]]:
-    lines = curve_csv(points).strip().split("\n")
-    return lines[0].split(","), [line.split(",") for line in lines[1:]]
+        body += _html.token_view(v.text, v.ids, v.pieces)
+    note = (
+        "Each sample's text beside its tokens. Hover a token for its id and bytes; "
+        "only bytes that are part of an unfinished UTF-8 character are shown as hex, with "
+        "the letters such tokens spell together written above them."
+    )
+    return _html.section("Token view", body, anchor="tokens", note=note)
 
 
 def render_html(data: ReportData) -> str:
@@ -125,61 +169,27 @@ def render_html(data: ReportData) -> str:
     parts = [f"<h1>{html.escape(data.title)}</h1>"]
     parts += [f'<p class="note">{html.escape(n)}</p>' for n in data.notes]
     if data.corpora:
-        body = _html.table(*corpus_rows(data.corpora))
-        files = sorted({(f.path, f.sha256, f.bytes) for r in data.corpora for f in r.files})
-        if files:
-            rows = [[p, h, f"{b:,}"] for p, h, b in files]
-            body += _html.table(["file", "sha256", "bytes"], rows)
-        joins = sorted({r.join_rule for r in data.corpora})
-        note = (
-            "Every number below is measured on exactly these texts (sha256 of the UTF-8 text). "
-            + " ".join(f"Join {j}: {JOIN_RULES[j]}." for j in joins)
-        )
-        parts.append(_html.section("Corpora", body, anchor="corpora", note=note))
+        parts.append(_corpora_section(data))
     if data.measurements:
-        premiums = data.premiums or None
-        body = _html.table(*measurement_rows(data.measurements, premiums), cls="metrics")
-        note = (
-            f"Word = {data.measurements[0].word_definition}. tok/sent encodes each sentence alone "
-            "without an added LF. bits/byte = tokens·⌈log2 R⌉/bytes."
-        )
-        if premiums:
-            note += f" premium = sentence-wise tokens / those of {data.reference} on parallel text."
-        parts.append(
-            _html.section("Metrics per corpus and tokenizer", body, anchor="metrics", note=note)
-        )
+        parts.append(_metrics_section(data))
     if data.curve:
-        body = f'<div class="plot">{data.curve_svg}</div>' + _html.table(*_curve_rows(data.curve))
-        note = "One training run evaluated at several merge counts by truncating its merge list."
-        parts.append(_html.section("Compression curve", body, anchor="curve", note=note))
+        parts.append(_curve_section(data))
     if data.vocab:
         note = "|I| defined unique ids; R = max id + 1; V the model's rows (config.json)."
-        parts.append(
-            _html.section(
-                "Vocabulary sizes", _html.table(*vocab_rows(data.vocab)), anchor="vocab", note=note
-            )
-        )
+        body = _table(vocab_rows(data.vocab))
+        parts.append(_html.section("Vocabulary sizes", body, anchor="vocab", note=note))
     if data.memory:
-        note = "Weights only (no gradients, optimizer state or output bias); 1 GiB = 2^30 bytes."
-        parts.append(
-            _html.section(
-                "Embedding-table memory",
-                _html.table(*_memory_rows(data.memory)),
-                anchor="memory",
-                note=note,
-            )
-        )
-    if data.views:
-        body = ""
-        for v in data.views:
-            body += f"<h3>{html.escape(v.tokenizer)} · {len(v.ids)} tokens</h3>"
-            body += _html.token_spans(v.ids, v.pieces)
         note = (
-            "Hover a token for its id and bytes; pieces that are not whole UTF-8 are shown as hex."
+            "Weights only (no gradients, optimizer state or output bias); 1 GiB = 2^30 bytes. "
+            "d is the model's own width from its config.json where there is one."
         )
-        parts.append(_html.section("Token view", body, anchor="tokens", note=note))
+        body = _table(memory_rows(data.memory))
+        parts.append(_html.section("Embedding-table memory", body, anchor="memory", note=note))
+    if data.views:
+        parts.append(_views_section(data.views))
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{html.escape(data.title)}</title><style>{_html.CSS}</style></head>"
         f"<body>{''.join(parts)}</body></html>\n"
     )
@@ -199,8 +209,49 @@ def _views(tokenizers: Mapping[str, Tokenizer], samples: Sequence[str]) -> list[
     for name, tok in tokenizers.items():
         for text in samples:
             ids = tok.encode_ordinary(text)
-            out.append(TokenView(name, text, tuple(ids), tuple(tok.piece(i) for i in ids)))
+            pieces = tuple(tok.piece(i) for i in ids)
+            out.append(TokenView(name, text, tuple(ids), pieces, tok.address_hash))
     return out
+
+
+def _memory(sizes: Sequence[VocabSizes], width: int | None) -> list[MemoryRow]:
+    """A row per tokenizer: its model's own V and width when a config gives them, else
+    ``width`` (if any) with V = the model's rows or the tokenizer's id range R."""
+    out = []
+    for s in sizes:
+        model = s.model
+        if model is not None and model.hidden_size is not None:
+            d = model.embedding_size
+            table = TableConfig(
+                vocab_size=model.vocab_size,
+                hidden_size=model.hidden_size,
+                tied=bool(model.tied),
+                embedding_dim=d if d != model.hidden_size else None,
+            )
+            source = Path(model.path).name if model.path else "config"
+        elif width is not None:
+            table = TableConfig(vocab_size=s.model_rows or s.id_range, hidden_size=width, tied=True)
+            source = "given width"
+        else:
+            continue
+        tied = None if model is None else model.tied
+        out.append(
+            MemoryRow(
+                name=s.name,
+                table=table,
+                width_from=source,
+                tied_in_config=tied,
+                address_hash=s.address_hash,
+            )
+        )
+    return [*out, LLAMA_31_8B] if out else []
+
+
+def _unique(sizes: Iterable[VocabSizes]) -> list[VocabSizes]:
+    seen: dict[tuple[str, str | None, str | None], VocabSizes] = {}
+    for s in sizes:
+        seen.setdefault((s.name, s.address_hash, s.config), s)
+    return list(seen.values())
 
 
 def build_report(
@@ -208,7 +259,7 @@ def build_report(
     tokenizers: Mapping[str, Tokenizer],
     corpora: Mapping[str, Corpus],
     reference: str | None = None,
-    curve_tokenizer: Tokenizer | None = None,
+    curve_tokenizer: str | None = None,
     curve_corpora: Mapping[str, Corpus] | None = None,
     merge_counts: Sequence[int] = (),
     vocab: Sequence[VocabSizes] = (),
@@ -217,85 +268,92 @@ def build_report(
     words: WordDefinition | None = None,
     title: str = "tokembed report",
     notes: Sequence[str] = (),
+    measurements: Sequence[Measurement] | None = None,
 ) -> ReportData:
     """Measure ``tokenizers`` on ``corpora`` and collect every report section.
 
     ``reference`` (a corpus label such as ``en``) adds token premiums per side
-    (corpora must be parallel);
-    ``curve_tokenizer`` with ``merge_counts`` adds the compression curve on
-    ``curve_corpora`` (default: ``corpora``); ``width`` adds embedding memory for each
-    tokenizer's V (its model rows, else R) next to §11.3's Llama-3.1-8B example.
+    (corpora must be parallel); ``curve_tokenizer`` (a key of ``tokenizers``) with
+    ``merge_counts`` adds the compression curve on ``curve_corpora`` (default:
+    ``corpora``). ``vocab`` adds inspected tokenizers (with their model configs) to
+    the measured ones. The memory table uses each model's own V and width from its
+    config; ``width`` fills in for tokenizers without one; Llama-3.1-8B is the
+    reference row. ``measurements`` already taken of ``tokenizers`` on ``corpora``
+    (the demo's) are used as they are instead of measuring again.
+
+    Raises:
+        UsageError(INVALID_ARGUMENT): ``curve_tokenizer`` is not a key of ``tokenizers``.
+        As :func:`~tokembed.measure.metrics.compare` and
+        :func:`~tokembed.measure.curves.compression_curve`.
     """
-    measurements = compare(tokenizers, corpora, words=words)
+    if curve_tokenizer is not None and curve_tokenizer not in tokenizers:
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            f"curve tokenizer {curve_tokenizer!r} is not among the measured tokenizers",
+            value=curve_tokenizer,
+            fix=f"choose one of {sorted(tokenizers)}",
+        )
+    if measurements is None:
+        measurements = compare(tokenizers, corpora, words=words)
     premiums = premiums_by_side(measurements, reference=reference) if reference else {}
     curve: list[CurvePoint] = []
-    svg = ""
+    svg, address = "", None
     if curve_tokenizer is not None and merge_counts:
+        tok = tokenizers[curve_tokenizer]
+        address = tok.address_hash
         curve = compression_curve(
-            curve_tokenizer, curve_corpora or corpora, merge_counts, words=words
+            tok, curve_corpora or corpora, merge_counts, words=words, name=curve_tokenizer
         )
         svg = plot_curve(
-            curve, title=f"bytes/token of {curve_tokenizer.name or 'ours'} by merge count"
+            curve,
+            title=f"bytes/token of {curve_tokenizer} ({short_hash(address)}) by merge count",
         )
-    sizes = list(vocab) or [vocab_sizes_of(t, name=n) for n, t in tokenizers.items()]
-    memory: list[EmbeddingMemory] = []
-    if width is not None:
-        for s in sizes:
-            memory.append(
-                embedding_memory(name=s.name, rows=s.model_rows or s.id_range, width=width)
-            )
-        memory.append(LLAMA_31_8B)
+    sizes = _unique([*(vocab_sizes_of(t, name=n) for n, t in tokenizers.items()), *vocab])
     labelled = {**corpora, **(curve_corpora or {})}
-    records = [replace(c, name=label).record() for label, c in labelled.items()]
     return ReportData(
         title=title,
-        corpora=records,
+        corpora=[replace(c, name=label).record() for label, c in labelled.items()],
         measurements=measurements,
         premiums=premiums,
         reference=reference,
         curve=curve,
         curve_svg=svg,
+        curve_tokenizer=curve_tokenizer or "",
+        curve_address=address,
         vocab=sizes,
-        memory=memory,
+        memory=_memory(sizes, width),
         views=_views(tokenizers, samples),
         notes=notes,
     )
 
 
 def write_demo_report(
-    tok: Tokenizer,
+    result: DemoResult,
     *,
-    sources: Sequence[SourceText],
-    holdout: float,
     path: str | Path,
     width: int = 768,
     inputs: Iterable[str | Path] = (),
 ) -> Path:
-    """The demo's report: ``tok`` on its training and held-out files, with its compression curve.
+    """The demo's report: its tokenizer on the training and held-out files, with its curve.
 
-    The files are split again with :func:`~tokembed.measure.sources.holdout_split` and
-    ``holdout`` (deterministic, so the sides are the ones ``run_demo`` trained and
-    held out). Returns the written path.
+    The sides and their measurements are the ones ``run_demo`` printed (no second
+    split, no second measurement). Returns the written path.
     """
-    train_side, held_side = holdout_split(list(sources), fraction=holdout)
-    corpora = {
-        label: documents_corpus(label, [(s.name, s.text) for s in side])
-        for label, side in (("train", train_side), ("held-out", held_side))
-        if any(s.text for s in side)
-    }
+    tok = result.tokenizer
+    name = tok.name or "demo"
     n = tok.n_merges
-    counts = sorted({0, *(n * k // 8 for k in range(1, 9))})
+    parts = result.partition
     data = build_report(
-        tokenizers={"ours": tok},
-        corpora=corpora,
-        curve_tokenizer=tok,
-        merge_counts=counts,
+        tokenizers={name: tok},
+        corpora=result.corpora,
+        measurements=result.measurements,
+        curve_tokenizer=name,
+        merge_counts=sorted({0, *(n * k // 8 for k in range(1, 9))}),
         width=width,
-        title="tokembed demo report",
+        title=f"tokembed demo report: {name}",
         notes=[
-            f"{len(train_side)} training files, {len(held_side)} held-out files (whole files). "
-            "Each side is measured as its files concatenated, so token counts can differ by a "
-            "few from encoding every file alone (chunks can join across a file boundary)."
+            f"{len(parts.train.documents)} training files, {len(parts.eval.documents)} "
+            f"held-out files (whole files, rule {parts.rule}). Each file is encoded on its own."
         ],
     )
     return write_report(data, path, inputs=inputs)

@@ -1,7 +1,8 @@
 """From command-line style inputs to measurements: what ``tokembed measure`` and ``report`` run.
 
 * :func:`load_tokenizers` — ``PATH`` or ``PATH@ENCODING`` specs → named tokenizers;
-* :func:`load_corpora` — files → labelled corpora. Labels are the language prefix of
+* :func:`load_corpora` — files, folders, globs or ``-`` → labelled corpora (one per
+  argument, read by :func:`~tokembed.measure.corpus.load_corpus`). Labels are the language prefix of
   PUD-style names (``ru_pud-ud-test.conllu`` → ``ru``) when those are distinct, else the
   file stem. Several CoNLL-U files are checked to be parallel (:func:`align`). With a
   partition rule every corpus is split by documents and labelled ``ru/train``, ``ru/eval``;
@@ -76,7 +77,7 @@ def load_corpora(
     """Labelled corpora (see module docstring), split by ``partition`` when given.
 
     Raises:
-        UsageError(INVALID_ARGUMENT): no paths. MeasureError(EMPTY_CORPUS,
+        UsageError(INVALID_ARGUMENT): no paths. MeasureError(EMPTY_INPUT,
         MALFORMED_CONLLU, UNALIGNED_PARALLEL_CORPUS, INVALID_PARTITION).
     """
     if not paths:
@@ -93,9 +94,9 @@ def load_corpora(
     if partition is None:
         return named
     out: dict[str, Corpus] = {}
-    parts = partition_parallel(conllu, partition) if conllu else {}
+    parts = partition_parallel(conllu, rule=partition) if conllu else {}
     for label, c in named.items():
-        p = parts.get(label) or partition_parallel({label: c}, partition)[label]
+        p = parts.get(label) or partition_parallel({label: c}, rule=partition)[label]
         out[f"{label}/train"] = replace(p.train, name=f"{label}/train")
         out[f"{label}/eval"] = replace(p.eval, name=f"{label}/eval")
     return out
@@ -162,8 +163,8 @@ def run_measure(
     premiums = premiums_by_side(measurements, reference=reference) if reference else {}
     curve: list[CurvePoint] = []
     if merge_counts:
-        first = next(iter(tokenizers.values()))
-        curve = compression_curve(first, corpora, merge_counts, words=words)
+        name, first = next(iter(tokenizers.items()))
+        curve = compression_curve(first, corpora, merge_counts, words=words, name=name)
     return MeasureResult(
         records=[c.record() for c in corpora.values()],
         measurements=measurements,
@@ -177,7 +178,8 @@ def save_texts(
 ) -> list[Path]:
     """Write each corpus's exact measured text to ``directory/<label>.txt`` (``/`` → ``.``).
 
-    With ``--partition lecture`` this gives ``ru.train.txt``, the lecture's training text.
+    With ``--partition lecture`` this gives ``ru.train.txt``, the training side of PUD's
+    teaching split.
 
     Raises:
         UsageError(OUTPUT_EXISTS): a file to write is one of ``inputs`` (checked before any write).

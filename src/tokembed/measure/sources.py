@@ -1,20 +1,26 @@
-"""Text sources for training: user files, folders, globs, stdin, and the built-in default corpus.
+"""Reading text input: files, folders, globs, gzip and standard input, one way for every command.
 
-:func:`read_texts` turns command-line style arguments into :class:`SourceText`
-records, one per file, in a deterministic order: a folder is read recursively
-in sorted path order (hidden entries such as ``.git`` skipped), a glob's
-matches are sorted, ``.gz`` files are decompressed, ``"-"`` is standard
-input. Text must be UTF-8: a bad byte is reported with the file and its
-offset, never replaced.
+Every command that reads text (``train``, ``encode``, ``demo``, ``measure``,
+``report``) goes through :func:`expand_paths` and :func:`read_source`:
 
-:func:`default_corpus` is the ``.py`` sources of the running interpreter's
-standard library (``sysconfig``'s ``stdlib`` path, site-packages excluded);
-:func:`holdout_split` keeps whole files apart for held-out measurement.
+* a folder is read recursively in sorted path order, hidden entries (``.git``) skipped;
+  a glob's matches are sorted; ``"-"`` is standard input;
+* gzip is recognised by its content (magic bytes ``1f 8b``), whatever the file is
+  called: a gzip file named ``.txt`` is decompressed and a plain file named ``.gz``
+  is read as it is. Decompression stops at ``max_decompressed_bytes``, so a small
+  ``.gz`` cannot expand without limit;
+* text must be UTF-8: a bad byte is reported with the file and its offset, never
+  replaced.
+
+Each :class:`SourceText` keeps the SHA-256 and size of the bytes as stored, so a
+measurement can record exactly which files it read (:class:`FileRecord`).
+:func:`default_corpus` is the ``.py`` sources of the running interpreter's standard
+library, the demo's corpus when none is given.
 
 Example::
 
     >>> sources = read_texts(["docs/", "notes/*.txt.gz"], max_bytes=8_000_000)  # doctest: +SKIP
-    >>> train, held = holdout_split(sources, fraction=0.1)  # doctest: +SKIP
+    >>> sources[0].record.sha256  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import glob
 import gzip
 import hashlib
+import io
 import sys
 import sysconfig
 import zlib
@@ -30,33 +37,56 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from tokembed.errors import MeasureError, TokenizerError, UsageError
+from tokembed.errors import MeasureError, UsageError
 
 __all__ = [
     "DEFAULT_CORPUS_BYTES",
+    "MAX_DECOMPRESSED_BYTES",
+    "STDIN",
+    "FileRecord",
     "SourceText",
     "default_corpus",
     "expand_paths",
-    "holdout_split",
+    "read_source",
     "read_texts",
 ]
 
 # The whole CPython 3.11 stdlib is ~31.5 MB of .py; 40 MB takes all of it, and
 # 16,384 merges train on it in ~8 s (whole demo ~30 s on 2 cores).
 DEFAULT_CORPUS_BYTES = 40_000_000
-_STDIN = "-"
+# 1 GiB of text per file: 25x RusLit-40 (40,222,040 bytes unpacked from 10.9 MB), and
+# small enough that a gzip bomb (1 MB can unpack to ~1 GB) fails cleanly instead of
+# exhausting memory.
+MAX_DECOMPRESSED_BYTES = 2**30
+STDIN = "-"
+_GZIP_MAGIC = b"\x1f\x8b"
 _GLOB_CHARS = frozenset("*?[")
+
+
+@dataclass(frozen=True, slots=True)
+class FileRecord:
+    """A source file: its path, the SHA-256 of its bytes as stored, and their count."""
+
+    path: str
+    sha256: str
+    bytes: int
 
 
 @dataclass(frozen=True, kw_only=True)
 class SourceText:
-    """One file's text; ``name`` is its path as found (``"-"`` for stdin)."""
+    """One file's text; ``name`` is its path as found (``"-"`` for stdin).
+
+    ``record`` describes the bytes as stored (before decompression); it is None for
+    texts that were not read from a file (built in memory).
+    """
 
     name: str
     text: str
+    record: FileRecord | None = None
 
     @property
     def n_bytes(self) -> int:
+        """UTF-8 bytes of the text (after decompression)."""
         return len(self.text.encode("utf-8", "surrogatepass"))
 
 
@@ -79,16 +109,17 @@ def _walk(folder: Path) -> Iterator[Path]:
             yield entry
 
 
-def expand_paths(paths_or_globs: Iterable[str]) -> list[str]:
+def expand_paths(paths_or_globs: Iterable[str | Path]) -> list[str]:
     """Files named by the arguments, in order (folders recursive and sorted, globs sorted).
 
     Raises:
         UsageError(FILE_NOT_FOUND): an argument names nothing, or a glob matches no file.
     """
     out: list[str] = []
-    for arg in paths_or_globs:
+    for item in paths_or_globs:
+        arg = str(item)
         path = Path(arg)
-        if arg == _STDIN or path.is_file():
+        if arg == STDIN or path.is_file():
             out.append(arg)
         elif path.is_dir():
             out += [str(p) for p in _walk(path)]
@@ -102,65 +133,104 @@ def expand_paths(paths_or_globs: Iterable[str]) -> list[str]:
     return out
 
 
+def _unreadable(name: str, why: object) -> MeasureError:
+    return MeasureError(
+        "UNREADABLE_INPUT",
+        f"cannot read {name}: {why}",
+        value=name,
+        fix="check the file's permissions, or re-create a damaged .gz",
+    )
+
+
+def _gunzip(name: str, data: bytes, limit: int) -> bytes:
+    """Decompress every gzip member of ``data``; refuse more than ``limit`` bytes of output."""
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
+            out = f.read(limit + 1)
+    except (OSError, EOFError, zlib.error) as exc:  # damaged or truncated
+        raise _unreadable(name, exc) from None
+    if len(out) > limit:
+        raise MeasureError(
+            "INPUT_TOO_LARGE",
+            f"{name} decompresses to more than {limit:,} bytes",
+            value=name,
+            fix="decompress it yourself and pass the text, or raise max_decompressed_bytes",
+        )
+    return out
+
+
 def _decode(name: str, data: bytes) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise TokenizerError(
-            "INVALID_UTF8",
+        raise MeasureError(
+            "INPUT_NOT_UTF8",
             f"{name} is not UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start}",
             value=(name, exc.start),
             fix="convert the file to UTF-8 (e.g. iconv -t UTF-8) or leave it out",
         ) from None
 
 
-def _read_bytes(name: str, stdin: BinaryIO | None) -> bytes:
+def read_source(
+    name: str | Path,
+    *,
+    stdin: BinaryIO | None = None,
+    max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES,
+) -> SourceText:
+    """The text of one file (``"-"``: ``stdin``, default the process's standard input).
+
+    Raises:
+        UsageError(FILE_NOT_FOUND): no such file.
+        MeasureError(UNREADABLE_INPUT): the file cannot be read, or its gzip is damaged.
+        MeasureError(INPUT_TOO_LARGE): gzip content unpacks past ``max_decompressed_bytes``.
+        MeasureError(INPUT_NOT_UTF8): the text is not UTF-8 (message: file and byte offset).
+    """
+    name = str(name)
+    if name != STDIN and not Path(name).is_file():
+        raise _not_found(name, "no such file")
     try:
-        if name == _STDIN:
-            return (stdin or sys.stdin.buffer).read()
-        data = Path(name).read_bytes()
-        # gzip magic number 1f 8b: decompress whatever the suffix says.
-        return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
-    except (OSError, EOFError, zlib.error) as exc:
-        raise MeasureError(
-            "UNREADABLE_INPUT",
-            f"cannot read {name}: {exc}",
-            value=name,
-            fix="check the file's permissions, or re-create a damaged .gz",
-        ) from None
+        stored = (stdin or sys.stdin.buffer).read() if name == STDIN else Path(name).read_bytes()
+    except OSError as exc:
+        raise _unreadable(name, exc) from None
+    record = FileRecord(path=name, sha256=hashlib.sha256(stored).hexdigest(), bytes=len(stored))
+    data = _gunzip(name, stored, max_decompressed_bytes) if stored[:2] == _GZIP_MAGIC else stored
+    return SourceText(name=name, text=_decode(name, data), record=record)
+
+
+def _empty(names: list[str], detail: str) -> MeasureError:
+    return MeasureError(
+        "EMPTY_INPUT",
+        f"no text in {len(names)} file(s){detail}",
+        value=names[:3],
+        fix="pass non-empty UTF-8 text files",
+    )
 
 
 def read_texts(
-    paths_or_globs: Iterable[str],
+    paths_or_globs: Iterable[str | Path],
     *,
     max_bytes: int | None = None,
     stdin: BinaryIO | None = None,
+    max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES,
 ) -> list[SourceText]:
     """One :class:`SourceText` per file; with ``max_bytes``, whole files in order while they fit.
 
     Raises:
         UsageError(FILE_NOT_FOUND): see :func:`expand_paths`.
-        TokenizerError(INVALID_UTF8): a file is not UTF-8 (message: file and byte offset).
-        MeasureError(UNREADABLE_INPUT): a file cannot be read or decompressed.
-        TokenizerError(EMPTY_CORPUS): no text at all.
+        MeasureError(UNREADABLE_INPUT, INPUT_TOO_LARGE, INPUT_NOT_UTF8): see :func:`read_source`.
+        MeasureError(EMPTY_INPUT): no text at all.
     """
     names = expand_paths(paths_or_globs)
     sources: list[SourceText] = []
     used = 0
     for name in names:
-        data = _read_bytes(name, stdin)
-        if max_bytes is not None and used + len(data) > max_bytes:
+        source = read_source(name, stdin=stdin, max_decompressed_bytes=max_decompressed_bytes)
+        if max_bytes is not None and used + source.n_bytes > max_bytes:
             continue
-        used += len(data)
-        sources.append(SourceText(name=name, text=_decode(name, data)))
+        used += source.n_bytes
+        sources.append(source)
     if not any(s.text for s in sources):
-        raise TokenizerError(
-            "EMPTY_CORPUS",
-            f"no text in {len(names)} file(s)"
-            + (f" within max_bytes={max_bytes}" if max_bytes is not None else ""),
-            value=names[:3],
-            fix="pass non-empty UTF-8 text files (or a larger max_bytes)",
-        )
+        raise _empty(names, f" within max_bytes={max_bytes}" if max_bytes is not None else "")
     return sources
 
 
@@ -177,7 +247,7 @@ def default_corpus(*, max_bytes: int = DEFAULT_CORPUS_BYTES) -> list[SourceText]
     ones; files that are not UTF-8 (a few test fixtures) are skipped.
 
     Raises:
-        TokenizerError(EMPTY_CORPUS): the interpreter has no readable stdlib sources.
+        MeasureError(EMPTY_INPUT): the interpreter has no readable stdlib sources.
     """
     root = Path(sysconfig.get_paths()["stdlib"])
     files = [
@@ -197,39 +267,9 @@ def default_corpus(*, max_bytes: int = DEFAULT_CORPUS_BYTES) -> list[SourceText]
         except UnicodeDecodeError:
             continue
         used += len(data)
-        sources.append(SourceText(name=path.relative_to(root).as_posix(), text=text))
+        name = path.relative_to(root).as_posix()
+        record = FileRecord(path=name, sha256=hashlib.sha256(data).hexdigest(), bytes=len(data))
+        sources.append(SourceText(name=name, text=text, record=record))
     if not sources:
-        raise TokenizerError(
-            "EMPTY_CORPUS",
-            f"no readable .py files under {root}",
-            value=str(root),
-            fix="pass your own corpus with --corpus",
-        )
+        raise _empty([str(root)], f" under {root} (no readable .py files)")
     return sources
-
-
-def holdout_split(
-    sources: list[SourceText], *, fraction: float = 0.1
-) -> tuple[list[SourceText], list[SourceText]]:
-    """``(train, held_out)``: about ``fraction`` of the files, chosen by name hash, held out.
-
-    Both sides are non-empty when there are two or more files; a single file is
-    all training (nothing to hold out). Order inside each side is kept.
-
-    Raises:
-        UsageError(INVALID_ARGUMENT): ``fraction`` is not in [0, 1).
-    """
-    if not 0.0 <= fraction < 1.0:
-        raise UsageError(
-            "INVALID_ARGUMENT",
-            f"holdout fraction {fraction} is not in [0, 1)",
-            value=fraction,
-            fix="pass a fraction such as 0.1",
-        )
-    n = len(sources)
-    k = min(max(round(fraction * n), 1 if fraction > 0 else 0), n - 1) if n >= 2 else 0
-    held_names = {s.name for s in sorted(sources, key=lambda s: _shuffle_key(s.name))[:k]}
-    return (
-        [s for s in sources if s.name not in held_names],
-        [s for s in sources if s.name in held_names],
-    )

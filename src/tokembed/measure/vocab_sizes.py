@@ -1,4 +1,4 @@
-"""Three vocabulary sizes that answer different questions (lecture §8.2, §9, §11.3).
+"""Three vocabulary sizes that answer different questions: defined ids, id range, model rows.
 
 For a tokenizer with ordinary (mergeable) ids and named special tokens:
 
@@ -10,8 +10,9 @@ For a tokenizer with ordinary (mergeable) ids and named special tokens:
 * ``V`` — the rows a model allocates (``vocab_size`` in an HF ``config.json``).
   Direct indexing needs ``V >= R``; ``V - |I|`` rows are reached by no tokenizer id.
 
-:func:`embedding_memory` turns ``V`` and a width ``d`` into parameters and bytes,
-tied (one ``V×d`` table) and untied (two).
+``V`` and the model's width come from its HF ``config.json``
+(:func:`tokembed._hf_config.read_model_config`); the table sizes they imply are
+computed by :mod:`tokembed.embedding.memory`, the one calculator.
 
 Example::
 
@@ -23,63 +24,16 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tokembed._hf_config import read_hf_config
-from tokembed.errors import MeasureError, UsageError
+from tokembed._hf_config import ModelConfig
+from tokembed.errors import MeasureError
 
 if TYPE_CHECKING:
     from tokembed.tokenizer import Tokenizer
 
-__all__ = [
-    "EmbeddingMemory",
-    "ModelConfig",
-    "VocabSizes",
-    "embedding_memory",
-    "read_model_config",
-    "vocab_sizes",
-    "vocab_sizes_of",
-]
-
-
-@dataclass(frozen=True, kw_only=True)
-class ModelConfig:
-    """The fields of an HF ``config.json`` that the size calculations need."""
-
-    path: str
-    vocab_size: int
-    hidden_size: int | None = None
-    tie_word_embeddings: bool | None = None
-
-
-def read_model_config(path: str | Path) -> ModelConfig:
-    """``vocab_size`` (and, when present, ``hidden_size`` and tying) of an HF config.json.
-
-    A multimodal config's ``text_config`` is read when the top level lacks ``vocab_size``.
-
-    Raises:
-        UsageError(FILE_NOT_FOUND); MeasureError(INVALID_CONFIG): not JSON or no
-        positive integer ``vocab_size``.
-    """
-    path, data = read_hf_config(path, error=MeasureError)
-    vocab = data.get("vocab_size")
-    if not isinstance(vocab, int) or isinstance(vocab, bool) or vocab <= 0:
-        raise MeasureError(
-            "INVALID_CONFIG",
-            f"{path} has no positive integer vocab_size",
-            value=vocab,
-            fix="pass the model's config.json (it must state vocab_size)",
-        )
-    hidden = data.get("hidden_size")
-    tied = data.get("tie_word_embeddings")
-    return ModelConfig(
-        path=str(path),
-        vocab_size=vocab,
-        hidden_size=hidden if isinstance(hidden, int) else None,
-        tie_word_embeddings=tied if isinstance(tied, bool) else None,
-    )
+__all__ = ["VocabSizes", "vocab_sizes", "vocab_sizes_of"]
 
 
 def _ranges(sorted_ids: list[int], end: int) -> list[tuple[int, int]]:
@@ -106,8 +60,18 @@ class VocabSizes:
     id_range: int
     holes: int
     hole_ranges: list[tuple[int, int]]
-    model_rows: int | None = None
-    config: str | None = field(default=None)
+    model: ModelConfig | None = None
+    address_hash: str | None = None
+
+    @property
+    def model_rows(self) -> int | None:
+        """``V``: the rows the model allocates (None without a config)."""
+        return None if self.model is None else self.model.vocab_size
+
+    @property
+    def config(self) -> str | None:
+        """The config file ``V`` was read from."""
+        return None if self.model is None else self.model.path
 
     @property
     def unreached_rows(self) -> int | None:
@@ -128,6 +92,8 @@ class VocabSizes:
             "model_rows": self.model_rows,
             "unreached_rows": self.unreached_rows,
             "config": self.config,
+            "hidden_size": None if self.model is None else self.model.hidden_size,
+            "address_hash": self.address_hash,
         }
 
 
@@ -136,10 +102,10 @@ def vocab_sizes(
     name: str,
     ordinary_ids: Iterable[int],
     specials: Mapping[str, int],
-    model_rows: int | None = None,
-    config: str | None = None,
+    model: ModelConfig | None = None,
+    address_hash: str | None = None,
 ) -> VocabSizes:
-    """Sizes from ordinary ids, special name → id, and optionally the model's rows ``V``.
+    """Sizes from ordinary ids, special name → id, and optionally the model's config (``V``).
 
     Raises:
         MeasureError(VOCAB_BELOW_ID_RANGE): ``model_rows < R`` (some id has no row).
@@ -151,6 +117,7 @@ def vocab_sizes(
     by_id: dict[int, list[str]] = {}
     for sname, sid in specials.items():
         by_id.setdefault(sid, []).append(sname)
+    model_rows = None if model is None else model.vocab_size
     if model_rows is not None and model_rows < id_range:
         raise MeasureError(
             "VOCAB_BELOW_ID_RANGE",
@@ -170,8 +137,8 @@ def vocab_sizes(
         id_range=id_range,
         holes=sum(b - a + 1 for a, b in holes),
         hole_ranges=holes,
-        model_rows=model_rows,
-        config=config,
+        model=model,
+        address_hash=address_hash,
     )
 
 
@@ -183,51 +150,6 @@ def vocab_sizes_of(
         name=name or tok.name or "tokenizer",
         ordinary_ids=tok.tables.pieces.keys(),
         specials=tok.tables.specials,
-        model_rows=None if config is None else config.vocab_size,
-        config=None if config is None else config.path,
+        model=config,
+        address_hash=tok.address_hash,
     )
-
-
-@dataclass(frozen=True, kw_only=True)
-class EmbeddingMemory:
-    """Weight payload of the vocabulary tables (no gradients, optimizer state or bias)."""
-
-    name: str
-    rows: int
-    width: int
-
-    @property
-    def table_parameters(self) -> int:
-        """One ``V×d`` table."""
-        return self.rows * self.width
-
-    @property
-    def tied_parameters(self) -> int:
-        """Input and output share one table: ``V·d``."""
-        return self.table_parameters
-
-    @property
-    def untied_parameters(self) -> int:
-        """Separate input and output tables: ``2·V·d``."""
-        return 2 * self.table_parameters
-
-    def bytes(self, *, tied: bool, bytes_per_parameter: int) -> int:
-        return (self.tied_parameters if tied else self.untied_parameters) * bytes_per_parameter
-
-
-def embedding_memory(*, name: str, rows: int, width: int) -> EmbeddingMemory:
-    """Parameters and bytes of ``rows × width`` vocabulary tables.
-
-    Example: Llama-3.1-8B, V=128256, d=4096 → untied 2·V·d = 1,050,673,152 parameters.
-
-    Raises:
-        UsageError(INVALID_ARGUMENT): rows or width not positive.
-    """
-    if rows <= 0 or width <= 0:
-        raise UsageError(
-            "INVALID_ARGUMENT",
-            f"table size must be positive, got V={rows}, d={width}",
-            value=(rows, width),
-            fix="pass V >= 1 and d >= 1",
-        )
-    return EmbeddingMemory(name=name, rows=rows, width=width)
