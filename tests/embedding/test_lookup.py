@@ -32,7 +32,7 @@ from tokembed.embedding.addressed import AddressedIds
 from tokembed.embedding.frequency import row_counts
 from tokembed.embedding.lookup import LookupConfig, TokenEmbedding
 from tokembed.embedding.stamps import apply_input_scale, row_stamp
-from tokembed.errors import EmbeddingError, MeasureError, UsageError
+from tokembed.errors import EmbeddingError, UsageError
 
 HASH_A = "sha256:" + "a" * 64
 HASH_B = "sha256:" + "b" * 64
@@ -388,9 +388,9 @@ class _FakeTokenizer:
 
 def test_bind_address_checks_row_count_against_tokenizer() -> None:
     emb = TokenEmbedding(8, 3)
-    with pytest.raises(MeasureError) as e:
+    with pytest.raises(EmbeddingError) as e:
         emb.bind_address(_FakeTokenizer())
-    assert e.value.code == "VOCAB_BELOW_ID_RANGE"
+    assert (e.value.code, e.value.value) == ("ID_OUT_OF_RANGE", 8)  # ids up to 8, rows 0..7
     emb.bind_address(HASH_A, id_range=8)
     assert emb.config.address_hash == HASH_A
     with pytest.raises(UsageError) as u:

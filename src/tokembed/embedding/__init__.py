@@ -32,7 +32,8 @@ from tokembed.embedding.init import (
     matching_scale,
     sample_ledger,
 )
-from tokembed.embedding.lookup import LookupConfig, TokenEmbedding
+from tokembed.embedding.lookup import TokenEmbedding
+from tokembed.embedding.lookup_config import LookupConfig, LookupPolicy, config_of
 from tokembed.embedding.materialize import (
     Materialized,
     TableSpec,
@@ -73,6 +74,7 @@ __all__ = [
     "InitLedger",
     "Initializer",
     "LookupConfig",
+    "LookupPolicy",
     "Materialized",
     "MemoryReport",
     "NumericalLedger",
@@ -92,6 +94,7 @@ __all__ = [
     "check_sparse_options",
     "classifier_macs",
     "clip_grad_norm_sparse_",
+    "config_of",
     "embedding_param_groups",
     "global_frequency_embedding",
     "gradient_payload",

@@ -44,6 +44,7 @@ __all__ = [
     "initialize_",
     "initializer_ledger",
     "matching_scale",
+    "new_table",
     "sample_ledger",
 ]
 
@@ -224,6 +225,36 @@ def initialize_(
         if padding_idx is not None:
             table[padding_idx].zero_()
     return table
+
+
+def new_table(
+    rows: int,
+    cols: int,
+    *,
+    init: Initializer | None = None,
+    padding_idx: int | None = None,
+    dtype: torch.dtype | None = None,
+    device: torch.device | str | None = None,
+) -> torch.nn.Parameter:
+    """A fresh ``[rows, cols]`` Parameter filled by ``init``, its ``padding_idx`` row zeroed.
+
+    The one place a table of tokembed is created: the single-device lookup, each
+    rank's row or column shard and the sharded output head all call it, so the
+    default (``constructor_default``: nn.Embedding's N(0, 1), drawn from the
+    global generator exactly as ``nn.Embedding`` draws it) and the PAD post-init
+    policy cannot drift apart. ``padding_idx`` is an index into these rows (a
+    shard passes its local PAD row, or None when it holds none).
+
+    Example::
+
+        >>> new_table(4, 2, padding_idx=1)[1].tolist()
+        [0.0, 0.0]
+    """
+    import torch
+
+    weight = torch.nn.Parameter(torch.empty(rows, cols, dtype=dtype, device=device))
+    initialize_(weight, init or Initializer(name="constructor_default"), padding_idx=padding_idx)
+    return weight
 
 
 def sample_ledger(table: torch.Tensor, *, scale: float = 1.0, name: str = "sampled") -> InitLedger:
