@@ -107,6 +107,7 @@ CODES: dict[str, str] = {
     "NOT_AN_EMBEDDING": "the module to shard is not an nn.Embedding",
     "REPLICA_DIVERGED": "replicas of a tied table differ in values or optimizer state",
     "SHARD_LAYOUT_MISMATCH": "saved shards do not reconstruct the declared logical table",
+    "SEQUENCE_NOT_DIVISIBLE": "a sequence-parallel dimension is not divisible by the group size",
 }
 
 

@@ -68,7 +68,7 @@ def test_routed_lookup_matches_single_process(world: int) -> None:
         expected_bad = (
             "EmbeddingError:ID_OUT_OF_RANGE:10"
             if rank == last
-            else f"ParallelError:ID_OUT_OF_RANGE:{last}"
+            else f"EmbeddingError:ID_OUT_OF_RANGE:{last}"
         )
         assert r["bad"] == expected_bad
         assert r["after"] == (1, 3, 2)

@@ -1,7 +1,6 @@
 """Initialization ledger: what a named initializer puts into a fresh [V, d] table.
 
-Before training, a row is an initialized parameter vector, not a meaning
-(spec 0x03A). For independent coordinates with mean mu and variance sigma^2,
+Before training, a row is an initialized parameter vector, not a meaning. For independent coordinates with mean mu and variance sigma^2,
 ``E||E_i||^2 = d (sigma^2 + mu^2)``, and a scalar multiplier s turns the
 coordinate variance into ``s^2 sigma^2``. ``s = sqrt(d)`` gives unit variance
 only when ``sigma^2 = 1/d``; for PyTorch's Xavier uniform on a rectangular

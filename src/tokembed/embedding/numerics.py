@@ -1,6 +1,6 @@
 """Numerical-state ledger: the dtypes that actually exist around one table.
 
-"The embedding is bf16" names one of at least six states (spec 0x03C):
+"The embedding is bf16" names one of at least six states:
 checkpoint tensor, live parameter storage, gathered lookup output, autocast
 compute, gradient (layout and dtype) and optimizer state (moments, an optional
 master copy). :func:`observe_numerics` *observes* each from a live module and
@@ -72,7 +72,7 @@ class NumericalLedger:
     master_weight: str = "none"  # none | explicit_float32_copy
 
     def to_dict(self) -> dict[str, object]:
-        """Nested manifest in the shape of spec 0x03C's ``embedding_numerical_state``."""
+        """Nested manifest ``{"embedding_numerical_state": {...}}``, one key per state."""
         flat = asdict(self)
         return {
             "checkpoint_dtype": flat["checkpoint_dtype"],
