@@ -12,7 +12,7 @@ from tokembed.embedding.payloads import (
     classifier_macs,
     gradient_payload,
     lookup_payload,
-    projector_ledger,
+    projector_cost,
 )
 from tokembed.errors import EmbeddingError, UsageError
 
@@ -102,10 +102,10 @@ def test_factorized_bridge_macs_0x05a() -> None:
 
 
 def test_media_projector_0x0a1() -> None:
-    proj = projector_ledger(batch=1, n_media=576, d_media=1_024, d_model=4_096)
+    proj = projector_cost(batch=1, n_media=576, d_media=1_024, d_model=4_096)
     assert (proj.parameters, proj.parameter_bytes) == (4_194_304, 8 * MIB)
     assert proj.macs == 2_415_919_104
     assert (proj.projected_elements, proj.projected_bytes) == (2_359_296, 4.5 * MIB)
     with pytest.raises(EmbeddingError) as e:
-        projector_ledger(batch=0, n_media=576, d_media=1_024, d_model=4_096)
+        projector_cost(batch=0, n_media=576, d_media=1_024, d_model=4_096)
     assert e.value.code == "INVALID_CONFIG"

@@ -26,11 +26,11 @@ from tokembed.embedding.gradients import (
 from tokembed.embedding.harvard import HarvardEmbedding, sinusoidal_table
 from tokembed.embedding.init import (
     Initializer,
-    InitLedger,
+    InitStatistics,
     initialize_,
-    initializer_ledger,
+    initializer_statistics,
     matching_scale,
-    sample_ledger,
+    sample_statistics,
 )
 from tokembed.embedding.lookup import TokenEmbedding
 from tokembed.embedding.lookup_config import LookupConfig, LookupPolicy, config_of
@@ -52,13 +52,13 @@ from tokembed.embedding.memory import (
     table_parameters,
     training_state_bytes,
 )
-from tokembed.embedding.numerics import NumericalLedger, observe_numerics, write_ledger
+from tokembed.embedding.numerics import NumericalState, observe_numerics, write_numerical_state
 from tokembed.embedding.onehot import one_hot_linear, one_hot_lookup, one_hot_selectors
 from tokembed.embedding.payloads import (
     classifier_macs,
     gradient_payload,
     lookup_payload,
-    projector_ledger,
+    projector_cost,
 )
 from tokembed.embedding.projector import FeatureProjector
 from tokembed.embedding.stamps import RowStamp, add_positions, apply_input_scale, row_stamp
@@ -71,13 +71,13 @@ __all__ = [
     "FeatureProjector",
     "GradientAdmission",
     "HarvardEmbedding",
-    "InitLedger",
+    "InitStatistics",
     "Initializer",
     "LookupConfig",
     "LookupPolicy",
     "Materialized",
     "MemoryReport",
-    "NumericalLedger",
+    "NumericalState",
     "PadRowGuard",
     "RowStamp",
     "SummedEmbedding",
@@ -102,7 +102,7 @@ __all__ = [
     "grow_optimizer_state_",
     "guard_padding_row",
     "initialize_",
-    "initializer_ledger",
+    "initializer_statistics",
     "is_safe_cast",
     "load_exact",
     "load_table_config",
@@ -114,14 +114,14 @@ __all__ = [
     "one_hot_linear",
     "one_hot_lookup",
     "one_hot_selectors",
-    "projector_ledger",
+    "projector_cost",
     "row_counts",
     "row_stamp",
-    "sample_ledger",
+    "sample_statistics",
     "sinusoidal_table",
     "table_parameters",
     "training_state_bytes",
     "validate_bag_offsets",
     "validate_ids",
-    "write_ledger",
+    "write_numerical_state",
 ]

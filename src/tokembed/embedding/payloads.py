@@ -29,11 +29,11 @@ __all__ = [
     "MIB",
     "GradientPayload",
     "LookupPayload",
-    "ProjectorLedger",
+    "ProjectorCost",
     "classifier_macs",
     "gradient_payload",
     "lookup_payload",
-    "projector_ledger",
+    "projector_cost",
 ]
 
 
@@ -127,8 +127,8 @@ def classifier_macs(cfg: TableConfig, *, input_rows: int, output_rows: int) -> d
 
 
 @dataclass(frozen=True, kw_only=True)
-class ProjectorLedger:
-    """A linear media projector d_media -> d_model."""
+class ProjectorCost:
+    """Parameters, MACs and output bytes of a linear media projector d_media -> d_model."""
 
     parameters: int
     parameter_bytes: int
@@ -137,15 +137,15 @@ class ProjectorLedger:
     projected_bytes: int
 
 
-def projector_ledger(
+def projector_cost(
     *, batch: int, n_media: int, d_media: int, d_model: int, dtype: str = "bf16"
-) -> ProjectorLedger:
+) -> ProjectorCost:
     """B=1, n=576, 1024 -> 4096: 4,194,304 params (8 MiB), 2,415,919,104 MACs, 4.5 MiB out."""
     check_positive(batch=batch, n_media=n_media, d_media=d_media, d_model=d_model)
     b = dtype_bytes(dtype)
     params = d_media * d_model
     states = batch * n_media * d_model
-    return ProjectorLedger(
+    return ProjectorCost(
         parameters=params,
         parameter_bytes=params * b,
         macs=batch * n_media * params,
