@@ -7,13 +7,15 @@ TokenEmbedding's output (stamped once) and refuse what it refuses, with the same
 class and code on every rank: address-hash mismatch, PAD-id disagreement, the
 ``-1`` PAD convention, out-of-range ids, one-hot selectors, a non-zero PAD row
 (on the rank that holds it, agreed with its peers) and a checkpoint carrying one.
+Saved shards record the table's tokenizer binding, and loading checks it.
 """
 
 from __future__ import annotations
 
 import typing
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import fields, replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +34,8 @@ from tokembed.parallel import (
     RowRoutedEmbedding,
     VocabParallelEmbedding,
     VocabParallelLMHead,
+    load_vocab_shards,
+    save_vocab_shards,
     shard_input_embedding,
 )
 from tokembed.parallel._sharded_lookup import table_source
@@ -143,7 +147,25 @@ def _sharded_model(ref: TokenEmbedding) -> dict[str, Any]:
     return out
 
 
-def _contracts(rank: int, world: int) -> dict[str, Any]:
+def _checkpoint(ref: TokenEmbedding, rank: int, root: str) -> dict[str, Any]:
+    """Saved shards record the table's binding; loading checks it and the PAD row."""
+    saved = VocabParallelEmbedding.from_embedding(ref)
+    save_vocab_shards(saved, f"{root}/good")  # the address hash comes from the config
+    same = VocabParallelEmbedding.from_config(ref.config)
+    load_vocab_shards(same, f"{root}/good")
+    other = VocabParallelEmbedding.from_config(replace(ref.config, address_hash=HASH_B))
+    if saved.local_padding_idx is not None:
+        with torch.no_grad():
+            saved.weight[saved.local_padding_idx] = 1.0
+    save_vocab_shards(saved, f"{root}/trained_pad")
+    return {
+        "round_trip": torch.equal(same.gather_weight(), ref.weight.detach()),
+        "other_hash": _outcome(lambda: load_vocab_shards(other, f"{root}/good")),
+        "trained_pad": _outcome(lambda: load_vocab_shards(same, f"{root}/trained_pad")),
+    }
+
+
+def _contracts(rank: int, world: int, root: str) -> dict[str, Any]:
     ref = _reference()
     bare = VocabParallelEmbedding(V, D, address_hash=HASH_A, require_address=True)
     fresh = VocabParallelEmbedding(V, D, padding_idx=PAD)
@@ -152,6 +174,7 @@ def _contracts(rank: int, world: int) -> dict[str, Any]:
         "routed": _table_contract(RowRoutedEmbedding.from_embedding(ref), rank, ref),
         "column": _table_contract(ColumnParallelEmbedding.from_embedding(ref), rank, ref),
         "model": _sharded_model(ref),
+        "checkpoint": _checkpoint(ref, rank, root),
         "bare": _outcome(lambda: bare(torch.tensor([1, 2]))),
         "fresh_pad_zero": (
             None
@@ -162,8 +185,8 @@ def _contracts(rank: int, world: int) -> dict[str, Any]:
 
 
 @pytest.mark.distributed
-def test_sharded_tables_keep_the_lookup_contract() -> None:
-    results = run_ranks(_contracts, 2)
+def test_sharded_tables_keep_the_lookup_contract(tmp_path: Path) -> None:
+    results = run_ranks(_contracts, 2, str(tmp_path))
     for rank, r in enumerate(results):
         for name in ("vocab", "routed", "column"):
             t = r[name]
@@ -198,6 +221,11 @@ def test_sharded_tables_keep_the_lookup_contract() -> None:
         assert m["head_other_hash"] == f"EmbeddingError:ADDRESS_HASH_MISMATCH:{HASH_A}"
         assert m["bind_short"] == "EmbeddingError:ID_OUT_OF_RANGE:10"
         assert r["bare"] == "EmbeddingError:ADDRESS_HASH_MISMATCH:None"
+        c = r["checkpoint"]
+        assert c["round_trip"] is True
+        assert c["other_hash"] == f"EmbeddingError:ADDRESS_HASH_MISMATCH:{HASH_A}"
+        # Loading is per rank: only the PAD row's owner (rank 1) holds the trained row.
+        assert c["trained_pad"] == ("EmbeddingError:PAD_ROW_NOT_ZERO:7" if rank == 1 else "ok")
         assert r["fresh_pad_zero"] == (True if rank == 1 else None)
 
 
