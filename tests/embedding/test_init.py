@@ -20,13 +20,13 @@ from tokembed.errors import EmbeddingError, UsageError
 XAVIER = Initializer(name="xavier_uniform")
 
 
-def test_xavier_rectangular_table_figures_of_0x03a() -> None:
+def test_xavier_rectangular_table_figures() -> None:
     # V=32,000, d_model=512, g=1, Harvard multiplier sqrt(512).
     stats = initializer_statistics(
         XAVIER, num_embeddings=32_000, embedding_dim=512, scale=math.sqrt(512)
     )
     assert stats.coordinate_variance == pytest.approx(2 / 32_512, rel=1e-12)
-    assert stats.coordinate_variance == pytest.approx(0.00006151, abs=1e-8)  # spec: ~= 0.00006151
+    assert stats.coordinate_variance == pytest.approx(0.00006151, abs=1e-8)  # 2 / (32,000 + 512)
     assert round(stats.scaled_variance, 4) == 0.0315
     assert round(stats.scaled_sq_row_norm, 2) == 16.13
     assert round(stats.scaled_rms, 4) == 0.1775

@@ -50,7 +50,7 @@ def test_fp32_table_with_adamw() -> None:
 
 
 def test_bf16_storage_with_explicit_fp32_master_and_cpu_autocast() -> None:
-    # The spec 0x03C manifest: fp32 checkpoint, bf16 storage, sqrt(d) once, AdamW on an fp32 master.
+    # A typical mixed-precision manifest: fp32 checkpoint, bf16 storage, sqrt(d) once, AdamW on an fp32 master.
     torch.manual_seed(0)
     scale = math.sqrt(D)
     emb = TokenEmbedding(8, D, input_scale=scale, dtype=torch.bfloat16)

@@ -226,7 +226,7 @@ def test_refusals_in_a_deepspeed_model() -> None:
         assert refusals["hidden_parallel_embedding"] == "ALREADY_PARALLELIZED"
         assert refusals["linear_allreduce_type"] == "LinearAllreduce"
         assert refusals["linear_allreduce"] == "ALREADY_PARALLELIZED"
-        # Review point 2: a hidden-dimension slice, requested or already done by AutoTP.
+        # A hidden-dimension slice, requested or already done by AutoTP, is refused.
         assert refusals["partition_config_slice"] == "HIDDEN_DIM_SHARDED"
         assert refusals["deepspeed_sliced_shape"] == (131, 16)
         assert refusals["deepspeed_sliced"] == "HIDDEN_DIM_SHARDED"

@@ -3,7 +3,7 @@
 At 2 and 4 ranks each rank's own batch equals single-process nn.Embedding
 on the global batch (uneven V=131, PAD on a non-zero owner, max_norm, an
 empty batch); a bad id on one rank raises on every rank; lost origin
-metadata is refused. (The spec 0x04A duplicate-id trace and its 80-byte
+metadata is refused. (The two-rank duplicate-id trace and its 80-byte
 payload are checked in test_schedules.py.)
 """
 
