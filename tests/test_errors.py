@@ -73,3 +73,13 @@ def test_every_measure_code_is_a_measure_error() -> None:
     assert {"EMPTY_INPUT", "INPUT_NOT_UTF8", "UNREADABLE_INPUT"} <= measure_codes
     classes = _classes_by_code()
     assert {c: classes[c] for c in measure_codes if classes[c] != {"MeasureError"}} == {}
+
+
+def test_distributed_agreement_reraises_under_the_one_class() -> None:
+    # When one rank refuses its input, the others raise the same code under its class.
+    from tokembed.parallel._collectives import _AGREED
+
+    classes = _classes_by_code()
+    for code, cls in _AGREED.items():
+        if code not in _PENDING_TWO_CLASSES:
+            assert classes.get(code, {cls.__name__}) == {cls.__name__}, code

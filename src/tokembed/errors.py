@@ -96,8 +96,8 @@ CODES: dict[str, str] = {
     "UNCOALESCED_GRADIENT": "a sparse gradient was required to be coalesced but is not",
     "TIED_DENSE_UNDER_SPARSE": "a tied output path makes the gradient dense under a sparse-only contract",
     "UNKNOWN_INITIALIZER": "an initializer name is not known",
-    "DOUBLE_SCALING": "a numerical ledger finds a scale applied twice",
-    "MASTER_COPY_ASSUMED": "a numerical ledger declares an fp32 master copy that does not exist",
+    "DOUBLE_SCALING": "the observed numerical state finds a scale applied twice",
+    "MASTER_COPY_ASSUMED": "a declared fp32 master copy of a table does not exist",
     "INVALID_CONFIG": "a model config lacks the fields a calculation needs",
     "MISSING_GRADIENT": "a table has no gradient where one was required (backward not run)",
     "SCALE_MISMATCH": "an observed lookup scale is not a power of the declared input scale",
@@ -115,6 +115,7 @@ CODES: dict[str, str] = {
     "NOT_AN_EMBEDDING": "the module to shard is not an nn.Embedding",
     "REPLICA_DIVERGED": "replicas of a tied table differ in values or optimizer state",
     "SHARD_LAYOUT_MISMATCH": "saved shards do not reconstruct the declared logical table",
+    "SEQUENCE_NOT_DIVISIBLE": "a sequence-parallel dimension is not divisible by the group size",
 }
 
 

@@ -17,7 +17,7 @@ OFFSETS = torch.tensor([0, 4, 8])
 
 
 @pytest.mark.parametrize("mode", ["sum", "mean", "max"])
-def test_spec_bags_0x04b_equal_peer_and_oracle(mode: str) -> None:
+def test_worked_bags_equal_peer_and_oracle(mode: str) -> None:
     weight = torch.tensor(SPEC_TABLE)
     ours = TokenEmbeddingBag(
         8, 3, mode=mode, padding_idx=0, include_last_offset=True, weight=weight

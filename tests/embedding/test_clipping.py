@@ -14,7 +14,7 @@ from conftest import data_path, pud_text
 from tokembed.embedding.clipping import clip_grad_norm_sparse_
 from tokembed.errors import UsageError
 
-# 0x04A trace: V=8, d=3, uncoalesced rows [1,4,1,4,6,1,4] -> coalesced [[5,3,2],[6,3,1],[0,1,3]].
+# Worked trace: V=8, d=3, uncoalesced rows [1,4,1,4,6,1,4] -> coalesced [[5,3,2],[6,3,1],[0,1,3]].
 ROWS = torch.tensor([1, 4, 1, 4, 6, 1, 4])
 VALUES = torch.tensor(
     [[1, 0, 1], [0, 2, 0], [3, 1, 0], [2, 0, 1], [0, 1, 3], [1, 2, 1], [4, 1, 0]],

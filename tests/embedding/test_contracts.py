@@ -12,7 +12,7 @@ from tokembed.errors import EmbeddingError, UsageError
 
 
 def test_accepts_spec_trace_ids_int64_and_int32() -> None:
-    ids = torch.tensor([[1, 4, 6, 2], [1, 5, 2, 0]])  # spec 0x02A, V=8
+    ids = torch.tensor([[1, 4, 6, 2], [1, 5, 2, 0]])  # the worked [B=2, L=4] batch, V=8
     validate_ids(ids, 8)
     validate_ids(ids.to(torch.int32), 8, device=torch.device("cpu"))
     validate_ids(torch.empty(0, 5, dtype=torch.int64), 0)

@@ -1,4 +1,4 @@
-"""FactorizedEmbedding: the 0x02A/0x02B bridge trace and the width contract."""
+"""FactorizedEmbedding: the worked bridge trace (E[1] @ P, E[4] @ P) and the width contract."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _spec_module() -> FactorizedEmbedding:
     return module
 
 
-def test_spec_trace_0x02a_0x02b() -> None:
+def test_worked_bridge_trace() -> None:
     module = _spec_module()
     ids = torch.tensor(SPEC_IDS)
     lexical = module.lookup(ids)
@@ -37,7 +37,7 @@ def test_spec_trace_0x02a_0x02b() -> None:
     assert torch.equal(initial[1, 3], module.bridge(module.lookup.weight[0]))  # PAD row, unmasked
 
 
-def test_factorized_shape_0x0c_and_backward_through_bridge() -> None:
+def test_factorized_shape_and_backward_through_bridge() -> None:
     module = _spec_module()
     ids = torch.tensor([[1, 2, 3], [4, 5, 6]])
     assert module.lookup(ids).shape == (2, 3, module.lookup.embedding_dim)

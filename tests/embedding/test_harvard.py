@@ -15,7 +15,7 @@ from tokembed.embedding.stamps import add_positions, apply_input_scale, row_stam
 from tokembed.errors import EmbeddingError
 
 
-def test_harvard_scaling_0x0c() -> None:
+def test_harvard_scaling() -> None:
     wrapper = HarvardEmbedding(11, 8, dropout=0.0)
     ids = torch.tensor([[1, 3]])
     raw = F.embedding(ids, wrapper.lut.weight)

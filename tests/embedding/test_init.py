@@ -1,4 +1,4 @@
-"""Initialization ledger: spec 0x03A figures from formulas, checked against sampled tables."""
+"""Initialization statistics: figures from formulas, checked against sampled tables."""
 
 from __future__ import annotations
 
@@ -11,25 +11,27 @@ from torch import nn
 from tokembed.embedding.init import (
     Initializer,
     initialize_,
-    initializer_ledger,
+    initializer_statistics,
     matching_scale,
-    sample_ledger,
+    sample_statistics,
 )
 from tokembed.errors import EmbeddingError, UsageError
 
 XAVIER = Initializer(name="xavier_uniform")
 
 
-def test_xavier_rectangular_table_figures_of_0x03a() -> None:
+def test_xavier_rectangular_table_figures() -> None:
     # V=32,000, d_model=512, g=1, Harvard multiplier sqrt(512).
-    led = initializer_ledger(XAVIER, num_embeddings=32_000, embedding_dim=512, scale=math.sqrt(512))
-    assert led.coordinate_variance == pytest.approx(2 / 32_512, rel=1e-12)
-    assert led.coordinate_variance == pytest.approx(0.00006151, abs=1e-8)  # spec: ~= 0.00006151
-    assert round(led.scaled_variance, 4) == 0.0315
-    assert round(led.scaled_sq_row_norm, 2) == 16.13
-    assert round(led.scaled_rms, 4) == 0.1775
+    stats = initializer_statistics(
+        XAVIER, num_embeddings=32_000, embedding_dim=512, scale=math.sqrt(512)
+    )
+    assert stats.coordinate_variance == pytest.approx(2 / 32_512, rel=1e-12)
+    assert stats.coordinate_variance == pytest.approx(0.00006151, abs=1e-8)  # 2 / (32,000 + 512)
+    assert round(stats.scaled_variance, 4) == 0.0315
+    assert round(stats.scaled_sq_row_norm, 2) == 16.13
+    assert round(stats.scaled_rms, 4) == 0.1775
     # The square-matrix intuition "variance 1/d, scaled to 1" does not hold here.
-    assert led.scaled_variance != pytest.approx(1.0, rel=0.5)
+    assert stats.scaled_variance != pytest.approx(1.0, rel=0.5)
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +42,8 @@ def xavier_table() -> torch.Tensor:
 
 def test_xavier_sampled_table_matches_formula(xavier_table: torch.Tensor) -> None:
     scale = math.sqrt(512)
-    want = initializer_ledger(XAVIER, num_embeddings=32_000, embedding_dim=512, scale=scale)
-    got = sample_ledger(xavier_table, scale=scale)
+    want = initializer_statistics(XAVIER, num_embeddings=32_000, embedding_dim=512, scale=scale)
+    got = sample_statistics(xavier_table, scale=scale)
     assert got.coordinate_mean == pytest.approx(0.0, abs=1e-5)
     assert got.coordinate_variance == pytest.approx(want.coordinate_variance, rel=5e-3)
     assert got.scaled_sq_row_norm == pytest.approx(want.scaled_sq_row_norm, rel=5e-3)
@@ -63,64 +65,68 @@ def test_initialize_equals_torch_init_with_the_same_generator() -> None:
 
 
 def test_normal_gpt2_style_std() -> None:
-    led = initializer_ledger(
+    stats = initializer_statistics(
         Initializer(name="normal", std=0.02), num_embeddings=50_257, embedding_dim=768
     )
-    assert led.coordinate_variance == pytest.approx(4e-4)
-    assert led.sq_row_norm == pytest.approx(768 * 4e-4)
-    assert led.scaled_rms == pytest.approx(0.02)
+    assert stats.coordinate_variance == pytest.approx(4e-4)
+    assert stats.sq_row_norm == pytest.approx(768 * 4e-4)
+    assert stats.scaled_rms == pytest.approx(0.02)
     gen = torch.Generator().manual_seed(1)
     table = initialize_(
         torch.empty(20_000, 768), Initializer(name="normal", std=0.02), generator=gen
     )
-    assert sample_ledger(table).coordinate_variance == pytest.approx(4e-4, rel=5e-3)
+    assert sample_statistics(table).coordinate_variance == pytest.approx(4e-4, rel=5e-3)
 
 
 def test_truncated_normal_bert_style_variance() -> None:
     # N(0, 0.02^2) conditioned on |x| <= 2 std keeps 0.7737 of the variance:
     # 1 - 2*2*phi(2) / (Phi(2) - Phi(-2)).
-    led = initializer_ledger(
+    stats = initializer_statistics(
         Initializer(name="truncated_normal", std=0.02), num_embeddings=30_522, embedding_dim=768
     )
     factor = 1 - 4 * math.exp(-2) / math.sqrt(2 * math.pi) / math.erf(2 / math.sqrt(2))
     assert round(factor, 4) == 0.7737
-    assert led.coordinate_variance == pytest.approx(4e-4 * factor, rel=1e-12)
-    assert led.coordinate_mean == 0.0
+    assert stats.coordinate_variance == pytest.approx(4e-4 * factor, rel=1e-12)
+    assert stats.coordinate_mean == 0.0
     gen = torch.Generator().manual_seed(2)
     init = Initializer(name="truncated_normal", std=0.02)
     table = initialize_(torch.empty(4_000, 768), init, generator=gen)
-    got = sample_ledger(table)
-    assert got.coordinate_variance == pytest.approx(led.coordinate_variance, rel=5e-3)
+    got = sample_statistics(table)
+    assert got.coordinate_variance == pytest.approx(stats.coordinate_variance, rel=5e-3)
     assert float(table.abs().max()) <= 0.04
 
 
 def test_asymmetric_truncation_has_a_mean() -> None:
-    led = initializer_ledger(
+    stats = initializer_statistics(
         Initializer(name="truncated_normal", std=1.0, a=0.0, b=10.0),
         num_embeddings=4,
         embedding_dim=4,
     )
     # Half-normal: mean sqrt(2/pi), variance 1 - 2/pi.
-    assert led.coordinate_mean == pytest.approx(math.sqrt(2 / math.pi), rel=1e-9)
-    assert led.coordinate_variance == pytest.approx(1 - 2 / math.pi, rel=1e-9)
-    assert led.sq_row_norm == pytest.approx(4 * 1.0, rel=1e-9)  # E[x^2] = 1
+    assert stats.coordinate_mean == pytest.approx(math.sqrt(2 / math.pi), rel=1e-9)
+    assert stats.coordinate_variance == pytest.approx(1 - 2 / math.pi, rel=1e-9)
+    assert stats.sq_row_norm == pytest.approx(4 * 1.0, rel=1e-9)  # E[x^2] = 1
 
 
 def test_constructor_default_matches_nn_embedding() -> None:
-    led = initializer_ledger(
+    stats = initializer_statistics(
         Initializer(name="constructor_default"), num_embeddings=8_000, embedding_dim=64, scale=0.5
     )
-    assert (led.coordinate_variance, led.sq_row_norm, led.scaled_variance) == (1.0, 64.0, 0.25)
+    assert (stats.coordinate_variance, stats.sq_row_norm, stats.scaled_variance) == (
+        1.0,
+        64.0,
+        0.25,
+    )
     torch.manual_seed(3)
     emb = nn.Embedding(8_000, 64, padding_idx=0)
     assert torch.count_nonzero(emb.weight[0]) == 0
-    got = sample_ledger(emb.weight[1:])
+    got = sample_statistics(emb.weight[1:])
     assert got.coordinate_variance == pytest.approx(1.0, rel=2e-2)
     assert got.sq_row_norm == pytest.approx(64.0, rel=2e-2)
 
 
 def test_zeros_and_matching_scale() -> None:
-    zeros = initializer_ledger(Initializer(name="zeros"), num_embeddings=3, embedding_dim=2)
+    zeros = initializer_statistics(Initializer(name="zeros"), num_embeddings=3, embedding_dim=2)
     assert (zeros.coordinate_variance, zeros.sq_row_norm, zeros.scaled_rms) == (0.0, 0.0, 0.0)
     assert torch.count_nonzero(initialize_(torch.ones(3, 2), Initializer(name="zeros"))) == 0
     with pytest.raises(UsageError) as e:
@@ -128,12 +134,12 @@ def test_zeros_and_matching_scale() -> None:
     assert e.value.code == "INVALID_ARGUMENT"
     # sqrt(d) gives unit variance exactly when sigma^2 = 1/d ...
     d = 512
-    led = initializer_ledger(
+    stats = initializer_statistics(
         Initializer(name="normal", std=d**-0.5), num_embeddings=100, embedding_dim=d
     )
-    assert matching_scale(led) == pytest.approx(math.sqrt(d))
+    assert matching_scale(stats) == pytest.approx(math.sqrt(d))
     # ... and s = tau / sigma in general (rectangular Xavier needs far more than sqrt(d)).
-    xav = initializer_ledger(XAVIER, num_embeddings=32_000, embedding_dim=512)
+    xav = initializer_statistics(XAVIER, num_embeddings=32_000, embedding_dim=512)
     assert matching_scale(xav, target_variance=0.25) == pytest.approx(0.5 * math.sqrt(16_256))
 
 
@@ -156,5 +162,5 @@ def test_unknown_initializer_and_bad_parameters() -> None:
         Initializer(name="truncated_normal", a=1.0, b=-1.0)
     assert u.value.code == "INVALID_ARGUMENT"
     with pytest.raises(UsageError) as u:
-        initializer_ledger(XAVIER, num_embeddings=0, embedding_dim=4)
+        initializer_statistics(XAVIER, num_embeddings=0, embedding_dim=4)
     assert u.value.code == "INVALID_ARGUMENT"

@@ -32,7 +32,7 @@ from tokembed.embedding.addressed import AddressedIds
 from tokembed.embedding.frequency import row_counts
 from tokembed.embedding.lookup import LookupConfig, TokenEmbedding
 from tokembed.embedding.stamps import apply_input_scale, row_stamp
-from tokembed.errors import EmbeddingError, MeasureError, UsageError
+from tokembed.errors import EmbeddingError, UsageError
 
 HASH_A = "sha256:" + "a" * 64
 HASH_B = "sha256:" + "b" * 64
@@ -54,7 +54,7 @@ def _code(excinfo: pytest.ExceptionInfo[Exception]) -> str:
 # --- forward equality ------------------------------------------------------------------------
 
 
-def test_spec_trace_0x02a_shapes_values_and_pad_position() -> None:
+def test_worked_trace_shapes_values_and_pad_position() -> None:
     emb = _spec_embedding(padding_idx=0)
     ids = _ids()
     x = emb(ids)
@@ -67,7 +67,7 @@ def test_spec_trace_0x02a_shapes_values_and_pad_position() -> None:
     assert ids.ne(0).tolist() == [[True] * 4, [True, True, True, False]]
 
 
-def test_gathered_rows_are_fresh_storage_0x02b() -> None:
+def test_gathered_rows_are_fresh_storage() -> None:
     emb = _spec_embedding()
     x = emb(_ids())
     assert x.stride() == (12, 3, 1)
@@ -92,7 +92,7 @@ def test_int32_ids_and_nn_embedding_state_dict_interop() -> None:
     assert wrapped.padding_idx == 3
 
 
-def test_lookup_matches_one_hot_0x0c() -> None:
+def test_lookup_matches_one_hot() -> None:
     torch.manual_seed(0)
     ids = torch.tensor([[2, 7, 2], [0, 10, 4]])
     emb = TokenEmbedding(11, 5)
@@ -131,7 +131,7 @@ def test_forward_and_backward_equal_oracles_property(case: tuple[int, list[list[
 # --- backward traces ------------------------------------------------------------------------------
 
 
-def test_repeated_ids_scatter_add_0x0c() -> None:
+def test_repeated_ids_scatter_add() -> None:
     emb = TokenEmbedding(8, 3)
     loss = (emb(torch.tensor([4, 2, 4])) * torch.tensor([1.0, 1.0, 2.0]).unsqueeze(-1)).sum()
     loss.backward()
@@ -140,7 +140,7 @@ def test_repeated_ids_scatter_add_0x0c() -> None:
     assert emb.weight.grad[2].tolist() == [1.0, 1.0, 1.0]
 
 
-def test_duplicates_and_pad_trace_0x04a_dense_and_sparse() -> None:
+def test_duplicates_and_pad_trace_dense_and_sparse() -> None:
     ids = torch.tensor(RANK_IDS)  # both origin ranks as one [2, 4] batch
     grads = torch.tensor(RANK_GRADS, dtype=torch.float64)
     expected = O.scatter_add_backward(RANK_IDS, RANK_GRADS, 8, padding_idx=0)
@@ -154,7 +154,7 @@ def test_duplicates_and_pad_trace_0x04a_dense_and_sparse() -> None:
     grad = sparse.weight.grad
     assert grad is not None
     assert grad.layout == torch.sparse_coo
-    # uncoalesced: one stored row per non-PAD occurrence, in batch order (0x04A)
+    # uncoalesced: one stored row per non-PAD occurrence, in batch order
     assert grad._indices()[0].tolist() == [1, 4, 1, 4, 6, 1, 4]
     unique, values = O.coalesce_rows(RANK_IDS, RANK_GRADS, padding_idx=0)
     coalesced = grad.coalesce()
@@ -163,7 +163,7 @@ def test_duplicates_and_pad_trace_0x04a_dense_and_sparse() -> None:
     assert np.array_equal(grad.to_dense().numpy(), expected)
 
 
-def test_frequency_scopes_0x04a_invocation_vs_global() -> None:
+def test_frequency_scopes_invocation_vs_global() -> None:
     grads = [torch.tensor(g, dtype=torch.float64) for g in RANK_GRADS]
     ids = [torch.tensor(i) for i in RANK_IDS]
 
@@ -207,7 +207,7 @@ def test_global_scope_with_one_rank_equals_torch_scale_grad_by_freq() -> None:
     torch.testing.assert_close(expected, ref.weight.grad)
 
 
-def test_max_norm_trace_0x03b_reports_changed_rows() -> None:
+def test_max_norm_trace_reports_changed_rows() -> None:
     weight = torch.tensor(NORM_TABLE, dtype=torch.float32)
     emb = TokenEmbedding(5, 4, weight=weight.clone(), max_norm=2.0)
     ref = nn.Embedding(5, 4, max_norm=2.0, _weight=weight.clone())
@@ -226,7 +226,7 @@ def test_max_norm_trace_0x03b_reports_changed_rows() -> None:
     assert emb.last_renormalized_rows.tolist() == []  # already within the bound
 
 
-def test_tied_head_two_path_gradient_0x0a() -> None:
+def test_tied_head_two_path_gradient() -> None:
     emb = TokenEmbedding(4, 3, dtype=torch.float64)
     head = nn.Linear(3, 4, bias=False, dtype=torch.float64)
     head.weight = emb.weight  # one Parameter, two roles
@@ -259,7 +259,7 @@ def test_tied_head_with_cross_entropy_and_input_scale_equals_oracle() -> None:
     assert (emb.weight.grad != 0).any(dim=1).all()  # rows 0 and 2 absent from input, still updated
 
 
-def test_lecture_section_11_learning_step() -> None:
+def test_three_row_learning_step() -> None:
     emb = TokenEmbedding(3, 2, weight=torch.tensor(LECTURE_TABLE))
     ids = torch.tensor(LECTURE_IDS)
     assert emb(ids).tolist() == [[1, 0], [0, 1], [1, 0]]
@@ -388,9 +388,9 @@ class _FakeTokenizer:
 
 def test_bind_address_checks_row_count_against_tokenizer() -> None:
     emb = TokenEmbedding(8, 3)
-    with pytest.raises(MeasureError) as e:
+    with pytest.raises(EmbeddingError) as e:
         emb.bind_address(_FakeTokenizer())
-    assert e.value.code == "VOCAB_BELOW_ID_RANGE"
+    assert (e.value.code, e.value.value) == ("ID_OUT_OF_RANGE", 8)  # ids up to 8, rows 0..7
     emb.bind_address(HASH_A, id_range=8)
     assert emb.config.address_hash == HASH_A
     with pytest.raises(UsageError) as u:
@@ -437,7 +437,7 @@ def test_zero_pad_row_policy() -> None:
     emb.load_state_dict({"weight": torch.tensor(SPEC_TABLE, dtype=torch.float32)})
     assert not emb.weight[0].any()
     x = emb(_ids())
-    assert not x[_ids() == 0].any()  # 0x0C: PAD positions read a zero row
+    assert not x[_ids() == 0].any()  # PAD positions read a zero row
     opt = torch.optim.AdamW(emb.parameters(), lr=0.1, weight_decay=0.1)
     x.sum().backward()
     opt.step()

@@ -22,7 +22,7 @@ from tokembed.embedding import oracles as O
 from tokembed.embedding.addressed import AddressedIds
 from tokembed.embedding.bag import TokenEmbeddingBag
 from tokembed.embedding.lookup import TokenEmbedding
-from tokembed.errors import EmbeddingError, MeasureError
+from tokembed.errors import EmbeddingError
 from tokembed.tokenizer.pretokenize import PATTERNS
 
 V, D, PAD = 50_304, 8, 50_257
@@ -188,6 +188,6 @@ def test_binding_to_tokembeds_own_r50k_tokenizer(corpus: _Corpus) -> None:
         emb(corpus.batch)  # same ids, but stamped with another identity (the file hash)
     assert e.value.code == "ADDRESS_HASH_MISMATCH"
     small = TokenEmbedding(50_000, D)
-    with pytest.raises(MeasureError) as m:
+    with pytest.raises(EmbeddingError) as m:
         small.bind_address(tok)  # the tokenizer emits ids up to 50,256
-    assert m.value.code == "VOCAB_BELOW_ID_RANGE"
+    assert (m.value.code, m.value.value) == ("ID_OUT_OF_RANGE", 50_256)

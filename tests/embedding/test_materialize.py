@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from tokembed.embedding.init import Initializer
+from tokembed.embedding.lookup_config import LookupConfig
 from tokembed.embedding.materialize import (
     TableSpec,
     check_growth_prefix,
@@ -19,7 +20,9 @@ from tokembed.embedding.materialize import (
 )
 from tokembed.errors import EmbeddingError, UsageError
 
-SPEC = TableSpec(num_embeddings=5, embedding_dim=4, address_hash="tok-a")
+# Address hashes have the form of tokembed.tokenizer.model.address_hash.
+HASH_A, HASH_B, HASH_BIG, HASH_X = ("sha256:" + c * 64 for c in "abcd")
+SPEC = TableSpec(num_embeddings=5, embedding_dim=4, address_hash=HASH_A)
 
 
 def _table(rows: int = 5, dim: int = 4) -> torch.Tensor:
@@ -44,8 +47,8 @@ def test_fresh_is_seeded_and_applies_pad_policy() -> None:
 
 def test_exact_load_copies_bits_and_keeps_a_nonzero_pad_row() -> None:
     saved = _table()
-    spec = TableSpec(num_embeddings=5, embedding_dim=4, address_hash="tok-a", padding_idx=0)
-    m = load_exact({"weight": saved}, spec=spec, checkpoint_hash="tok-a")
+    spec = TableSpec(num_embeddings=5, embedding_dim=4, address_hash=HASH_A, padding_idx=0)
+    m = load_exact({"weight": saved}, spec=spec, checkpoint_hash=HASH_A)
     assert m.state == "exact_load"
     assert _bits_equal(m.weight, saved)
     assert m.weight.data_ptr() != saved.data_ptr()
@@ -64,7 +67,7 @@ def test_exact_load_of_a_real_module_state_dict_under_a_prefix() -> None:
 
 def test_widening_cast_is_admitted_and_exact() -> None:
     saved = _table().to(torch.bfloat16)
-    m = load_exact({"weight": saved}, spec=SPEC, checkpoint_hash="tok-a")
+    m = load_exact({"weight": saved}, spec=SPEC, checkpoint_hash=HASH_A)
     assert m.weight.dtype == torch.float32
     assert torch.equal(m.weight.to(torch.bfloat16), saved)
     assert m.evidence["source_dtype"] == "bfloat16"
@@ -73,10 +76,10 @@ def test_widening_cast_is_admitted_and_exact() -> None:
 @pytest.mark.parametrize(
     ("tensors", "hash_", "code"),
     [
-        ({"bias": _table()}, "tok-a", "MISSING_KEY"),
-        ({"weight": _table(), "extra": _table()}, "tok-a", "UNEXPECTED_KEY"),
-        ({"weight": _table(6)}, "tok-a", "SHAPE_MISMATCH"),
-        ({"weight": _table()}, "tok-b", "ADDRESS_HASH_MISMATCH"),
+        ({"bias": _table()}, HASH_A, "MISSING_KEY"),
+        ({"weight": _table(), "extra": _table()}, HASH_A, "UNEXPECTED_KEY"),
+        ({"weight": _table(6)}, HASH_A, "SHAPE_MISMATCH"),
+        ({"weight": _table()}, HASH_B, "ADDRESS_HASH_MISMATCH"),
         ({"weight": _table()}, None, "ADDRESS_HASH_MISMATCH"),
     ],
 )
@@ -93,7 +96,7 @@ def test_exact_load_refuses_non_finite_values(bad: float) -> None:
     saved = _table()
     saved[3, 1] = bad
     with pytest.raises(EmbeddingError) as e:
-        load_exact({"weight": saved}, spec=SPEC, checkpoint_hash="tok-a")
+        load_exact({"weight": saved}, spec=SPEC, checkpoint_hash=HASH_A)
     assert e.value.code == "NON_FINITE_VALUES"
     assert e.value.value == 3
 
@@ -134,17 +137,25 @@ def test_integer_table_spec_is_refused() -> None:
     assert p.value.code == "PAD_ID_INVALID"
 
 
+def test_table_spec_takes_the_address_hash_format_of_lookup_tables() -> None:
+    with pytest.raises(UsageError) as e:
+        TableSpec(num_embeddings=5, embedding_dim=4, address_hash="tok-a")
+    assert (e.value.code, e.value.value) == ("INVALID_ARGUMENT", "tok-a")
+    assert SPEC.lookup().address_hash == HASH_A
+    assert SPEC.lookup() == LookupConfig(num_embeddings=5, embedding_dim=4, address_hash=HASH_A)
+
+
 def test_growth_preserves_the_old_prefix_bit_for_bit() -> None:
     old = _table()
     old[2, 0] = -0.0  # a sign bit a value comparison would not see
-    spec = TableSpec(num_embeddings=8, embedding_dim=4, address_hash="tok-big", padding_idx=7)
+    spec = TableSpec(num_embeddings=8, embedding_dim=4, address_hash=HASH_BIG, padding_idx=7)
     new_rows = Initializer(name="normal", std=0.02)
     m = grow(
         {"weight": old},
         spec=spec,
         new_rows=new_rows,
-        checkpoint_hash="tok-a",
-        old_address_hash="tok-a",
+        checkpoint_hash=HASH_A,
+        old_address_hash=HASH_A,
     )
     assert m.state == "growth"
     assert tuple(m.weight.shape) == (8, 4)
@@ -157,8 +168,8 @@ def test_growth_preserves_the_old_prefix_bit_for_bit() -> None:
             {"weight": old},
             spec=spec,
             new_rows=new_rows,
-            checkpoint_hash="tok-x",
-            old_address_hash="tok-a",
+            checkpoint_hash=HASH_X,
+            old_address_hash=HASH_A,
         )
     assert e.value.code == "ADDRESS_HASH_MISMATCH"
     with pytest.raises(EmbeddingError) as e:

@@ -1,4 +1,4 @@
-"""Numerical-state ledger observed from live modules and optimizers (spec 0x03C)."""
+"""Numerical state observed from live modules and optimizers."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from tokembed.embedding.lookup import TokenEmbedding
-from tokembed.embedding.numerics import observe_numerics, write_ledger
+from tokembed.embedding.numerics import observe_numerics, write_numerical_state
 from tokembed.errors import EmbeddingError
 
 IDS = torch.tensor([[1, 4, 1, 0], [4, 6, 1, 4]])
@@ -37,49 +37,49 @@ def test_fp32_table_with_adamw() -> None:
     before = observe_numerics(emb, IDS, optimizer=opt)
     assert (before.gradient_layout, before.first_moment_dtype) == (None, None)
     _step(emb, opt)
-    led = observe_numerics(emb, IDS, optimizer=opt, checkpoint_dtype=torch.float32)
-    assert led.parameter_storage_dtype == led.lookup_output_dtype == "float32"
-    assert (led.gradient_layout, led.gradient_dtype) == ("dense", "float32")
-    assert (led.optimizer, led.first_moment_dtype, led.second_moment_dtype) == (
+    state = observe_numerics(emb, IDS, optimizer=opt, checkpoint_dtype=torch.float32)
+    assert state.parameter_storage_dtype == state.lookup_output_dtype == "float32"
+    assert (state.gradient_layout, state.gradient_dtype) == ("dense", "float32")
+    assert (state.optimizer, state.first_moment_dtype, state.second_moment_dtype) == (
         "AdamW",
         "float32",
         "float32",
     )
-    assert led.optimizer_state == {"exp_avg": "float32", "exp_avg_sq": "float32"}
-    assert (led.master_weight, led.scale_application_count) == ("none", 0)
+    assert state.optimizer_state == {"exp_avg": "float32", "exp_avg_sq": "float32"}
+    assert (state.master_weight, state.scale_application_count) == ("none", 0)
 
 
 def test_bf16_storage_with_explicit_fp32_master_and_cpu_autocast() -> None:
-    # The spec 0x03C manifest: fp32 checkpoint, bf16 storage, sqrt(d) once, AdamW on an fp32 master.
+    # A typical mixed-precision manifest: fp32 checkpoint, bf16 storage, sqrt(d) once, AdamW on an fp32 master.
     torch.manual_seed(0)
     scale = math.sqrt(D)
     emb = TokenEmbedding(8, D, input_scale=scale, dtype=torch.bfloat16)
     master = nn.Parameter(emb.weight.detach().float())
     opt = torch.optim.AdamW([master])
     _step(emb, opt, weight=master)
-    led = observe_numerics(
+    state = observe_numerics(
         emb, IDS, input_scale=scale, optimizer=opt, checkpoint_dtype=torch.float32,
         autocast_dtype=torch.bfloat16, master_weight=master, declared_master=True,
     )  # fmt: skip
-    assert led.checkpoint_dtype == "float32"
-    assert led.parameter_storage_dtype == led.lookup_output_dtype == "bfloat16"
-    assert (led.input_scale, led.scale_application_count) == (scale, 1)
-    assert led.autocast_lookup_policy == "follows_parameter_storage"
-    assert (led.gradient_layout, led.gradient_dtype) == ("dense", "bfloat16")
-    assert (led.first_moment_dtype, led.second_moment_dtype) == ("float32", "float32")
-    assert led.master_weight == "explicit_float32_copy"
+    assert state.checkpoint_dtype == "float32"
+    assert state.parameter_storage_dtype == state.lookup_output_dtype == "bfloat16"
+    assert (state.input_scale, state.scale_application_count) == (scale, 1)
+    assert state.autocast_lookup_policy == "follows_parameter_storage"
+    assert (state.gradient_layout, state.gradient_dtype) == ("dense", "bfloat16")
+    assert (state.first_moment_dtype, state.second_moment_dtype) == ("float32", "float32")
+    assert state.master_weight == "explicit_float32_copy"
 
 
 def test_autocast_does_not_convert_an_fp32_lookup_but_does_convert_a_linear() -> None:
     torch.manual_seed(0)
     emb = nn.Embedding(8, D)
-    led = observe_numerics(emb, IDS, autocast_dtype=torch.bfloat16)
-    assert (led.autocast_enabled, led.autocast_dtype) == (True, "bfloat16")
-    assert (led.autocast_lookup_dtype, led.autocast_lookup_policy) == (
+    state = observe_numerics(emb, IDS, autocast_dtype=torch.bfloat16)
+    assert (state.autocast_enabled, state.autocast_dtype) == (True, "bfloat16")
+    assert (state.autocast_lookup_dtype, state.autocast_lookup_policy) == (
         "float32",
         "follows_parameter_storage",
     )
-    assert led.parameter_storage_dtype == "float32"  # entering autocast converted nothing
+    assert state.parameter_storage_dtype == "float32"  # entering autocast converted nothing
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert nn.Linear(D, 2)(emb(IDS)).dtype == torch.bfloat16  # autocast is per operator
 
@@ -89,9 +89,13 @@ def test_sparse_gradient_and_sparse_adam_state() -> None:
     emb = nn.Embedding(8, D, sparse=True)
     opt = torch.optim.SparseAdam(emb.parameters())
     _step(emb, opt)
-    led = observe_numerics(emb, IDS, optimizer=opt, grad_scaler=torch.amp.GradScaler("cpu"))
-    assert (led.gradient_layout, led.gradient_dtype, led.grad_scaler) == ("sparse", "float32", True)
-    assert led.first_moment_dtype == "float32"
+    state = observe_numerics(emb, IDS, optimizer=opt, grad_scaler=torch.amp.GradScaler("cpu"))
+    assert (state.gradient_layout, state.gradient_dtype, state.grad_scaler) == (
+        "sparse",
+        "float32",
+        True,
+    )
+    assert state.first_moment_dtype == "float32"
 
 
 def test_double_scaling_is_refused() -> None:
@@ -137,18 +141,18 @@ def test_assumed_master_copies_are_refused() -> None:
         assert e.value.code == "MASTER_COPY_ASSUMED"
 
 
-def test_ledger_json_is_written_atomically(tmp_path: Path) -> None:
+def test_numerical_state_json_is_written_atomically(tmp_path: Path) -> None:
     torch.manual_seed(0)
     emb = nn.Embedding(8, D)
-    led = observe_numerics(emb, IDS, autocast_dtype=torch.bfloat16)
+    state = observe_numerics(emb, IDS, autocast_dtype=torch.bfloat16)
     path = tmp_path / "numerics.json"
     path.write_text("old")
-    assert write_ledger(led, path) == path
+    assert write_numerical_state(state, path) == path
     data = json.loads(path.read_text())
-    assert data == led.to_dict()
+    assert data == state.to_dict()
     assert data["autocast"]["observed_lookup_policy"] == "follows_parameter_storage"
     assert data["optimizer"]["master_weight"] == "none"
     assert [p.name for p in tmp_path.iterdir()] == ["numerics.json"]  # no temp file left
     with pytest.raises(FileNotFoundError):
-        write_ledger(led, tmp_path / "absent" / "numerics.json")
+        write_numerical_state(state, tmp_path / "absent" / "numerics.json")
     assert [p.name for p in tmp_path.iterdir()] == ["numerics.json"]

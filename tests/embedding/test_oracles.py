@@ -1,4 +1,4 @@
-"""The NumPy oracles reproduce the spec's hand traces exactly (no torch involved)."""
+"""The NumPy oracles reproduce worked hand traces exactly (no torch involved)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_oracle_module_imports_numpy_only() -> None:
     assert imported <= {"__future__", "collections", "typing", "numpy", "itertools"}
 
 
-# --- forward: 0x02A/0x02B, 0x04 -------------------------------------------------------
+# --- forward: gather, bridge, one-hot -------------------------------------------------------
 
 
 def test_gather_and_one_hot_agree_on_spec_trace() -> None:
@@ -49,7 +49,7 @@ def test_gather_and_one_hot_agree_on_spec_trace() -> None:
     assert np.array_equal(x[0, 0], x[1, 0])  # duplicate id 1 at (0,0) and (1,0)
 
 
-def test_factorized_bridge_trace_0x02b() -> None:
+def test_factorized_bridge_trace() -> None:
     hidden = O.gather(SPEC_TABLE, SPEC_IDS) @ SPEC_BRIDGE  # [2,4,3] @ [3,5]
     assert hidden.shape == (2, 4, 5)
     assert hidden[0, 0].tolist() == [1.5, 0.0, 1.5, -0.5, -1.0]  # E[1] @ P
@@ -62,10 +62,10 @@ def test_one_hot_width_is_the_declared_vocabulary() -> None:
     assert np.array_equal(small, SPEC_TABLE[[[0, 2, 1]]])
 
 
-# --- backward: 0x04A ---------------------------------------------------------------------
+# --- backward: scatter-add ---------------------------------------------------------------------
 
 
-def test_duplicate_ids_accumulate_0x04a() -> None:
+def test_duplicate_ids_accumulate() -> None:
     ids = np.concatenate(RANK_IDS)
     grads = np.concatenate(RANK_GRADS)
     d_e = O.scatter_add_backward(ids, grads, 8, padding_idx=0)
@@ -77,7 +77,7 @@ def test_duplicate_ids_accumulate_0x04a() -> None:
 
 
 def test_fancy_index_plus_equals_overwrites_duplicates() -> None:
-    # The failure "duplicate IDs overwrite instead of accumulate" (0x0D), in NumPy terms.
+    # The failure "duplicate IDs overwrite instead of accumulate", in NumPy terms.
     ids = np.concatenate(RANK_IDS)
     grads = np.concatenate(RANK_GRADS).astype(float)
     wrong = np.zeros((8, 3))
@@ -87,7 +87,7 @@ def test_fancy_index_plus_equals_overwrites_duplicates() -> None:
     assert right[1].tolist() == [5, 3, 2]
 
 
-def test_frequency_count_scopes_differ_0x04a() -> None:
+def test_frequency_count_scopes_differ() -> None:
     local = O.data_parallel_frequency_backward(
         RANK_IDS, RANK_GRADS, 8, scope="local", padding_idx=0
     )
@@ -102,7 +102,7 @@ def test_frequency_count_scopes_differ_0x04a() -> None:
     assert not np.allclose(local, glob)
 
 
-def test_coalesced_sparse_rows_0x04a() -> None:
+def test_coalesced_sparse_rows() -> None:
     ids = np.concatenate(RANK_IDS)
     unique, values = O.coalesce_rows(ids, np.concatenate(RANK_GRADS), padding_idx=0)
     assert unique.tolist() == [1, 4, 6]
@@ -114,10 +114,10 @@ def test_coalesced_sparse_rows_0x04a() -> None:
     )
 
 
-# --- 0x04B bags, 0x03B max_norm ------------------------------------------------------------
+# --- bags, max_norm ------------------------------------------------------------
 
 
-def test_bag_sum_and_mean_0x04b() -> None:
+def test_bag_sum_and_mean() -> None:
     flat, offsets = np.array(SPEC_IDS).reshape(-1), [0, 4, 8]
     kw = {"padding_idx": 0, "include_last_offset": True}
     assert O.bag_reduce(SPEC_TABLE, flat, offsets, mode="sum", **kw).tolist() == [
@@ -130,7 +130,7 @@ def test_bag_sum_and_mean_0x04b() -> None:
     assert O.bag_reduce(SPEC_TABLE, flat, [0, 4], mode="mean")[1, 2] == 0.75
 
 
-def test_max_norm_trace_0x03b() -> None:
+def test_max_norm_trace() -> None:
     renormed, changed = O.max_norm_renorm(NORM_TABLE, NORM_IDS, max_norm=2.0, eps=0.0)
     assert changed.tolist() == [1]
     assert renormed[1].tolist() == pytest.approx([1.2, 1.6, 0.0, 0.0])
@@ -138,10 +138,10 @@ def test_max_norm_trace_0x03b() -> None:
         assert np.array_equal(renormed[row], NORM_TABLE[row])
 
 
-# --- 0x0A tied trace, lecture §11 --------------------------------------------------------------
+# --- tied trace, three-row learning step --------------------------------------------------------------
 
 
-def test_tied_two_path_gradient_0x0a() -> None:
+def test_tied_two_path_gradient() -> None:
     total = O.tied_two_path_gradient(TIED_IDS, TIED_GRAD_X, TIED_CONTEXTS, TIED_RESIDUAL, 4)
     np.testing.assert_allclose(total, TIED_TOTAL, atol=1e-12)
     output_only = np.array(TIED_RESIDUAL).T @ np.array(TIED_CONTEXTS)

@@ -1,4 +1,4 @@
-"""Payload and MAC calculators: spec 0x04, 0x04A, 0x05A, 0x0A and 0x0A1 figures, real ids."""
+"""Payload and MAC calculators: one-hot, gradient, bridge, classifier and projector figures, real ids."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ from tokembed.embedding.payloads import (
     classifier_macs,
     gradient_payload,
     lookup_payload,
-    projector_ledger,
+    projector_cost,
 )
 from tokembed.errors import EmbeddingError, UsageError
 
-V, H, D = 128_000, 4_096, 256  # spec 0x05A / 0x0A running example
+V, H, D = 128_000, 4_096, 256  # a LLaMA-3-sized vocabulary and width, bridge width 256
 
 
-def test_one_hot_versus_gather_0x04() -> None:
+def test_one_hot_versus_gather() -> None:
     pay = lookup_payload(batch=8, seq_len=2_048, vocab_size=128_000)
     assert pay.id_entries == 16_384
     assert pay.one_hot_entries == 2_097_152_000
@@ -31,7 +31,7 @@ def test_one_hot_versus_gather_0x04() -> None:
     assert with_rows.gather_output_bytes == 16_384 * 4_096 * 2
 
 
-def test_dense_versus_sparse_gradient_0x04a() -> None:
+def test_dense_versus_sparse_gradient() -> None:
     g = gradient_payload(vocab_size=V, embedding_dim=H, unique_rows=4_096)
     assert round(g.dense_bytes / GIB, 3) == 1.953
     assert g.sparse_value_bytes == 64 * MIB
@@ -44,7 +44,7 @@ def test_dense_versus_sparse_gradient_0x04a() -> None:
     assert e.value.code == "INVALID_ARGUMENT"
 
 
-def test_classifier_macs_0x0a() -> None:
+def test_classifier_macs() -> None:
     m, n = 100, 30
     direct = classifier_macs(
         TableConfig(vocab_size=V, hidden_size=H, tied=True), input_rows=m, output_rows=n
@@ -92,7 +92,7 @@ def test_gradient_payload_equals_a_real_sparse_gradient(smollm2_ids: torch.Tenso
     )
 
 
-def test_factorized_bridge_macs_0x05a() -> None:
+def test_factorized_bridge_macs() -> None:
     macs = classifier_macs(
         TableConfig(vocab_size=V, hidden_size=H, embedding_dim=D, tied=False),
         input_rows=8 * 2_048,
@@ -101,11 +101,11 @@ def test_factorized_bridge_macs_0x05a() -> None:
     assert macs["input_bridge"] == 8 * 2_048 * D * H  # BL * E_d * H
 
 
-def test_media_projector_0x0a1() -> None:
-    proj = projector_ledger(batch=1, n_media=576, d_media=1_024, d_model=4_096)
+def test_media_projector() -> None:
+    proj = projector_cost(batch=1, n_media=576, d_media=1_024, d_model=4_096)
     assert (proj.parameters, proj.parameter_bytes) == (4_194_304, 8 * MIB)
     assert proj.macs == 2_415_919_104
     assert (proj.projected_elements, proj.projected_bytes) == (2_359_296, 4.5 * MIB)
     with pytest.raises(EmbeddingError) as e:
-        projector_ledger(batch=0, n_media=576, d_media=1_024, d_model=4_096)
+        projector_cost(batch=0, n_media=576, d_media=1_024, d_model=4_096)
     assert e.value.code == "INVALID_CONFIG"

@@ -87,33 +87,33 @@ def _parity(group: dist.ProcessGroup | None) -> dict[str, Any]:
         out[f"untied-{kind}"] = _run(
             tied=False,
             kind=kind,
-            shard=lambda m: shard_input_embedding(m, group),
+            shard=lambda m: shard_input_embedding(m, group=group),
             loss_fn=_hf_loss,
         )
         out[f"tied-{kind}"] = _run(
             tied=True,
             kind=kind,
-            shard=lambda m: shard_input_embedding(m, group, tie=True),
+            shard=lambda m: shard_input_embedding(m, group=group, tie=True),
             loss_fn=_vp_loss,
         )
         out[f"untied-head-{kind}"] = _run(
             tied=False,
             kind=kind,
-            shard=lambda m: (shard_lm_head(m, group), shard_input_embedding(m, group)),
+            shard=lambda m: (shard_lm_head(m, group=group), shard_input_embedding(m, group=group)),
             loss_fn=_vp_loss,
         )
     # A vocabulary so small that at 4 ranks the last shard is empty.
     out["tiny-untied-adamw"] = _run(
         tied=False,
         kind="adamw",
-        shard=lambda m: shard_input_embedding(m, group),
+        shard=lambda m: shard_input_embedding(m, group=group),
         loss_fn=_hf_loss,
         vocab=TINY_VOCAB,
     )
     out["tiny-tied-adamw"] = _run(
         tied=True,
         kind="adamw",
-        shard=lambda m: shard_input_embedding(m, group, tie=True),
+        shard=lambda m: shard_input_embedding(m, group=group, tie=True),
         loss_fn=_vp_loss,
         vocab=TINY_VOCAB,
     )
@@ -123,13 +123,13 @@ def _parity(group: dist.ProcessGroup | None) -> dict[str, Any]:
 def _model_facts(group: dist.ProcessGroup | None) -> dict[str, Any]:
     """Identity and ownership facts of sharded models (not values)."""
     tied = build_llama(tied=True)
-    emb = shard_input_embedding(tied, group, tie=True)
+    emb = shard_input_embedding(tied, group=group, tie=True)
     head = tied.get_output_embeddings()
     untied = build_llama(tied=False)
-    first = shard_input_embedding(untied, group)
-    second = shard_input_embedding(untied, group)  # already sharded: a no-op
+    first = shard_input_embedding(untied, group=group)
+    second = shard_input_embedding(untied, group=group)  # already sharded: a no-op
     pre_head = build_llama(tied=True)
-    shard_lm_head(pre_head, group)  # shards the tied pair; the embedding call is then a no-op
+    shard_lm_head(pre_head, group=group)  # shards the tied pair; the embedding call is then a no-op
     return {
         "tied_same_parameter": head.weight is emb.weight,
         "tied_param_count": len({id(p) for p in tied.parameters()}),
@@ -138,8 +138,8 @@ def _model_facts(group: dist.ProcessGroup | None) -> dict[str, Any]:
         "local_rows": int(emb.weight.shape[0]),
         "second_call": second,
         "first_is_vpe": isinstance(first, VocabParallelEmbedding),
-        "after_head_call": shard_input_embedding(pre_head, group),
-        "tied_refusal": _code(lambda: shard_input_embedding(build_llama(tied=True), group)),
+        "after_head_call": shard_input_embedding(pre_head, group=group),
+        "tied_refusal": _code(lambda: shard_input_embedding(build_llama(tied=True), group=group)),
         "dtensor_refusal": _dtensor_refusal(group),
     }
 
@@ -152,7 +152,7 @@ def _dtensor_refusal(group: dist.ProcessGroup | None) -> str | None:
     ranks = dist.get_process_group_ranks(group) if group is not None else None
     mesh = DeviceMesh("cpu", ranks if ranks is not None else list(range(dist.get_world_size())))
     parallelize_module(model.model, mesh, {"embed_tokens": RowwiseParallel()})
-    return _code(lambda: shard_input_embedding(model, group))
+    return _code(lambda: shard_input_embedding(model, group=group))
 
 
 def _ledger(group: dist.ProcessGroup | None) -> dict[str, Any]:
@@ -189,7 +189,7 @@ def _ledger(group: dist.ProcessGroup | None) -> dict[str, Any]:
 def _reshard_same_world(group: dist.ProcessGroup | None, directory: str) -> dict[str, Any]:
     """Save at the group's size, load into a one-rank table: every rank has the full rows."""
     model = build_llama(tied=False, seed=3)
-    emb = shard_input_embedding(model, group)
+    emb = shard_input_embedding(model, group=group)
     assert emb is not None
     save_vocab_shards(emb, directory)
     full = emb.gather_weight()
@@ -227,7 +227,7 @@ def _tp_dp_run(
 ) -> dict[str, Any]:
     """2 x 2: embedding sharded over TP, replicas of each shard reduced over DP."""
     model = build_llama(tied=tied)
-    shard_input_embedding(model, tp, tie=tied)
+    shard_input_embedding(model, group=tp, tie=tied)
     # Each replica's loss is the mean over its own (equal-sized) half: AVG over DP
     # then gives the global mean's gradient exactly once.
     reduction = GradientReduction(collective="avg", loss_normalization="local_mean")
@@ -247,7 +247,7 @@ def _tp_dp_run(
 def _double_averaging_run(tp: dist.ProcessGroup, dp: dist.ProcessGroup) -> dict[str, Any]:
     """One SGD step with a global-mean loss and an AVG all-reduce anyway: R-fold too small."""
     model = build_llama(tied=False)
-    shard_input_embedding(model, tp)
+    shard_input_embedding(model, group=tp)
     opt = make_optimizer("sgd", model.parameters())
     ids = _replica_batches(dist.get_rank() // 2)[0]
     # Local mean / DP size = this replica's share of the global mean.
@@ -264,7 +264,7 @@ def _double_averaging_run(tp: dist.ProcessGroup, dp: dist.ProcessGroup) -> dict[
 def _group_refusals(tp: dist.ProcessGroup, dp: dist.ProcessGroup) -> dict[str, str | None]:
     model = build_llama(tied=False)
     early = make_optimizer("sgd", model.parameters())  # built before sharding
-    shard_input_embedding(model, tp)
+    shard_input_embedding(model, group=tp)
     model(input_ids=batches()[0], labels=batches()[0]).loss.backward()
     conv = GradientReduction(collective="sum", loss_normalization="global_mean")
     params = list(model.parameters())

@@ -126,7 +126,7 @@ def _checks(rank: int, world_size: int) -> dict[str, Any]:
     )
     out["deepspeed-head"] = {
         "embedding": type(ds_engine.module.get_input_embeddings()).__module__,
-        "noop": shard_input_embedding(ds_engine.module, group),
+        "noop": shard_input_embedding(ds_engine.module, group=group),
         "losses": _train(ds_engine, _hf_loss),
     }
     # Refusals in whole-model context.
@@ -161,15 +161,17 @@ def _checks(rank: int, world_size: int) -> dict[str, Any]:
         "partition_config_slice": _code(
             lambda: initialize_autotp(build_llama(tied=False), _config(zero=0, sgd=True, **slicing))
         ),
-        "deepspeed_sliced": _code(lambda: shard_input_embedding(sliced_engine.module, group)),
+        "deepspeed_sliced": _code(lambda: shard_input_embedding(sliced_engine.module, group=group)),
         "deepspeed_sliced_shape": tuple(sliced_engine.module.get_input_embeddings().weight.shape),
         "tied": _code(lambda: initialize_autotp(build_llama(tied=True), _config(zero=0, sgd=True))),
         "stale_optimizer": _code(
             lambda: initialize_autotp(stale, _config(zero=0, sgd=False), optimizer=stale_opt)
         ),
         "stale_left_unsharded": type(stale.get_input_embeddings()).__name__,
-        "hidden_parallel_embedding": _code(lambda: shard_input_embedding(hidden_sliced, group)),
-        "linear_allreduce": _code(lambda: shard_input_embedding(allreduce_model, group)),
+        "hidden_parallel_embedding": _code(
+            lambda: shard_input_embedding(hidden_sliced, group=group)
+        ),
+        "linear_allreduce": _code(lambda: shard_input_embedding(allreduce_model, group=group)),
         "linear_allreduce_type": type(linear_allreduce).__name__,
     }
     return out
@@ -224,7 +226,7 @@ def test_refusals_in_a_deepspeed_model() -> None:
         assert refusals["hidden_parallel_embedding"] == "ALREADY_PARALLELIZED"
         assert refusals["linear_allreduce_type"] == "LinearAllreduce"
         assert refusals["linear_allreduce"] == "ALREADY_PARALLELIZED"
-        # Review point 2: a hidden-dimension slice, requested or already done by AutoTP.
+        # A hidden-dimension slice, requested or already done by AutoTP, is refused.
         assert refusals["partition_config_slice"] == "HIDDEN_DIM_SHARDED"
         assert refusals["deepspeed_sliced_shape"] == (131, 16)
         assert refusals["deepspeed_sliced"] == "HIDDEN_DIM_SHARDED"

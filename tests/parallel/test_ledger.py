@@ -1,4 +1,4 @@
-"""Ledgers: spec 0x04A payload formulas, per-rank memory, bytes actually handed to collectives."""
+"""Byte accounts: schedule payload formulas, per-rank memory, bytes actually handed to collectives."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from torch import nn
 from tokembed.errors import UsageError
 from tokembed.parallel.ledger import count_remote, memory_ledger, schedule_payloads
 
-# Spec 0x04A "One duplicate-ID tensor trace": V=8, d=3, two origin ranks of 4 ids.
+# A duplicate-id trace: V=8, d=3, two origin ranks of 4 ids.
 _TRACE = [torch.tensor([1, 4, 1, 0]), torch.tensor([4, 6, 1, 4])]
 _HALVES = [(0, 4), (4, 8)]
 

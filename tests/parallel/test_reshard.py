@@ -23,6 +23,8 @@ from tokembed.errors import ParallelError
 from tokembed.parallel.intervals import row_intervals
 from tokembed.parallel.reshard import MANIFEST_NAME, load_rows, read_layout, save_shard
 
+HASH = "sha256:" + "ab" * 32  # the form of tokembed.tokenizer.model.address_hash
+
 
 def _save(directory: Path, table: torch.Tensor, world_size: int, **kwargs: object) -> None:
     intervals = row_intervals(table.shape[0], world_size)
@@ -58,14 +60,14 @@ def test_any_size_reads_back_the_same_logical_table(
 
 
 def test_manifest_records_the_logical_table(tmp_path: Path) -> None:
-    _save(tmp_path, torch.zeros(131, 4, dtype=torch.bfloat16), 4, address_hash="abc123")
+    _save(tmp_path, torch.zeros(131, 4, dtype=torch.bfloat16), 4, address_hash=HASH)
     raw = json.loads((tmp_path / MANIFEST_NAME).read_text())
     assert raw["num_embeddings"] == 131
     assert raw["embedding_dim"] == 4
     assert raw["dtype"] == "bfloat16"
     assert raw["intervals"] == [[0, 33], [33, 66], [66, 99], [99, 131]]
     assert raw["files"][3] == "shard-00003-of-00004.safetensors"
-    assert raw["address_hash"] == "abc123"
+    assert raw["address_hash"] == HASH
     assert load_rows(tmp_path, 30, 36).dtype == torch.bfloat16
 
 

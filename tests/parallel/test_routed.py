@@ -3,7 +3,7 @@
 At 2 and 4 ranks each rank's own batch equals single-process nn.Embedding
 on the global batch (uneven V=131, PAD on a non-zero owner, max_norm, an
 empty batch); a bad id on one rank raises on every rank; lost origin
-metadata is refused. (The spec 0x04A duplicate-id trace and its 80-byte
+metadata is refused. (The two-rank duplicate-id trace and its 80-byte
 payload are checked in test_schedules.py.)
 """
 
@@ -68,7 +68,7 @@ def test_routed_lookup_matches_single_process(world: int) -> None:
         expected_bad = (
             "EmbeddingError:ID_OUT_OF_RANGE:10"
             if rank == last
-            else f"ParallelError:ID_OUT_OF_RANGE:{last}"
+            else f"EmbeddingError:ID_OUT_OF_RANGE:{last}"
         )
         assert r["bad"] == expected_bad
         assert r["after"] == (1, 3, 2)

@@ -1,10 +1,10 @@
-"""Spec 0x04A's reconciliation gate: schedules A-D rebuild the same dE on 2 gloo ranks.
+"""Reconciliation gate: schedules A-D rebuild the same dE on 2 gloo ranks.
 
 The duplicate-id trace (V=8, d=3, padding_idx=0; origin rank 0 ids
 [1,4,1,0], rank 1 ids [4,6,1,4]) is integer-valued, so every schedule must
 equal the single-table scatter-add exactly: dE[1]=[5,3,2], dE[4]=[6,3,1],
 dE[6]=[0,1,3], all other rows (including PAD row 0) zero. The routed
-schedule also reports the spec's logical payload: 80 bytes for N_remote = 2.
+schedule also reports its logical payload: 80 bytes for N_remote = 2.
 """
 
 from __future__ import annotations
@@ -86,5 +86,5 @@ def test_every_schedule_rebuilds_the_spec_trace_gradient() -> None:
     results = run_ranks(_schedules, 2)
     for result in results:
         assert {k: result[k] for k in "ABCD"} == dict.fromkeys("ABCD", _EXPECTED)
-    # Spec ledger: N_remote = 2 over both ranks, 2*(8+8) + 2*3*4 + 2*3*4 = 80 bytes.
+    # Payload formula: N_remote = 2 over both ranks, 2*(8+8) + 2*3*4 + 2*3*4 = 80 bytes.
     assert [r["B ledger"] for r in results] == [(1, 40), (1, 40)]

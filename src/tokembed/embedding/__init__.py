@@ -55,15 +55,19 @@ if TYPE_CHECKING:
     )
     from tokembed.embedding.init import (
         Initializer,
-        InitLedger,
+        InitStatistics,
         initialize_,
-        initializer_ledger,
+        initializer_statistics,
         matching_scale,
-        sample_ledger,
+        sample_statistics,
     )
     from tokembed.embedding.lookup import (
-        LookupConfig,
         TokenEmbedding,
+    )
+    from tokembed.embedding.lookup_config import (
+        LookupConfig,
+        LookupPolicy,
+        config_of,
     )
     from tokembed.embedding.materialize import (
         Materialized,
@@ -84,9 +88,9 @@ if TYPE_CHECKING:
         training_state_bytes,
     )
     from tokembed.embedding.numerics import (
-        NumericalLedger,
+        NumericalState,
         observe_numerics,
-        write_ledger,
+        write_numerical_state,
     )
     from tokembed.embedding.onehot import (
         one_hot_linear,
@@ -97,7 +101,7 @@ if TYPE_CHECKING:
         classifier_macs,
         gradient_payload,
         lookup_payload,
-        projector_ledger,
+        projector_cost,
     )
     from tokembed.embedding.projector import (
         FeatureProjector,
@@ -120,12 +124,13 @@ _SOURCES: dict[str, str] = {
     "GradientAdmission": "gradients",
     "HarvardEmbedding": "harvard",
     "INDEX_DTYPES": "contracts",
-    "InitLedger": "init",
+    "InitStatistics": "init",
     "Initializer": "init",
-    "LookupConfig": "lookup",
+    "LookupConfig": "lookup_config",
+    "LookupPolicy": "lookup_config",
     "Materialized": "materialize",
     "MemoryReport": "memory",
-    "NumericalLedger": "numerics",
+    "NumericalState": "numerics",
     "PadRowGuard": "gradients",
     "RowStamp": "stamps",
     "SummedEmbedding": "summed",
@@ -142,6 +147,7 @@ _SOURCES: dict[str, str] = {
     "check_sparse_options": "gradients",
     "classifier_macs": "payloads",
     "clip_grad_norm_sparse_": "clipping",
+    "config_of": "lookup_config",
     "embedding_param_groups": "gradients",
     "global_frequency_embedding": "frequency",
     "gradient_payload": "payloads",
@@ -149,7 +155,7 @@ _SOURCES: dict[str, str] = {
     "grow_optimizer_state_": "materialize",
     "guard_padding_row": "gradients",
     "initialize_": "init",
-    "initializer_ledger": "init",
+    "initializer_statistics": "init",
     "is_safe_cast": "materialize",
     "load_exact": "materialize",
     "load_table_config": "memory",
@@ -161,16 +167,16 @@ _SOURCES: dict[str, str] = {
     "one_hot_linear": "onehot",
     "one_hot_lookup": "onehot",
     "one_hot_selectors": "onehot",
-    "projector_ledger": "payloads",
+    "projector_cost": "payloads",
     "row_counts": "frequency",
     "row_stamp": "stamps",
-    "sample_ledger": "init",
+    "sample_statistics": "init",
     "sinusoidal_table": "harvard",
     "table_parameters": "memory",
     "training_state_bytes": "memory",
     "validate_bag_offsets": "bag",
     "validate_ids": "contracts",
-    "write_ledger": "numerics",
+    "write_numerical_state": "numerics",
 }
 
 __all__ = [
@@ -180,12 +186,13 @@ __all__ = [
     "FeatureProjector",
     "GradientAdmission",
     "HarvardEmbedding",
-    "InitLedger",
+    "InitStatistics",
     "Initializer",
     "LookupConfig",
+    "LookupPolicy",
     "Materialized",
     "MemoryReport",
-    "NumericalLedger",
+    "NumericalState",
     "PadRowGuard",
     "RowStamp",
     "SummedEmbedding",
@@ -202,6 +209,7 @@ __all__ = [
     "check_sparse_options",
     "classifier_macs",
     "clip_grad_norm_sparse_",
+    "config_of",
     "embedding_param_groups",
     "global_frequency_embedding",
     "gradient_payload",
@@ -209,7 +217,7 @@ __all__ = [
     "grow_optimizer_state_",
     "guard_padding_row",
     "initialize_",
-    "initializer_ledger",
+    "initializer_statistics",
     "is_safe_cast",
     "load_exact",
     "load_table_config",
@@ -221,16 +229,16 @@ __all__ = [
     "one_hot_linear",
     "one_hot_lookup",
     "one_hot_selectors",
-    "projector_ledger",
+    "projector_cost",
     "row_counts",
     "row_stamp",
-    "sample_ledger",
+    "sample_statistics",
     "sinusoidal_table",
     "table_parameters",
     "training_state_bytes",
     "validate_bag_offsets",
     "validate_ids",
-    "write_ledger",
+    "write_numerical_state",
 ]
 
 

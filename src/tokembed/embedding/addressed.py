@@ -1,7 +1,6 @@
 """Stamped id batches: ids that carry the address space (tokenizer hash) that produced them.
 
-An id is meaningful only against one ordered vocabulary (spec 0x02, 0x0D
-"Tokenizer/model mismatch"): two tokenizers with the same V can map the same
+An id is meaningful only against one ordered vocabulary: two tokenizers with the same V can map the same
 integer to different pieces, and every shape check still passes. A table bound
 to an address hash therefore wants to know which tokenizer produced the batch.
 :class:`AddressedIds` is that batch: the ids tensor (not copied), the producing

@@ -1,6 +1,6 @@
 """EmbeddingBag with checked bag boundaries: gather, then reduce each bag to one row.
 
-A bag reduction removes the position axis (spec 0x04B): ``[N] ids + offsets ->
+A bag reduction removes the position axis: ``[N] ids + offsets ->
 [num_bags, d]``. That suits unordered feature bags and never replaces the token
 lookup in front of attention. Offsets must delimit half-open ranges
 ``[o_j, o_{j+1})`` over the flat ids: start at 0, never decrease, end inside the

@@ -1,10 +1,10 @@
 """Global-norm gradient clipping for sparse and row-sharded embedding gradients.
 
 ``torch.nn.utils.clip_grad_norm_`` on one rank's shard clips by the *local*
-norm, so the global gradient can exceed the threshold (spec 0x0D, "local
-clipping is called global clipping"). Here each rank sums squared row norms of
+norm, so the global gradient can exceed the threshold (local clipping is
+not global clipping). Here each rank sums squared row norms of
 what it owns, ``q_r = sum_u ||g_u||^2``, the sums are all-reduced, and every
-rank scales by ``gamma = min(1, m / (sqrt(q) + eps))`` (spec 0x04A). Sparse
+rank scales by ``gamma = min(1, m / (sqrt(q) + eps))``. Sparse
 gradients are coalesced first (duplicate indices must be summed before they
 are squared) and scaled through their stored values: nothing is densified.
 

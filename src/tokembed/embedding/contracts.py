@@ -1,10 +1,10 @@
 """Admission checks for integer ids before they address an embedding table.
 
-An id is a row address, not a number with meaning (spec 0x02): the only
+An id is a row address, not a number with meaning: the only
 questions a lookup may ask of it are "is it an integer address?", "is the row
 inside [0, V)?" and "does it live where the table lives?". This module answers
 those three and nothing else; binding ids to a tokenizer (address hashes),
-PAD policy and scaling live in :mod:`tokembed.embedding.lookup`.
+PAD policy and scaling live in :mod:`tokembed.embedding.lookup_checks`.
 
 Cost: one fused ``aminmax`` reduction over the ids and one host read of its two
 results. The ids are never copied, cast or moved. Only when the range check

@@ -1,6 +1,6 @@
 """Factorized lookup: a narrow lexical table [V, e] then a bias-free bridge e -> d.
 
-ALBERT-style (spec 0x05A, trace 0x02A/0x02B): ``X = E[ids] @ P`` keeps every
+ALBERT-style (Lan et al. 2020): ``X = E[ids] @ P`` keeps every
 position and address; only the width changes. Parameters ``V e + e d`` instead
 of ``V d`` (33,816,576 vs 524,288,000 at V=128,000, d=4096, e=256), at the cost
 of ``B L e d`` bridge MACs. The bridge is an ``nn.Linear(e, d, bias=False)``, so

@@ -1,10 +1,10 @@
 """Frequency-scaled lookup gradients with a declared count scope.
 
-``scale_grad_by_freq`` divides row j's gradient by a count c_j (spec 0x04A). Whose
+``scale_grad_by_freq`` divides row j's gradient by a count c_j. Whose
 count is the question: PyTorch counts within one embedding call ("invocation"
 scope: on a data-parallel rank, that rank's micro-batch), while a training
 objective may mean the count over the whole effective batch ("global" scope:
-every rank's ids, summed). The two differ — in the spec's two-rank trace row 1
+every rank's ids, summed). The two differ — in a two-rank example row 1
 gets [3, 2.5, 1.5] under rank-local counts and [5, 3, 2]/3 under global ones —
 so :class:`~tokembed.embedding.lookup.TokenEmbedding` refuses
 ``scale_grad_by_freq`` without a scope. This module implements the global scope:

@@ -1,7 +1,7 @@
 """Gradient admission, PAD-row enforcement and the embedding optimizer group.
 
 ``sparse=True`` on a lookup says what the *lookup* emits, not what the
-optimizer receives (spec 0x04A): a tied output path adds a dense ``D^T H``
+optimizer receives: a tied output path adds a dense ``D^T H``
 contribution, a sparse tensor may be uncoalesced, and only some optimizers
 accept a sparse layout. :func:`admit_gradient` inspects the actual gradient
 after backward and refuses a pairing PyTorch would reject (or, worse, accept
@@ -77,7 +77,7 @@ def check_sparse_options(*, sparse: bool, scale_grad_by_freq: bool) -> None:
     """Refuse sparse gradients with frequency scaling before any backward runs.
 
     torch's sparse embedding backward rejects scale_grad_by_freq; and the count
-    is rank-local anyway (spec 0x04A), so it needs its own verified reduction.
+    is rank-local anyway (it counts one rank's batch), so it needs its own verified reduction.
     """
     if sparse and scale_grad_by_freq:
         raise EmbeddingError(
@@ -194,7 +194,7 @@ def _zero_row(grad: torch.Tensor, pad_id: int) -> torch.Tensor:
 class PadRowGuard:
     """Keeps one table row fixed: its gradient is zeroed and, after each
     optimizer step, its value is restored (decoupled weight decay would
-    otherwise move a nonzero PAD row, spec 0x03B). Call :meth:`remove` to detach.
+    otherwise move a nonzero PAD row). Call :meth:`remove` to detach.
     """
 
     def __init__(

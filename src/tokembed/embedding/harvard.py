@@ -1,11 +1,11 @@
 """Harvard/original-Transformer initial state: content rows * sqrt(d_model) + sinusoids.
 
-``X0 = dropout(E[ids] * sqrt(d_model) + PE[:L])`` (spec 0x03, 0x03A): the content
+``X0 = dropout(E[ids] * sqrt(d_model) + PE[:L])`` (Vaswani et al. 2017, section 3.4): the content
 scale is applied once, by the ``lut`` lookup, and stamped; the fixed sinusoidal
 table is added once and stamped. A second scaling or positional add on the
 output raises (SCALE_APPLIED_TWICE / POSITION_APPLIED_TWICE), which is how the
-"applied sqrt(d_model) twice" and "positions applied twice" reproduction bugs of
-0x0D surface. ``content(ids)`` returns the scaled rows without positions
+"applied sqrt(d_model) twice" and "positions applied twice" reproduction bugs
+surface instead of silently changing the input scale. ``content(ids)`` returns the scaled rows without positions
 (Harvard's ``Embeddings``). State-dict key: ``lut.weight`` as in the Annotated
 Transformer; the sinusoid table is a non-persistent buffer (recomputed, not saved).
 

@@ -1,24 +1,23 @@
-"""Initialization ledger: what a named initializer puts into a fresh [V, d] table.
+"""Initialization statistics: what a named initializer puts into a fresh [V, d] table.
 
-Before training, a row is an initialized parameter vector, not a meaning
-(spec 0x03A). For independent coordinates with mean mu and variance sigma^2,
+Before training, a row is an initialized parameter vector, not a meaning. For independent coordinates with mean mu and variance sigma^2,
 ``E||E_i||^2 = d (sigma^2 + mu^2)``, and a scalar multiplier s turns the
 coordinate variance into ``s^2 sigma^2``. ``s = sqrt(d)`` gives unit variance
 only when ``sigma^2 = 1/d``; for PyTorch's Xavier uniform on a rectangular
 [V, d] table, ``sigma^2 = 2 g^2 / (V + d)`` (fan_in = d, fan_out = V), so at
 V=32,000, d=512 the scaled variance is 0.0315, not 1.
 
-This module computes those figures from formulas (:func:`initializer_ledger`),
-measures the same figures on a sampled table (:func:`sample_ledger`) and fills
+This module computes those figures from formulas (:func:`initializer_statistics`),
+measures the same figures on a sampled table (:func:`sample_statistics`) and fills
 a table in place with the named initializer (:func:`initialize_`). It does not
 decide *whether* a model should scale its lookup; that is the architecture's
-choice, recorded by the numerical ledger.
+choice, recorded by the observed numerical state (:mod:`tokembed.embedding.numerics`).
 
 Example::
 
-    >>> led = initializer_ledger(Initializer(name="xavier_uniform"),
+    >>> stats = initializer_statistics(Initializer(name="xavier_uniform"),
     ...                          num_embeddings=32_000, embedding_dim=512, scale=512**0.5)
-    >>> round(led.scaled_variance, 4), round(led.scaled_sq_row_norm, 2)
+    >>> round(stats.scaled_variance, 4), round(stats.scaled_sq_row_norm, 2)
     (0.0315, 16.13)
 
 Raises :class:`~tokembed.errors.EmbeddingError` ``UNKNOWN_INITIALIZER`` for an
@@ -39,15 +38,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INITIALIZERS",
-    "InitLedger",
+    "InitStatistics",
     "Initializer",
     "initialize_",
-    "initializer_ledger",
+    "initializer_statistics",
     "matching_scale",
-    "sample_ledger",
+    "new_table",
+    "sample_statistics",
 ]
 
-# The named initializers this ledger can derive exactly.
+# The named initializers whose statistics are derived exactly.
 INITIALIZERS: tuple[str, ...] = (
     "constructor_default",  # nn.Embedding.reset_parameters: N(0, 1), PAD row zeroed
     "normal",  # N(mean, std^2); GPT-2 lineage uses std=0.02
@@ -110,7 +110,7 @@ class Initializer:
 
 
 @dataclass(frozen=True, kw_only=True)
-class InitLedger:
+class InitStatistics:
     """Per-coordinate and per-row figures of a table, before and after an input scale."""
 
     initializer: str
@@ -151,9 +151,9 @@ def _moments(init: Initializer, num_embeddings: int, embedding_dim: int) -> tupl
     return init.mean, sigma * sigma
 
 
-def initializer_ledger(
+def initializer_statistics(
     init: Initializer, *, num_embeddings: int, embedding_dim: int, scale: float = 1.0
-) -> InitLedger:
+) -> InitStatistics:
     """Exact expected figures of ``init`` on a [num_embeddings, embedding_dim] table.
 
     ``constructor_default`` figures describe ordinary rows; its PAD row (if any)
@@ -167,7 +167,7 @@ def initializer_ledger(
         )
     mean, var = _moments(init, num_embeddings, embedding_dim)
     second = var + mean * mean
-    return InitLedger(
+    return InitStatistics(
         initializer=init.name,
         num_embeddings=num_embeddings,
         embedding_dim=embedding_dim,
@@ -181,18 +181,18 @@ def initializer_ledger(
     )
 
 
-def matching_scale(ledger: InitLedger, *, target_variance: float = 1.0) -> float:
+def matching_scale(stats: InitStatistics, *, target_variance: float = 1.0) -> float:
     """The multiplier s = tau / sigma that gives scaled coordinates variance ``target_variance``.
 
     Raises UsageError INVALID_ARGUMENT for a zero-variance (``zeros``) table.
     """
-    if ledger.coordinate_variance <= 0:
+    if stats.coordinate_variance <= 0:
         raise UsageError(
             "INVALID_ARGUMENT",
-            f"{ledger.initializer} has zero coordinate variance; no scale reaches {target_variance}",
-            value=ledger.initializer,
+            f"{stats.initializer} has zero coordinate variance; no scale reaches {target_variance}",
+            value=stats.initializer,
         )
-    return math.sqrt(target_variance / ledger.coordinate_variance)
+    return math.sqrt(target_variance / stats.coordinate_variance)
 
 
 def initialize_(
@@ -226,7 +226,39 @@ def initialize_(
     return table
 
 
-def sample_ledger(table: torch.Tensor, *, scale: float = 1.0, name: str = "sampled") -> InitLedger:
+def new_table(
+    rows: int,
+    cols: int,
+    *,
+    init: Initializer | None = None,
+    padding_idx: int | None = None,
+    dtype: torch.dtype | None = None,
+    device: torch.device | str | None = None,
+) -> torch.nn.Parameter:
+    """A fresh ``[rows, cols]`` Parameter filled by ``init``, its ``padding_idx`` row zeroed.
+
+    The one place a table of tokembed is created: the single-device lookup, each
+    rank's row or column shard and the sharded output head all call it, so the
+    default (``constructor_default``: nn.Embedding's N(0, 1), drawn from the
+    global generator exactly as ``nn.Embedding`` draws it) and the PAD post-init
+    policy cannot drift apart. ``padding_idx`` is an index into these rows (a
+    shard passes its local PAD row, or None when it holds none).
+
+    Example::
+
+        >>> new_table(4, 2, padding_idx=1)[1].tolist()
+        [0.0, 0.0]
+    """
+    import torch
+
+    weight = torch.nn.Parameter(torch.empty(rows, cols, dtype=dtype, device=device))
+    initialize_(weight, init or Initializer(name="constructor_default"), padding_idx=padding_idx)
+    return weight
+
+
+def sample_statistics(
+    table: torch.Tensor, *, scale: float = 1.0, name: str = "sampled"
+) -> InitStatistics:
     """The same figures measured on an actual [V, d] table (float64 accumulation)."""
     import torch
 
@@ -235,7 +267,7 @@ def sample_ledger(table: torch.Tensor, *, scale: float = 1.0, name: str = "sampl
     var = float(x.var(unbiased=False))
     sq_row = float((x * x).sum(dim=1).mean())
     num_embeddings, embedding_dim = x.shape
-    return InitLedger(
+    return InitStatistics(
         initializer=name,
         num_embeddings=num_embeddings,
         embedding_dim=embedding_dim,

@@ -1,6 +1,8 @@
 """TokenEmbedding: nn.Embedding semantics with every address contract checked.
 
-What it checks, per batch, before the gather (spec 0x02A/0x02B, 0x03B, 0x05, 0x0D):
+What it checks, per batch, before the gather (the shared contract of
+:mod:`tokembed.embedding.lookup_checks`, configured by a
+:class:`~tokembed.embedding.lookup_config.LookupConfig`):
 
 * ids are int32/int64 (not strings, floats, bools, one-hot selectors),
   inside [0, V), on the table's device (or routed there by a declared
@@ -18,11 +20,11 @@ applied once and stamped (:mod:`tokembed.embedding.stamps`), that ``max_norm``
 reports the rows its forward renormalized in ``last_renormalized_rows``, and
 that ``scale_grad_by_freq`` needs a declared count scope ("invocation": PyTorch's
 per-call counts; "global": counts the caller passes, e.g. all-reduced over a
-data-parallel group, spec 0x04A).
+data-parallel group, because the objective's count spans every rank's batch).
 
-Cost: the range check, the one-hot guard and the PAD-row check share one fused
-``aminmax`` and one host read; nothing is copied. The state dict is nn.Embedding's
-(one ``weight`` key), so either loads the other.
+The state dict is nn.Embedding's (one ``weight`` key), so either loads the other.
+The sharded tables of :mod:`tokembed.parallel` take the same config and run the
+same checks (``shard_input_embedding`` keeps a TokenEmbedding's contract).
 
 Example::
 
@@ -33,124 +35,26 @@ Example::
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, fields, replace
-from typing import Any, Literal
+from typing import Unpack
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tokembed.embedding.addressed import (
-    AddressedIds,
-    SupportsAddressHash,
-    admit_ids,
-    check_address_hash,
+from tokembed.embedding.addressed import AddressedIds, SupportsAddressHash
+from tokembed.embedding.frequency import global_frequency_embedding
+from tokembed.embedding.init import Initializer, initialize_, new_table
+from tokembed.embedding.lookup_checks import (
+    admit_lookup_ids,
+    bind_config,
+    check_pad_row,
+    refuse_nonzero_pad_row,
+    scale_lookup,
 )
-from tokembed.embedding.contracts import check_index_tensor, raise_out_of_range, same_device
-from tokembed.embedding.frequency import CountScope, global_frequency_embedding
-from tokembed.embedding.stamps import apply_input_scale
-from tokembed.errors import EmbeddingError, MeasureError, UsageError
+from tokembed.embedding.lookup_config import LookupConfig, LookupPolicy, config_of
+from tokembed.errors import EmbeddingError, UsageError
 
-__all__ = ["CountScope", "IdRoute", "LookupConfig", "TokenEmbedding"]
-
-IdRoute = Literal["refuse", "copy"]
-
-
-def _invalid(message: str, value: object, fix: str) -> UsageError:
-    return UsageError("INVALID_ARGUMENT", message, value=value, fix=fix)
-
-
-@dataclass(frozen=True, kw_only=True)
-class LookupConfig:
-    """Every policy of one checked lookup table; validated here and nowhere else.
-
-    Fields mirror nn.Embedding (``padding_idx`` … ``sparse``) plus: ``zero_pad_row``
-    (the PAD row must stay zero, checked every forward), ``count_scope`` (required
-    with ``scale_grad_by_freq``), ``input_scale`` (content multiplier such as
-    sqrt(d_model), applied once), ``address_hash`` / ``require_address`` (tokenizer
-    binding), ``id_route`` ("refuse" ids on another device, or "copy" them) and
-    ``role`` (what the ids address, e.g. "position_ids": the name errors use).
-
-    Raises:
-        UsageError INVALID_ARGUMENT, EmbeddingError PAD_ID_INVALID,
-        FREQ_COUNT_SCOPE_UNDECLARED, SPARSE_WITH_FREQ_SCALING.
-    """
-
-    num_embeddings: int
-    embedding_dim: int
-    padding_idx: int | None = None
-    zero_pad_row: bool = False
-    max_norm: float | None = None
-    norm_type: float = 2.0
-    scale_grad_by_freq: bool = False
-    count_scope: CountScope | None = None
-    sparse: bool = False
-    input_scale: float | None = None
-    address_hash: str | None = None
-    require_address: bool = False
-    id_route: IdRoute = "refuse"
-    role: str = "ids"
-
-    def __post_init__(self) -> None:
-        for name in ("num_embeddings", "embedding_dim"):
-            size = getattr(self, name)
-            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-                raise _invalid(f"{name} must be a positive int, got {size!r}", size, "pass >= 1")
-        pad = self.padding_idx
-        if pad is not None and not 0 <= pad < self.num_embeddings:
-            raise EmbeddingError(
-                "PAD_ID_INVALID",
-                f"padding_idx={pad} is not a row of a {self.num_embeddings}-row table"
-                + (" (-1 is a tokenizer PAD convention, not an address)" if pad == -1 else ""),
-                value=pad,
-                fix="pick a real row for PAD (often 0) and map the tokenizer's PAD to it",
-            )
-        if self.zero_pad_row and pad is None:
-            raise _invalid("zero_pad_row=True needs a padding_idx", None, "set padding_idx")
-        if self.max_norm is not None and not (math.isfinite(self.max_norm) and self.max_norm > 0):
-            raise _invalid(f"max_norm must be > 0, got {self.max_norm}", self.max_norm, "or None")
-        if not (math.isfinite(self.norm_type) and self.norm_type > 0):
-            raise _invalid(f"norm_type must be > 0, got {self.norm_type}", self.norm_type, "use 2")
-        if self.scale_grad_by_freq and self.sparse:
-            raise EmbeddingError(
-                "SPARSE_WITH_FREQ_SCALING",
-                "PyTorch's sparse embedding backward rejects scale_grad_by_freq",
-                value=(True, True),
-                fix="drop sparse=True or scale_grad_by_freq=True",
-            )
-        if self.scale_grad_by_freq and self.count_scope is None:
-            raise EmbeddingError(
-                "FREQ_COUNT_SCOPE_UNDECLARED",
-                "scale_grad_by_freq divides by a row count, but whose count is undeclared",
-                value=None,
-                fix="pass count_scope='invocation' (this call's batch) or 'global' (+ row_counts)",
-            )
-        if self.count_scope not in (None, "invocation", "global"):
-            raise _invalid(f"unknown count_scope {self.count_scope!r}", self.count_scope, "")
-        if self.count_scope is not None and not self.scale_grad_by_freq:
-            raise _invalid("count_scope without scale_grad_by_freq", self.count_scope, "drop it")
-        if self.input_scale is not None and not (
-            math.isfinite(self.input_scale) and self.input_scale > 0
-        ):
-            raise _invalid(f"input_scale must be > 0, got {self.input_scale}", self.input_scale, "")
-        if self.address_hash is not None:
-            check_address_hash(self.address_hash)
-        if self.require_address and self.address_hash is None:
-            raise _invalid("require_address=True needs an address_hash", None, "bind one")
-        if self.id_route not in ("refuse", "copy"):
-            raise _invalid(f"unknown id_route {self.id_route!r}", self.id_route, "refuse|copy")
-
-
-def _refuse_nonzero_pad_row(module: TokenEmbedding, state_dict: Any, prefix: str, *_: Any) -> None:
-    saved = state_dict.get(prefix + "weight")
-    c = module.config
-    # Shape problems are left to load_state_dict's own SHAPE error.
-    pad = c.padding_idx
-    if not (c.zero_pad_row and pad is not None and isinstance(saved, torch.Tensor)):
-        return
-    if saved.dim() == 2 and pad < saved.shape[0] and bool(saved[pad].any()):
-        module._raise_pad_row()
+__all__ = ["TokenEmbedding"]
 
 
 class TokenEmbedding(nn.Module):
@@ -180,42 +84,19 @@ class TokenEmbedding(nn.Module):
         embedding_dim: int,
         *,
         weight: torch.Tensor | None = None,
-        padding_idx: int | None = None,
-        zero_pad_row: bool = False,
-        max_norm: float | None = None,
-        norm_type: float = 2.0,
-        scale_grad_by_freq: bool = False,
-        count_scope: CountScope | None = None,
-        sparse: bool = False,
-        input_scale: float | None = None,
-        address_hash: str | None = None,
-        require_address: bool = False,
-        id_route: IdRoute = "refuse",
-        role: str = "ids",
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        **policy: Unpack[LookupPolicy],
     ) -> None:
         super().__init__()
         self.config = LookupConfig(
-            num_embeddings=num_embeddings,
-            embedding_dim=embedding_dim,
-            padding_idx=padding_idx,
-            zero_pad_row=zero_pad_row,
-            max_norm=max_norm,
-            norm_type=norm_type,
-            scale_grad_by_freq=scale_grad_by_freq,
-            count_scope=count_scope,
-            sparse=sparse,
-            input_scale=input_scale,
-            address_hash=address_hash,
-            require_address=require_address,
-            id_route=id_route,
-            role=role,
+            num_embeddings=num_embeddings, embedding_dim=embedding_dim, **policy
         )
         shape = (num_embeddings, embedding_dim)
         if weight is None:
-            self.weight = nn.Parameter(torch.empty(shape, device=device, dtype=dtype))
-            self.reset_parameters()
+            self.weight = new_table(
+                *shape, padding_idx=self.config.padding_idx, dtype=dtype, device=device
+            )
         else:
             if tuple(weight.shape) != shape:
                 raise EmbeddingError(
@@ -228,32 +109,37 @@ class TokenEmbedding(nn.Module):
             self.weight = weight if isinstance(weight, nn.Parameter) else nn.Parameter(weight)
             self.check_pad_row()
         self.last_renormalized_rows: torch.Tensor | None = None
-        # A checkpoint may carry a nonzero PAD row (0x03B): refuse it before copying it in.
-        self.register_load_state_dict_pre_hook(_refuse_nonzero_pad_row)
+        # A checkpoint may have trained the PAD row: refuse it before copying it in.
+        self.register_load_state_dict_pre_hook(refuse_nonzero_pad_row)
 
     @classmethod
     def from_config(
-        cls, config: LookupConfig, *, weight: torch.Tensor | None = None, **kwargs: Any
+        cls,
+        config: LookupConfig,
+        *,
+        weight: torch.Tensor | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
     ) -> TokenEmbedding:
         """Build from a validated config (``weight``, ``device``, ``dtype`` as in __init__)."""
-        policy = {f.name: getattr(config, f.name) for f in fields(config)}
-        v, d = policy.pop("num_embeddings"), policy.pop("embedding_dim")
-        return cls(v, d, weight=weight, **kwargs, **policy)
+        return cls(
+            config.num_embeddings,
+            config.embedding_dim,
+            weight=weight,
+            device=device,
+            dtype=dtype,
+            **config.policy(),
+        )
 
     @classmethod
-    def from_embedding(cls, embedding: nn.Embedding, **policy: Any) -> TokenEmbedding:
-        """Wrap an nn.Embedding, sharing its weight Parameter and copying its options."""
-        options: dict[str, Any] = {
-            "padding_idx": embedding.padding_idx,
-            "max_norm": embedding.max_norm,
-            "norm_type": embedding.norm_type,
-            "scale_grad_by_freq": embedding.scale_grad_by_freq,
-            "sparse": embedding.sparse,
-        }
-        options.update(policy)
-        return cls(
-            embedding.num_embeddings, embedding.embedding_dim, weight=embedding.weight, **options
-        )
+    def from_embedding(
+        cls, embedding: nn.Embedding, **policy: Unpack[LookupPolicy]
+    ) -> TokenEmbedding:
+        """Wrap an nn.Embedding, sharing its weight Parameter and copying its options.
+
+        ``policy`` adds or overrides fields (e.g. ``zero_pad_row=True``).
+        """
+        return cls.from_config(config_of(embedding, **policy), weight=embedding.weight)
 
     # nn.Embedding-compatible read-only attributes -----------------------------------
     num_embeddings = property(lambda self: self.config.num_embeddings)
@@ -264,12 +150,18 @@ class TokenEmbedding(nn.Module):
     scale_grad_by_freq = property(lambda self: self.config.scale_grad_by_freq)
     sparse = property(lambda self: self.config.sparse)
 
+    @property
+    def local_padding_idx(self) -> int | None:
+        """The PAD row's index in ``weight``: ``padding_idx`` (this table holds every row)."""
+        return self.config.padding_idx
+
     def reset_parameters(self) -> None:
         """nn.Embedding's fresh initialization: N(0, 1) rows, PAD row zeroed."""
-        nn.init.normal_(self.weight)
-        if self.config.padding_idx is not None:
-            with torch.no_grad():
-                self.weight[self.config.padding_idx].fill_(0)
+        initialize_(
+            self.weight,
+            Initializer(name="constructor_default"),
+            padding_idx=self.config.padding_idx,
+        )
 
     def bind_address(
         self, source: SupportsAddressHash | str, *, id_range: int | None = None
@@ -281,36 +173,15 @@ class TokenEmbedding(nn.Module):
         emit ids the table cannot address.
 
         Raises:
-            MeasureError VOCAB_BELOW_ID_RANGE: R > V.
+            EmbeddingError ID_OUT_OF_RANGE: R > V.
             UsageError INVALID_ARGUMENT: malformed hash.
         """
-        address_hash = source if isinstance(source, str) else source.address_hash
-        if id_range is None and not isinstance(source, str):
-            id_range = getattr(getattr(source, "tables", None), "id_range", None)
-        if id_range is not None and id_range > self.config.num_embeddings:
-            raise MeasureError(
-                "VOCAB_BELOW_ID_RANGE",
-                f"the tokenizer emits ids up to {id_range - 1} but the table has"
-                f" {self.config.num_embeddings} rows",
-                value=id_range,
-                fix=f"allocate at least {id_range} rows (grow the table)",
-            )
-        self.config = replace(self.config, address_hash=address_hash)
+        self.config = bind_config(self.config, source, id_range=id_range)
 
     def check_pad_row(self) -> None:
         """Raise PAD_ROW_NOT_ZERO when ``zero_pad_row`` holds and the PAD row is not zero."""
-        if self.config.zero_pad_row and bool(self.weight[self.config.padding_idx].any()):
-            self._raise_pad_row()
-
-    def _raise_pad_row(self) -> None:
-        p = self.config.padding_idx
-        raise EmbeddingError(
-            "PAD_ROW_NOT_ZERO",
-            f"row {p} (padding_idx) must be zero under zero_pad_row=True but is not"
-            " (supplied weight, checkpoint, initializer or optimizer wrote it)",
-            value=p,
-            fix="zero the PAD row after loading (weight[padding_idx] = 0) or drop zero_pad_row",
-        )
+        pad = self.config.padding_idx
+        check_pad_row(None if pad is None else self.weight.detach()[pad], self.config)
 
     def extra_repr(self) -> str:
         c = self.config
@@ -320,64 +191,12 @@ class TokenEmbedding(nn.Module):
                 text += f", {name}={getattr(c, name)}"
         return text + (", sparse=True" if c.sparse else "")
 
-    # forward ------------------------------------------------------------------------
-    def _check_values(self, ids: torch.Tensor) -> None:
-        c = self.config
-        if ids.numel() == 0:
-            return
-        # One fused aminmax + one host read: range, -1 and one-hot guards all use it, and
-        # the PAD-row flag rides along (stack) so zero_pad_row costs no second sync.
-        low, high = torch.aminmax(ids)
-        parts = [low, high]
-        if c.zero_pad_row:
-            parts.append(self.weight.detach()[c.padding_idx].any().to(ids.dtype))
-        values = torch.stack(parts).tolist()
-        low_v, high_v = values[0], values[1]
-        if low_v < 0 or high_v >= c.num_embeddings:
-            try:
-                raise_out_of_range(ids, c.num_embeddings, low=low_v, high=high_v, what=c.role)
-            except EmbeddingError as error:
-                if error.value != -1:
-                    raise
-                raise EmbeddingError(
-                    "PAD_ID_INVALID",
-                    f"{error.message.split(' is outside')[0]}: -1 is a tokenizer PAD"
-                    " convention (LLaMA-style), not a row address",
-                    value=-1,
-                    fix=f"replace -1 with padding_idx ({c.padding_idx}) and mask those positions",
-                ) from error
-        if c.zero_pad_row and values[2]:
-            self._raise_pad_row()
-        # Values in {0, 1} along a last axis of width V: one-hot selectors (0x04 "wrong:
-        # nn.Embedding(one_hot(ids))"), confirmed by row sums (a second pass, only then).
-        looks_one_hot = ids.dim() >= 2 and ids.shape[-1] == c.num_embeddings > 2 and high_v <= 1
-        if looks_one_hot and bool((ids.sum(-1) == 1).all()):
-            raise EmbeddingError(
-                "OPERATOR_CONTRACT_MISMATCH",
-                f"ids of shape {tuple(ids.shape)} look like one-hot selectors over V ="
-                f" {c.num_embeddings}; a lookup takes the ids themselves",
-                value=tuple(ids.shape),
-                fix="pass selectors.argmax(-1), or use one_hot_lookup for the conceptual form",
-            )
-
     def forward(
         self, ids: torch.Tensor | AddressedIds, *, row_counts: torch.Tensor | None = None
     ) -> torch.Tensor:
         c = self.config
-        raw = admit_ids(
-            ids,
-            address_hash=c.address_hash,
-            padding_idx=c.padding_idx,
-            require_address=c.require_address,
-        )
-        device = self.weight.device
-        if c.id_route == "copy":
-            check_index_tensor(raw, what=c.role)
-            if not same_device(raw.device, device):
-                raw = raw.to(device, non_blocking=True)  # the declared route: an explicit copy
-        else:
-            check_index_tensor(raw, device=device, what=c.role)
-        self._check_values(raw)
+        pad_row = self.weight.detach()[c.padding_idx] if c.zero_pad_row else None
+        raw = admit_lookup_ids(ids, c, device=self.weight.device, pad_row=pad_row)
         if c.max_norm is not None:
             self._record_renormalized(raw)
         if c.count_scope == "global":
@@ -391,7 +210,12 @@ class TokenEmbedding(nn.Module):
             )
         else:
             if row_counts is not None:
-                raise _invalid("row_counts is only read with count_scope='global'", None, "")
+                raise UsageError(
+                    "INVALID_ARGUMENT",
+                    "row_counts is only read with count_scope='global'",
+                    value=None,
+                    fix="drop row_counts, or build the table with count_scope='global'",
+                )
             out = F.embedding(
                 raw,
                 self.weight,
@@ -401,12 +225,10 @@ class TokenEmbedding(nn.Module):
                 c.scale_grad_by_freq,
                 c.sparse,
             )
-        if c.input_scale is not None:
-            out = apply_input_scale(out, c.input_scale, by=type(self).__name__)
-        return out
+        return scale_lookup(out, c, by=type(self).__name__)
 
     def _record_renormalized(self, ids: torch.Tensor) -> None:
-        # Rows F.embedding will rescale in place: selected and norm > max_norm (0x03B).
+        # Rows F.embedding will rescale in place: selected and with norm > max_norm.
         # unique + boolean mask cost a second sync; only tables with max_norm pay it.
         selected = torch.unique(ids)
         norms = torch.linalg.vector_norm(

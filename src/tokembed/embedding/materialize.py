@@ -1,8 +1,7 @@
 """Materialization: the three ways a [V, d] table may come into being.
 
 A constructor, a checkpoint loader and a vocabulary resize can all produce a
-tensor of the right shape; they differ in which rows they may write (spec
-0x03A, 0x05D):
+tensor of the right shape; they differ in which rows they may write:
 
 * ``fresh``: every row, from a named :class:`~tokembed.embedding.init.Initializer`
   and a seed, then the PAD post-init policy;
@@ -36,7 +35,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from tokembed.embedding.addressed import check_address_hash
 from tokembed.embedding.init import Initializer, initialize_
+from tokembed.embedding.lookup_config import LookupConfig
 from tokembed.errors import EmbeddingError, UsageError
 
 __all__ = [
@@ -54,7 +55,12 @@ __all__ = [
 
 @dataclass(frozen=True, kw_only=True)
 class TableSpec:
-    """The declared table: shape, storage dtype, state-dict key, tokenizer binding, PAD."""
+    """The declared table: shape, storage dtype, state-dict key, tokenizer binding, PAD.
+
+    The shape, PAD row and tokenizer binding are those of a
+    :class:`~tokembed.embedding.lookup_config.LookupConfig` (:meth:`lookup`),
+    validated by it; the address hash has the form "sha256:<64 hex>".
+    """
 
     num_embeddings: int
     embedding_dim: int
@@ -68,23 +74,24 @@ class TableSpec:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.num_embeddings < 1 or self.embedding_dim < 1:
-            raise UsageError(
-                "INVALID_ARGUMENT",
-                f"table shape [{self.num_embeddings}, {self.embedding_dim}] must be positive",
-                value=(self.num_embeddings, self.embedding_dim),
-            )
+        self.lookup()  # shape, PAD row and address hash: validated where every table's are
         if not self.dtype.is_floating_point:
             raise UsageError(
                 "INVALID_ARGUMENT", f"a table stores floats, not {self.dtype}", value=self.dtype
             )
-        if self.padding_idx is not None and not 0 <= self.padding_idx < self.num_embeddings:
-            raise EmbeddingError(
-                "PAD_ID_INVALID",
-                f"padding_idx {self.padding_idx} is outside [0, {self.num_embeddings})",
-                value=self.padding_idx,
-                fix="pass a row index of the table or None",
-            )
+
+    def lookup(self) -> LookupConfig:
+        """The lookup part of this spec (shape, ``padding_idx``, ``address_hash``).
+
+        Raises:
+            UsageError INVALID_ARGUMENT, EmbeddingError PAD_ID_INVALID: as LookupConfig.
+        """
+        return LookupConfig(
+            num_embeddings=self.num_embeddings,
+            embedding_dim=self.embedding_dim,
+            padding_idx=self.padding_idx,
+            address_hash=self.address_hash,
+        )
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -101,7 +108,11 @@ class Materialized:
 
 
 def tensor_sha256(t: torch.Tensor) -> str:
-    """SHA-256 of a tensor's raw bytes (row-major), independent of strides."""
+    """SHA-256 of a tensor's raw bytes (row-major), independent of strides.
+
+    The one tensor hasher of tokembed: load/growth evidence and the tied-replica check
+    (which adds dtype and shape) both use it.
+    """
     data = t.detach().contiguous().cpu().reshape(-1).view(torch.uint8)
     return hashlib.sha256(data.numpy().tobytes()).hexdigest()
 
@@ -282,6 +293,8 @@ def grow(
     tokenizer); ``spec.address_hash`` names the grown address space.
     """
     key = prefix + spec.key
+    if old_address_hash is not None:
+        check_address_hash(old_address_hash)
     saved = _require_tensor(tensors, spec.key, prefix)
     old_rows = saved.shape[0]
     if saved.dim() != 2 or saved.shape[1] != spec.embedding_dim or old_rows > spec.num_embeddings:

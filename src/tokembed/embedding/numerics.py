@@ -1,13 +1,13 @@
-"""Numerical-state ledger: the dtypes that actually exist around one table.
+"""Numerical state: the dtypes that actually exist around one table, observed.
 
-"The embedding is bf16" names one of at least six states (spec 0x03C):
+"The embedding is bf16" names one of at least six states:
 checkpoint tensor, live parameter storage, gathered lookup output, autocast
 compute, gradient (layout and dtype) and optimizer state (moments, an optional
 master copy). :func:`observe_numerics` *observes* each from a live module and
 optimizer instead of trusting a declaration: it runs the lookup (and, when
 asked, the same lookup under ``torch.autocast``), reads ``weight.grad`` and the
 optimizer's state tensors, and measures how many times the declared input
-scale reached the output. :func:`write_ledger` saves it as JSON atomically.
+scale reached the output. :func:`write_numerical_state` saves it as JSON atomically.
 
 Refused states: a scale applied twice (DOUBLE_SCALING), a declared scale that
 does not match the observed one (SCALE_MISMATCH), and an fp32 master copy that
@@ -17,8 +17,8 @@ optimizer steps (MASTER_COPY_ASSUMED).
 Example::
 
     >>> emb = torch.nn.Embedding(10, 4)
-    >>> led = observe_numerics(emb, torch.tensor([1, 2]))
-    >>> led.parameter_storage_dtype, led.lookup_output_dtype, led.scale_application_count
+    >>> state = observe_numerics(emb, torch.tensor([1, 2]))
+    >>> state.parameter_storage_dtype, state.lookup_output_dtype, state.scale_application_count
     ('float32', 'float32', 0)
 """
 
@@ -37,7 +37,7 @@ from torch import nn
 from tokembed._atomic import write_bytes_atomic
 from tokembed.errors import EmbeddingError
 
-__all__ = ["NumericalLedger", "observe_numerics", "write_ledger"]
+__all__ = ["NumericalState", "observe_numerics", "write_numerical_state"]
 
 # Optimizer state entries that hold per-element moments, by optimizer family.
 _FIRST_MOMENT = ("exp_avg", "momentum_buffer")
@@ -49,7 +49,7 @@ def _name(dtype: torch.dtype | None) -> str | None:
 
 
 @dataclass(frozen=True, kw_only=True)
-class NumericalLedger:
+class NumericalState:
     """Observed numerical state of one table (dtype names as strings, e.g. ``"bfloat16"``)."""
 
     checkpoint_dtype: str | None
@@ -72,7 +72,7 @@ class NumericalLedger:
     master_weight: str = "none"  # none | explicit_float32_copy
 
     def to_dict(self) -> dict[str, object]:
-        """Nested manifest in the shape of spec 0x03C's ``embedding_numerical_state``."""
+        """Nested manifest ``{"embedding_numerical_state": {...}}``, one key per state."""
         flat = asdict(self)
         return {
             "checkpoint_dtype": flat["checkpoint_dtype"],
@@ -176,8 +176,8 @@ def observe_numerics(
     grad_scaler: torch.amp.GradScaler | None = None,
     master_weight: torch.Tensor | None = None,
     declared_master: bool = False,
-) -> NumericalLedger:
-    """Observe the numerical ledger of ``embedding.weight``.
+) -> NumericalState:
+    """Observe the numerical state of ``embedding.weight``.
 
     ``forward`` is the model's whole input path for ``ids`` (module plus any
     caller-side scaling; default ``embedding``); ``input_scale`` is the scale the
@@ -212,7 +212,7 @@ def observe_numerics(
     tensors = {k: v for k, v in state.items() if isinstance(v, torch.Tensor) and v.dim() > 0}
     first = next((tensors[k].dtype for k in _FIRST_MOMENT if k in tensors), None)
     second = next((tensors[k].dtype for k in _SECOND_MOMENT if k in tensors), None)
-    return NumericalLedger(
+    return NumericalState(
         checkpoint_dtype=_name(checkpoint_dtype),
         parameter_storage_dtype=str(_name(weight.dtype)),
         parameter_device=str(weight.device),
@@ -236,12 +236,12 @@ def observe_numerics(
     )
 
 
-def write_ledger(ledger: NumericalLedger, path: str | Path) -> Path:
-    """Write ``ledger.to_dict()`` as JSON atomically (temp file in the same folder, then rename).
+def write_numerical_state(state: NumericalState, path: str | Path) -> Path:
+    """Write ``state.to_dict()`` as JSON atomically (temp file in the same folder, then rename).
 
     A reader sees the old file or the complete new one, never a partial write.
     """
     target = Path(path)
-    text = json.dumps(ledger.to_dict(), indent=2, sort_keys=True) + "\n"
+    text = json.dumps(state.to_dict(), indent=2, sort_keys=True) + "\n"
     write_bytes_atomic(target, text.encode("utf-8"))
     return target

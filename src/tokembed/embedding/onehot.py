@@ -1,6 +1,6 @@
 """One-hot selection: the conceptual form of a lookup, built from the declared V.
 
-``one_hot(ids) @ E == E[ids]`` exactly (spec 0x04): every term but the selected
+``one_hot(ids) @ E == E[ids]`` exactly: every term but the selected
 row is multiplied by zero. This module exists to state and test that identity,
 not to execute lookups — for B=8, L=2048, V=128,000 the int64 selector alone is
 15.625 GiB against 128 KiB of ids. The selector width is always the table's row
@@ -60,7 +60,8 @@ def one_hot_lookup(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 def one_hot_linear(weight: torch.Tensor) -> nn.Linear:
     """A bias-free ``nn.Linear(V, d)`` whose weight is E^T (a view, no copy): Linear(S) = S E.
 
-    A bias would break the identity with lookup (0x04B), so there is none.
+    A bias would add the same vector to every selected row, breaking the identity with
+    lookup, so there is none.
     """
     v, d = weight.shape
     linear = nn.Linear(v, d, bias=False, device=weight.device, dtype=weight.dtype)

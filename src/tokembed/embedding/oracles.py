@@ -1,18 +1,18 @@
 """NumPy float64 references for every lookup operator and its backward (no torch here).
 
-Each function is the plain formula from the spec, written for reading, not speed;
+Each function is the plain textbook formula, written for reading, not speed;
 tests prove the torch paths (F.embedding, nn.Embedding options, EmbeddingBag,
 tied heads, :class:`~tokembed.embedding.lookup.TokenEmbedding`) equal to them.
 
 * forward: :func:`gather` (X = E[ids]), :func:`one_hot_product` (X = S E with the
-  declared V, 0x04), :func:`bag_reduce` (sum/mean/max over offsets, 0x04B),
-  :func:`max_norm_renorm` (the in-place rescale of selected rows, 0x03B),
+  declared V), :func:`bag_reduce` (sum/mean/max over offsets),
+  :func:`max_norm_renorm` (the in-place rescale of selected rows),
   :func:`sinusoidal_positions` (Harvard's fixed table).
 * backward: :func:`scatter_add_backward` (dE = S^T G, duplicates accumulate,
-  PAD excluded, 0x04A), :func:`frequency_scaled_backward` with an explicit count,
+  PAD excluded), :func:`frequency_scaled_backward` with an explicit count,
   :func:`data_parallel_frequency_backward` (rank-local vs global count scope),
   :func:`coalesce_rows` (sparse layout), :func:`tied_two_path_gradient`
-  (S^T G_X + D^T C, 0x0A), :func:`cross_entropy_residual`, :func:`central_difference`.
+  (S^T G_X + D^T C), :func:`cross_entropy_residual`, :func:`central_difference`.
 
 Example::
 
@@ -234,7 +234,7 @@ def tied_two_path_gradient(
 def central_difference(
     loss: Callable[[Array], float], point: ArrayLike, *, step: float = 1e-6
 ) -> Array:
-    """dL/dx_i ~ (L(x + h e_i) - L(x - h e_i)) / 2h for every coordinate (lecture §11.4)."""
+    """dL/dx_i ~ (L(x + h e_i) - L(x - h e_i)) / 2h for every coordinate (error O(h^2))."""
     x = _f64(point)
     grad = np.zeros_like(x)
     for index in np.ndindex(x.shape):

@@ -1,10 +1,9 @@
 """Payload and arithmetic calculators: one-hot vs gather, dense vs sparse gradients, MACs.
 
 Logical payloads only (element count times element size): allocator, sort or
-coalesce workspace and collective buffers come on top (spec 0x04A). Figures
-reproduced by the tests: one-hot at B=8, L=2048, V=128,000 (0x04), the
-V=128,000, d=4096, U=4096 gradient (0x04A), bridge/classifier MACs (0x05A,
-0x0A) and the 1024 -> 4096 media projector (0x0A1).
+coalesce workspace and collective buffers come on top. Figures reproduced by
+the tests: one-hot at B=8, L=2048, V=128,000, the V=128,000, d=4096, U=4096
+gradient, bridge/classifier MACs and the 1024 -> 4096 media projector.
 
 Example::
 
@@ -30,17 +29,17 @@ __all__ = [
     "MIB",
     "GradientPayload",
     "LookupPayload",
-    "ProjectorLedger",
+    "ProjectorCost",
     "classifier_macs",
     "gradient_payload",
     "lookup_payload",
-    "projector_ledger",
+    "projector_cost",
 ]
 
 
 @dataclass(frozen=True, kw_only=True)
 class LookupPayload:
-    """One-hot product versus gather for a [batch, seq_len] id tensor (spec 0x04)."""
+    """One-hot product versus gather for a [batch, seq_len] id tensor."""
 
     id_entries: int
     one_hot_entries: int
@@ -60,7 +59,7 @@ def lookup_payload(
     id_dtype: str = "int64",
     compute_dtype: str = "fp16",
 ) -> LookupPayload:
-    """Spec 0x04: B=8, L=2048, V=128,000 -> 128 KiB of ids versus a 15.625 GiB int64 one-hot."""
+    """B=8, L=2048, V=128,000 -> 128 KiB of ids versus a 15.625 GiB int64 one-hot."""
     check_positive(batch=batch, seq_len=seq_len, vocab_size=vocab_size, embedding_dim=embedding_dim)
     n = batch * seq_len
     c = dtype_bytes(compute_dtype)
@@ -77,7 +76,7 @@ def lookup_payload(
 
 @dataclass(frozen=True, kw_only=True)
 class GradientPayload:
-    """Dense [V, d] gradient versus coalesced sparse rows (spec 0x04A)."""
+    """Dense [V, d] gradient versus coalesced sparse rows."""
 
     dense_bytes: int
     sparse_value_bytes: int
@@ -113,7 +112,7 @@ def gradient_payload(
 
 
 def classifier_macs(cfg: TableConfig, *, input_rows: int, output_rows: int) -> dict[str, int]:
-    """Logical dense MACs of the vocabulary boundary (spec 0x05A / 0x0A).
+    """Logical dense MACs of the vocabulary boundary (factorized bridge, output classifier).
 
     ``input_bridge`` = M D H, ``output_bridge`` = N H D (factorized tied head),
     ``classifier`` = N V H, or N V D for a factorized tied head.
@@ -128,8 +127,8 @@ def classifier_macs(cfg: TableConfig, *, input_rows: int, output_rows: int) -> d
 
 
 @dataclass(frozen=True, kw_only=True)
-class ProjectorLedger:
-    """A linear media projector d_media -> d_model (spec 0x0A1)."""
+class ProjectorCost:
+    """Parameters, MACs and output bytes of a linear media projector d_media -> d_model."""
 
     parameters: int
     parameter_bytes: int
@@ -138,15 +137,15 @@ class ProjectorLedger:
     projected_bytes: int
 
 
-def projector_ledger(
+def projector_cost(
     *, batch: int, n_media: int, d_media: int, d_model: int, dtype: str = "bf16"
-) -> ProjectorLedger:
+) -> ProjectorCost:
     """B=1, n=576, 1024 -> 4096: 4,194,304 params (8 MiB), 2,415,919,104 MACs, 4.5 MiB out."""
     check_positive(batch=batch, n_media=n_media, d_media=d_media, d_model=d_model)
     b = dtype_bytes(dtype)
     params = d_media * d_model
     states = batch * n_media * d_model
-    return ProjectorLedger(
+    return ProjectorCost(
         parameters=params,
         parameter_bytes=params * b,
         macs=batch * n_media * params,

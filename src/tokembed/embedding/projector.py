@@ -1,6 +1,6 @@
 """A continuous projector: floating feature rows in, model-width rows out, no addresses.
 
-Media encoders hand over ``[B, N, d_media]`` floats (spec 0x04B, 0x07–0x08). They
+Media encoders (a ViT's patch features, an audio encoder's frames) hand over ``[B, N, d_media]`` floats. They
 enter the model through an affine map, never through a vocabulary table: casting
 them to integers and looking them up destroys their meaning, and feeding token ids
 to a projector treats addresses as magnitudes. Both substitutions keep every

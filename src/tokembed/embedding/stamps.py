@@ -1,7 +1,7 @@
 """Row stamps: which input-state transforms a tensor of gathered rows already carries.
 
-Two transforms are easy to apply twice without any shape changing (spec 0x0D,
-"Harvard reproduction bugs"): the content scale (sqrt(d_model) in the original
+Two transforms are easy to apply twice without any shape changing (a common
+slip when reproducing the original Transformer): the content scale (sqrt(d_model) in the original
 Transformer) and the positional rows (a caller adds positions to the output of
 a module that already added them). Each is applied here through one function
 that stamps its output; applying the same transform to a stamped tensor is an

@@ -1,6 +1,6 @@
 """BERT-style initial state: token + token-type + position rows, then LayerNorm and dropout.
 
-``X0 = E_tok[I] + E_type[T] + E_pos[P]`` (spec 0x05B): three address spaces whose
+``X0 = E_tok[I] + E_type[T] + E_pos[P]`` (BERT, Devlin et al. 2019): three address spaces whose
 rows share the hidden width and are superposed by addition. Each table checks its
 own ids against its own row count, and errors name the role ("position_ids[0, 7]
 = 512 ..."). Submodule names follow Hugging Face's ``BertEmbeddings``

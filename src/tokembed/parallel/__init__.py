@@ -1,8 +1,10 @@
-"""Vocabulary-parallel embeddings, heads and losses over torch.distributed (spec 0x04A, 0x0A).
+"""Vocabulary-parallel embeddings, heads and losses over torch.distributed.
 
-Core layers (row intervals, sharded lookups, sharded head and loss, pipeline
-replicas) are owned by the parallel-core engineer; the whole-model sharding
-engineer appends exports here with small edits.
+Row intervals and ownership, sharded lookups (vocabulary-parallel, row-routed,
+column-parallel) that keep TokenEmbedding's lookup contract, the sharded output
+head and loss, whole-model sharding (``shard_input_embedding``,
+``shard_lm_head``, DeepSpeed AutoTP), data-parallel reduction, tied pipeline
+replicas, resharded checkpoints and byte accounts of memory and collectives.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from tokembed.parallel.ownership import (
     mark_sharded_source,
     row_ownership,
 )
-from tokembed.parallel.pipeline_tie import TiedReplica, tensor_digest
+from tokembed.parallel.pipeline_tie import TiedReplica
 from tokembed.parallel.reshard import (
     ShardLayout,
     load_rows,
@@ -83,7 +85,6 @@ __all__ = [
     "schedule_payloads",
     "shard_input_embedding",
     "shard_lm_head",
-    "tensor_digest",
     "validate_cover",
     "vocab_parallel_cross_entropy",
 ]

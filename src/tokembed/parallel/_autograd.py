@@ -1,4 +1,4 @@
-"""Collectives with declared backward pairs (spec 0x04A: "the autograd collective pairing").
+"""Collectives with declared backward pairs: each forward collective names its adjoint.
 
 Each forward collective below is a torch.autograd.Function whose backward is the
 adjoint of the forward linear map, so a distributed layer differentiates like

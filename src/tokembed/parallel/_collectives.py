@@ -9,7 +9,8 @@ ceil chunk, gathers, and trims by the known sizes.
 :func:`agree_on_error` makes a local admission failure collective: each rank
 contributes one small integer (0 = fine, else the index of its error code), one
 all-reduce shares them, and every rank raises. Without it a rank that refused
-its input would leave its peers blocked in the next collective (spec 0x0D).
+its input would leave its peers blocked in the next collective until the
+process group's timeout.
 """
 
 from __future__ import annotations
@@ -32,14 +33,21 @@ __all__ = [
 
 ProcessGroup = dist.ProcessGroup
 
-# Codes a rank may refuse its local input with before the first collective;
-# agreement sends the index into this tuple (+1), so every rank can name it.
-_AGREED_CODES: tuple[str, ...] = (
-    "ID_OUT_OF_RANGE",
-    "INDEX_DTYPE_MISMATCH",
-    "DEVICE_MISMATCH",
-    "SHAPE_MISMATCH",
-)
+# Codes a rank may refuse its local input with before the first collective, with the
+# one class each code is raised under (peers raise the same class and code). The
+# lookup contract's codes come first; agreement sends the index into this table
+# (+1), so every rank can name the code.
+_AGREED: dict[str, type[TokembedError]] = {
+    "ID_OUT_OF_RANGE": EmbeddingError,
+    "INDEX_DTYPE_MISMATCH": EmbeddingError,
+    "DEVICE_MISMATCH": EmbeddingError,
+    "ADDRESS_HASH_MISMATCH": EmbeddingError,
+    "PAD_ID_INVALID": EmbeddingError,
+    "PAD_ROW_NOT_ZERO": EmbeddingError,
+    "OPERATOR_CONTRACT_MISMATCH": EmbeddingError,
+    "SEQUENCE_NOT_DIVISIBLE": ParallelError,
+}
+_AGREED_CODES: tuple[str, ...] = tuple(_AGREED)
 
 
 def group_size(group: ProcessGroup | None) -> int:
@@ -55,19 +63,19 @@ def group_rank(group: ProcessGroup | None) -> int:
 def agree_on_error(check: Callable[[], None], *, group: ProcessGroup | None) -> None:
     """Run a local ``check`` on every rank, then raise on every rank if any rank failed.
 
-    A rank whose check raised re-raises its own error; the others raise
-    ``ParallelError`` with the same code naming the first failing rank. Costs
-    one all-reduce of ``world_size`` int64 values.
+    A rank whose check raised re-raises its own error; the others raise the
+    same class with the same code, naming the first failing rank (``value`` is
+    that rank). Costs one all-reduce of ``world_size`` int64 values.
 
     Raises:
-        the local ``EmbeddingError``/``ParallelError`` on the failing ranks,
-        ParallelError <same code> on the others.
+        the local ``EmbeddingError``/``ParallelError`` on the failing ranks, the
+        same class and code on the others.
     """
     local: TokembedError | None = None
     try:
         check()
     except (EmbeddingError, ParallelError) as error:
-        if error.code not in _AGREED_CODES:
+        if error.code not in _AGREED or not isinstance(error, _AGREED[error.code]):
             raise
         local = error
     world, rank = group_size(group), group_rank(group)
@@ -81,7 +89,7 @@ def agree_on_error(check: Callable[[], None], *, group: ProcessGroup | None) -> 
     if bad.numel():
         first = int(bad[0, 0])
         code = _AGREED_CODES[int(flags[first]) - 1]
-        raise ParallelError(
+        raise _AGREED[code](
             code,
             f"rank {first} of the group refused its input with {code}; every rank stops here",
             value=first,

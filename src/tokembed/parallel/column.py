@@ -5,8 +5,8 @@ of d, like :func:`~tokembed.parallel.intervals.row_intervals` for rows), so
 its weight is ``[V, b_r - a_r]``. Every rank needs every id, and computes its
 slice ``X_r = E[:, a_r:b_r][ids]`` locally.
 
-The activation schedule is declared, not implied (spec 0x0D "Column-wise
-weight placement is mistaken for a full activation schedule"):
+The activation schedule is declared, not implied: placing the weight by columns
+says nothing about whether the next operator wants the full width.
 
 * ``gather_output=True``: forward all-gathers the slices and concatenates
   them along the feature dim, giving the full ``[*, d]`` on every rank;
@@ -16,16 +16,24 @@ weight placement is mistaken for a full activation schedule"):
 * ``gather_output=False``: forward returns the local ``[*, b_r - a_r]`` slice
   for a next operator that accepts feature-sharded input; no collective.
 
-max_norm is refused: a row's norm spans every rank's columns.
+The lookup contract is TokenEmbedding's (the same config and checks); every
+rank holds the PAD row's columns, so under ``zero_pad_row`` with a gathered
+output the check is agreed over the group. max_norm is refused: a row's norm
+spans every rank's columns.
 """
 
 from __future__ import annotations
+
+from typing import Unpack
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tokembed.embedding.contracts import validate_ids
+from tokembed.embedding.addressed import AddressedIds
+from tokembed.embedding.init import new_table
+from tokembed.embedding.lookup_checks import scale_lookup
+from tokembed.embedding.lookup_config import LookupConfig, LookupPolicy
 from tokembed.parallel._autograd import gather_along
 from tokembed.parallel._collectives import (
     ProcessGroup,
@@ -33,14 +41,17 @@ from tokembed.parallel._collectives import (
     group_rank,
     group_size,
 )
-from tokembed.parallel._row_shard import check_table_args, require_plain_embedding
+from tokembed.parallel._sharded_lookup import ShardedLookup, require_shardable, table_source
 from tokembed.parallel.intervals import row_intervals
 
 __all__ = ["ColumnParallelEmbedding"]
 
 
-class ColumnParallelEmbedding(nn.Module):
+class ColumnParallelEmbedding(ShardedLookup, nn.Module):
     """An ``nn.Embedding(V, d)`` whose feature columns are split over ``group``.
+
+    ``**policy`` is TokenEmbedding's lookup policy (``max_norm``, ``sparse`` and
+    ``scale_grad_by_freq`` are refused).
 
     Example::
 
@@ -49,8 +60,8 @@ class ColumnParallelEmbedding(nn.Module):
         (torch.Size([10, 2]), torch.Size([1, 2, 8]))
 
     Raises (forward):
-        EmbeddingError ID_OUT_OF_RANGE / INDEX_DTYPE_MISMATCH / DEVICE_MISMATCH
-            on every rank before any collective (every rank holds the same ids).
+        EmbeddingError with the codes of TokenEmbedding's forward, on every rank
+            before any collective (every rank holds the same ids).
     """
 
     def __init__(
@@ -59,61 +70,64 @@ class ColumnParallelEmbedding(nn.Module):
         embedding_dim: int,
         *,
         group: ProcessGroup | None = None,
-        padding_idx: int | None = None,
         gather_output: bool = True,
         dtype: torch.dtype | None = None,
         device: torch.device | str | None = None,
+        **policy: Unpack[LookupPolicy],
     ) -> None:
         super().__init__()
-        check_table_args(num_embeddings, embedding_dim, padding_idx)
-        self.group = group
+        config = LookupConfig(num_embeddings=num_embeddings, embedding_dim=embedding_dim, **policy)
+        self.config = require_shardable(config, allow_max_norm=False)
+        self.group, self.gather_output = group, gather_output
         self.world_size, self.rank = group_size(group), group_rank(group)
         self.column_intervals = row_intervals(embedding_dim, self.world_size)
         self.column_start, self.column_end = self.column_intervals[self.rank]
-        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        self.padding_idx, self.gather_output = padding_idx, gather_output
-        self.weight = nn.Parameter(
-            torch.empty(
-                num_embeddings, self.column_end - self.column_start, dtype=dtype, device=device
-            )
+        self.weight = new_table(
+            num_embeddings,
+            self.column_end - self.column_start,
+            padding_idx=self.local_padding_idx,
+            dtype=dtype,
+            device=device,
         )  # [V, d_r]
-        nn.init.normal_(self.weight)
-        if padding_idx is not None:
-            with torch.no_grad():
-                self.weight[padding_idx].zero_()
+        self._guard_pad_row_on_load()
+
+    @property
+    def local_padding_idx(self) -> int | None:
+        """``padding_idx``: every rank holds every row (its columns of it)."""
+        return self.config.padding_idx
 
     @classmethod
     def from_embedding(
-        cls, emb: nn.Embedding, *, group: ProcessGroup | None = None, gather_output: bool = True
+        cls, emb: object, *, group: ProcessGroup | None = None, gather_output: bool = True
     ) -> ColumnParallelEmbedding:
-        """Shard a full ``nn.Embedding`` (same on every rank): copy this rank's columns.
+        """Shard a full nn.Embedding or TokenEmbedding (same on every rank): copy this rank's columns.
 
         Raises:
-            ParallelError NOT_AN_EMBEDDING: ``emb`` is not an nn.Embedding.
+            ParallelError NOT_AN_EMBEDDING: ``emb`` is neither.
             UsageError INVALID_ARGUMENT: max_norm, sparse or scale_grad_by_freq is set.
         """
-        emb = require_plain_embedding(emb, allow_max_norm=False)
+        config, full = table_source(emb, allow_max_norm=False)
         out = cls(
-            emb.num_embeddings,
-            emb.embedding_dim,
+            config.num_embeddings,
+            config.embedding_dim,
             group=group,
-            padding_idx=emb.padding_idx,
             gather_output=gather_output,
-            dtype=emb.weight.dtype,
-            device=emb.weight.device,
+            dtype=full.dtype,
+            device=full.device,
+            **config.policy(),
         )
         with torch.no_grad():
-            out.weight.copy_(emb.weight[:, out.column_start : out.column_end])
+            out.weight.copy_(full[:, out.column_start : out.column_end])
         return out
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor | AddressedIds) -> torch.Tensor:
         """Global ids [*] -> [*, d] (gathered) or this rank's columns [*, d_r]."""
-        validate_ids(ids, self.num_embeddings, device=self.weight.device)
-        local = F.embedding(ids, self.weight, padding_idx=self.padding_idx)  # [*, d_r]
-        if not self.gather_output:
-            return local
-        sizes = [end - start for start, end in self.column_intervals]
-        return gather_along(local, dim=-1, sizes=sizes, group=self.group)  # [*, d]
+        raw = self._admit(ids, agree=self.gather_output and self.config.zero_pad_row)
+        local = F.embedding(raw, self.weight, padding_idx=self.padding_idx)  # [*, d_r]
+        if self.gather_output:
+            sizes = [end - start for start, end in self.column_intervals]
+            local = gather_along(local, dim=-1, sizes=sizes, group=self.group)  # [*, d]
+        return scale_lookup(local, self.config, by=type(self).__name__)
 
     @torch.no_grad()
     def gather_weight(self) -> torch.Tensor:

@@ -1,8 +1,8 @@
 """Data-parallel gradient reduction with a declared convention, and orthogonal groups.
 
 A row shard can be unique across the tensor-parallel (TP) group and still be
-replicated across a data-parallel (DP) group (spec 0x04A). Two mistakes keep
-every shape valid and silently change the update (spec 0x0D):
+replicated across a data-parallel (DP) group. Two mistakes keep
+every shape valid and silently change the update:
 
 * GROUP_CONFLATION — the TP and DP groups are the same group, or share more
   than this rank. The axes must be orthogonal: with TP {0,1},{2,3} the DP

@@ -167,7 +167,8 @@ def initialize_autotp(
         and "autotp" in compile_section.get("passes", ())
     ):
         # DeepSpeed keeps embeddings replicated under this pass (its HF tp_plan branch
-        # says the pass "does not support vocabulary-parallel embeddings"; review point 3).
+        # says the pass "does not support vocabulary-parallel embeddings"), so the two
+        # settings would shard the embedding twice or not at all.
         raise UsageError(
             "INVALID_ARGUMENT",
             "vocab_parallel_embedding cannot be combined with DeepCompile's 'autotp' pass",
@@ -181,7 +182,7 @@ def initialize_autotp(
     head = model.get_output_embeddings()  # type: ignore[operator]
     # A tied pair under AutoTP's own vocab_parallel_lm_head is sharded by DeepSpeed
     # (its VocabParallelLinear + VocabParallelEmbedding share one shard); our call
-    # after initialize is then the no-op the PR describes.
+    # after initialize then finds a VocabParallelEmbedding and does nothing.
     deepspeed_shards_pair = bool(tp.get("vocab_parallel_lm_head")) and (
         full is not None and getattr(head, "weight", None) is full
     )
@@ -189,7 +190,7 @@ def initialize_autotp(
         _refuse_stale_optimizer(optimizer, full)
         if full is not None:
             _refuse_hidden_slice_spec(model, tp, full)
-        shard_input_embedding(model, autotp_group(tp_size), tie=tie)
+        shard_input_embedding(model, group=autotp_group(tp_size), tie=tie)
     out = tuple(
         deepspeed.initialize(
             model=model,
@@ -200,6 +201,6 @@ def initialize_autotp(
         )
     )
     if enabled and deepspeed_shards_pair:
-        sharded = shard_input_embedding(out[0].module, autotp_group(tp_size))
+        sharded = shard_input_embedding(out[0].module, group=autotp_group(tp_size))
         assert sharded is None, "AutoTP left the tied embedding unsharded"
     return out

@@ -1,4 +1,4 @@
-"""Contiguous row intervals: which rank owns which vocabulary rows (spec 0x04A schedule B/C).
+"""Contiguous row intervals: which rank owns which vocabulary rows (row-sharded schedules).
 
 Rank ``r`` of ``R`` owns rows ``[s_r, e_r)`` of a ``V``-row table. The split uses
 ceil chunks of ``c = ceil(V / R)`` rows: every rank but the tail holds exactly
@@ -8,7 +8,8 @@ gives ``[0,3) [3,6) [6,9) [9,10)``, and ``V = 9`` over 4 gives
 ``[0,3) [3,6) [6,9) [9,9)``; no rank allocates a row that does not exist.
 
 A cover is valid when the intervals are sorted, non-overlapping and leave no
-gap in ``[0, V)`` (spec 0x0D "Row-shard intervals contain a gap or overlap").
+gap in ``[0, V)``: a gap leaves ids no rank can look up, an overlap gives a row two
+optimizer updates.
 
 Example::
 

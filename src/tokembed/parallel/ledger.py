@@ -1,12 +1,11 @@
 """Per-rank ledgers: what a sharded table stores, and what its collectives move.
 
-Three accounts, kept apart because they answer different questions (spec 0x04A,
-0x0A1):
+Three accounts, kept apart because they answer different questions:
 
 * :func:`memory_ledger` — bytes this rank holds for parameters, gradients and
   optimizer state (tied Parameters counted once).
 * :func:`schedule_payloads` — the *logical* payload per step of each embedding
-  schedule A–D by the spec's formulas (tensor bytes, not a wire-time model).
+  schedule A–D by closed formulas (tensor bytes, not a wire-time model).
 * :func:`count_collectives` — the bytes actually handed to collectives while a
   block runs, recorded per call. It observes the ``c10d`` and
   ``_c10d_functional`` operators at the dispatcher, so it sees our layers,
@@ -42,7 +41,7 @@ __all__ = [
 ]
 
 
-# --- logical payload formulas (spec 0x04A "Communication ledger") ------------
+# --- logical payload formulas -------------------------------------------------
 
 
 def _require_nonnegative(**values: int) -> None:
@@ -66,7 +65,7 @@ def schedule_payloads(
     id_bytes: int = 8,
     meta_bytes: int = 8,
 ) -> dict[str, int]:
-    """Logical bytes one step of each schedule moves, by the spec's formulas.
+    """Logical bytes one step of each schedule moves, by closed formulas.
 
     * ``A`` replicated table + data-parallel reduction: the dense gradient buffer ``V·d·b``.
     * ``B`` row owners with routed ids: ``N_remote·(b_i + b_m) + 2·N_remote·d·b``
@@ -77,7 +76,7 @@ def schedule_payloads(
     ``n_tokens`` is N (positions per step), ``n_remote`` the routed occurrences whose
     owner differs from their origin (:func:`count_remote`).
 
-    Example: the spec's two-rank trace (V=8, d=3, N=8, N_remote=2) gives
+    Example: a two-rank trace (V=8, d=3, N=8, N_remote=2) gives
     ``{'A': 96, 'B': 80, 'C': 96, 'D': 96}``.
 
     Raises:
@@ -108,7 +107,7 @@ def count_remote(
 
     ``ids_by_origin[r]`` are the ids that rank ``r`` looks up; ``intervals[r]`` is the
     ``[start, end)`` row range rank ``r`` owns. Every occurrence is counted (no
-    deduplication), as in the spec's routed-payload formula.
+    deduplication), as in the routed-payload formula of :func:`schedule_payloads`.
 
     Example: origin 0 = [1, 4, 1, 0], origin 1 = [4, 6, 1, 4], intervals [(0, 4), (4, 8)] → 2.
 

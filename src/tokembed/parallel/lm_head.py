@@ -1,4 +1,4 @@
-"""Vocabulary-parallel output head: local logits for this rank's rows (spec 0x0A).
+"""Vocabulary-parallel output head: local logits for this rank's rows.
 
 Rank r owns the same rows ``[vocab_start, vocab_end)`` as the input embedding,
 and computes ``Z_r = C E_r^T``: the [..., V_r] block of the logits. Hidden
@@ -11,6 +11,12 @@ emb.weight``): one storage, one optimizer entry, the input and output
 gradients add into one ``.grad``. Feed the local logits to
 :func:`~tokembed.parallel.cross_entropy.vocab_parallel_cross_entropy`, which
 never materializes [N, V] on one rank.
+
+The head's rows address the same vocabulary as the embedding's, so it carries
+a :class:`~tokembed.embedding.lookup_config.LookupConfig` too: a tied head
+shares the embedding's config (address hash included), and an untied head may
+be bound to a tokenizer with ``address_hash``; tying a head to an embedding
+bound to another tokenizer is refused.
 """
 
 from __future__ import annotations
@@ -18,10 +24,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from tokembed.errors import ParallelError, UsageError
+from tokembed.embedding.init import Initializer, new_table
+from tokembed.embedding.lookup_config import LookupConfig
+from tokembed.errors import EmbeddingError, ParallelError, UsageError
 from tokembed.parallel._autograd import copy_to_group
 from tokembed.parallel._collectives import ProcessGroup
-from tokembed.parallel._row_shard import RowIntervals, check_table_args, copy_owned_rows
+from tokembed.parallel._row_shard import RowIntervals, copy_owned_rows
 from tokembed.parallel.ownership import RowOwnership, mark_rows
 from tokembed.parallel.vocab_embedding import VocabParallelEmbedding
 
@@ -36,7 +44,10 @@ class VocabParallelLMHead(RowIntervals, nn.Module):
         num_embeddings: global vocabulary rows V.
         group: tensor-parallel process group (default: the world).
         tie_to: a VocabParallelEmbedding to share rows with; its weight
-            becomes this head's weight (same Parameter object).
+            becomes this head's weight (same Parameter object) and its config
+            this head's config.
+        address_hash: the tokenizer the rows belong to ("sha256:<64 hex>");
+            with ``tie_to``, it must be the embedding's.
 
     Example::
 
@@ -46,9 +57,11 @@ class VocabParallelLMHead(RowIntervals, nn.Module):
         (True, torch.Size([2, 3]))
 
     Raises:
-        ParallelError SHAPE_MISMATCH: ``tie_to`` has another V or d.
+        EmbeddingError SHAPE_MISMATCH: ``tie_to`` has another V or d.
+        EmbeddingError ADDRESS_HASH_MISMATCH: ``tie_to`` is bound to another tokenizer.
         ParallelError GROUP_CONFLATION: ``tie_to`` is sharded over another group
             (its rows would not line up with this head's).
+        UsageError INVALID_ARGUMENT: malformed shape or hash.
     """
 
     def __init__(
@@ -58,30 +71,40 @@ class VocabParallelLMHead(RowIntervals, nn.Module):
         *,
         group: ProcessGroup | None = None,
         tie_to: VocabParallelEmbedding | None = None,
+        address_hash: str | None = None,
         dtype: torch.dtype | None = None,
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        check_table_args(num_embeddings, embedding_dim, None)
+        self.config = LookupConfig(
+            num_embeddings=num_embeddings, embedding_dim=embedding_dim, address_hash=address_hash
+        )
         self.group = group
         self.ownership = RowOwnership.for_group(num_embeddings, group=group)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         if tie_to is None:
-            self.weight = nn.Parameter(
-                torch.empty(
-                    self.vocab_end - self.vocab_start, embedding_dim, dtype=dtype, device=device
-                )
+            # std 1/sqrt(d): unit-variance hidden states give unit-variance initial logits.
+            init = Initializer(name="normal", std=embedding_dim**-0.5)
+            self.weight = new_table(
+                self.ownership.rows, embedding_dim, init=init, dtype=dtype, device=device
             )  # [V_r, d]
             mark_rows(self.weight, self.ownership)
-            nn.init.normal_(self.weight, std=embedding_dim**-0.5)
             return
         if (tie_to.num_embeddings, tie_to.embedding_dim) != (num_embeddings, embedding_dim):
-            raise ParallelError(
+            raise EmbeddingError(
                 "SHAPE_MISMATCH",
                 f"head is [{num_embeddings}, {embedding_dim}] but the tied embedding is "
                 f"[{tie_to.num_embeddings}, {tie_to.embedding_dim}]",
                 value=(tie_to.num_embeddings, tie_to.embedding_dim),
                 fix="tie only a head with the embedding's V and d",
+            )
+        if address_hash is not None and tie_to.config.address_hash != address_hash:
+            raise EmbeddingError(
+                "ADDRESS_HASH_MISMATCH",
+                f"the head is declared for {address_hash} but the tied embedding is bound to"
+                f" {tie_to.config.address_hash}; one Parameter cannot serve two address spaces",
+                value=tie_to.config.address_hash,
+                fix="bind the embedding and the head to the same tokenizer",
             )
         if tie_to.intervals != self.intervals or tie_to.group is not group:
             raise ParallelError(
@@ -90,11 +113,16 @@ class VocabParallelLMHead(RowIntervals, nn.Module):
                 value=(tie_to.intervals[tie_to.rank], (self.vocab_start, self.vocab_end)),
                 fix="build the head with group=emb.group so input and output rows coincide",
             )
+        self.config = tie_to.config
         self.weight = tie_to.weight  # one Parameter: the tie is identity, not equal values
 
     @classmethod
     def from_linear(
-        cls, linear: nn.Linear, *, group: ProcessGroup | None = None
+        cls,
+        linear: nn.Linear,
+        *,
+        group: ProcessGroup | None = None,
+        address_hash: str | None = None,
     ) -> VocabParallelLMHead:
         """Shard a bias-free ``nn.Linear(d, V)`` (same on every rank): copy this rank's rows.
 
@@ -112,6 +140,7 @@ class VocabParallelLMHead(RowIntervals, nn.Module):
             linear.in_features,
             linear.out_features,
             group=group,
+            address_hash=address_hash,
             dtype=linear.weight.dtype,
             device=linear.weight.device,
         )

@@ -1,11 +1,9 @@
 """Who may update which rows: ownership marks on shards and checks before an optimizer step.
 
-Spec 0x04A separates the *mathematical* owner of a row (every occurrence adds
-to one logical dE[j]) from its *execution* owner (the rank that stores and
-updates it). This module records the execution owner on each sharded
+A row has a *mathematical* owner (every occurrence adds to one logical dE[j])
+and an *execution* owner (the rank that stores and updates it). This module records the execution owner on each sharded
 Parameter, marks a full table once it has been cut into shards, and refuses
-an optimizer step on rows this rank does not own (NON_OWNER_STEP, spec 0x0D
-"A non-owner rank steps a row shard"):
+an optimizer step on rows this rank does not own (NON_OWNER_STEP):
 
 * the optimizer still holds the full replicated table a shard was cut from
   (a stale optimizer reference after sharding: every rank would step every

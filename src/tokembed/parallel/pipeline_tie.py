@@ -1,4 +1,4 @@
-"""Tied input/output tables across pipeline stages: synchronized replicas (spec 0x0A).
+"""Tied input/output tables across pipeline stages: synchronized replicas.
 
 The first pipeline stage looks rows up, the last stage projects onto them;
 two processes cannot share one Parameter object, so a logical tie becomes one
@@ -19,12 +19,12 @@ physical replica per stage (per tensor-parallel row shard) plus a contract:
    the row interval and (optionally) the optimizer state of every replica and
    raises REPLICA_DIVERGED on every rank if any differs. Equal values with
    different Adam moments are a divergence: the next step splits them again
-   (spec 0x0D "Pipeline replica values match while optimizer moments differ").
+   (matching values with differing moments is the usual way replicas drift).
 
 The embedding group holds exactly the ranks with replicas of one row shard:
 with TP 2 x PP 2 (ranks 0,1 first stage, 2,3 last) the groups are {0,2} and
 {1,3}. It must not be a data-parallel group as well: the reconciled gradient
-would be summed twice (spec 0x0D "reduced twice").
+would be summed twice.
 """
 
 from __future__ import annotations
@@ -35,25 +35,24 @@ from typing import Any, Literal
 import torch
 import torch.distributed as dist
 
+from tokembed.embedding.materialize import tensor_sha256
 from tokembed.errors import ParallelError, UsageError
 from tokembed.parallel._collectives import ProcessGroup
 from tokembed.parallel.ownership import row_ownership
 
-__all__ = ["TiedReplica", "tensor_digest"]
+__all__ = ["TiedReplica"]
 
 
-def tensor_digest(t: torch.Tensor) -> str:
-    """SHA-256 of a tensor's dtype, shape and raw bytes (exact equality, any dtype)."""
-    raw = t.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
-    header = f"{t.dtype}:{tuple(t.shape)}:".encode()
-    return hashlib.sha256(header + raw.numpy().tobytes()).hexdigest()
+def _digest(t: torch.Tensor) -> str:
+    """dtype, shape and SHA-256 of the bytes: equal only for exactly equal tensors."""
+    return f"{t.dtype}:{tuple(t.shape)}:{tensor_sha256(t)}"
 
 
 def _state_digest(state: dict[str, Any]) -> str:
     parts = []
     for key in sorted(state):
         value = state[key]
-        parts.append(f"{key}={tensor_digest(value) if torch.is_tensor(value) else value!r}")
+        parts.append(f"{key}={_digest(value) if torch.is_tensor(value) else value!r}")
     return hashlib.sha256(";".join(parts).encode()).hexdigest()
 
 
@@ -133,7 +132,7 @@ class TiedReplica:
             state = _state_digest(optimizer.state.get(self.param, {}))
         mine = {
             "interval": (interval, tuple(self.param.shape)),
-            "values": tensor_digest(self.param),
+            "values": _digest(self.param),
             "optimizer state": state,
         }
         everyone: list[Any] = [None] * dist.get_world_size(self.group)

@@ -6,8 +6,8 @@ a JSON manifest ``layout.json`` naming the logical table: ``V``, ``d``, dtype,
 the interval of every file, and optionally the tokenizer address hash the rows
 belong to. Loading at any size reads, for each target interval, only the
 overlapping slices of the saved files, so the logical table — not the physical
-files — is what survives a reshard (spec 0x0D "Physical shards are edited
-independently without a canonical reconstruction").
+files — is what survives a reshard: shards edited one by one could otherwise
+drift from any table that was ever trained.
 
 Refusals (ParallelError SHARD_LAYOUT_MISMATCH): a manifest whose intervals leave a
 gap or overlap, a file whose rows, width, dtype or recorded interval disagree
@@ -35,7 +35,10 @@ import torch.distributed as dist
 from torch import nn
 
 from tokembed._atomic import write_bytes_atomic
-from tokembed.errors import EmbeddingError, ParallelError
+from tokembed.embedding.addressed import check_address_hash
+from tokembed.embedding.lookup_checks import check_pad_row
+from tokembed.embedding.lookup_config import LookupConfig
+from tokembed.errors import EmbeddingError, ParallelError, UsageError
 from tokembed.parallel._collectives import ProcessGroup
 from tokembed.parallel.intervals import validate_cover
 
@@ -62,8 +65,13 @@ class RowShardedModule(Protocol):
 
     weight: nn.Parameter
     group: ProcessGroup | None
-    num_embeddings: int
-    embedding_dim: int
+    config: LookupConfig
+
+    @property
+    def num_embeddings(self) -> int: ...
+
+    @property
+    def embedding_dim(self) -> int: ...
 
     @property
     def intervals(self) -> list[tuple[int, int]]: ...
@@ -94,6 +102,8 @@ class ShardLayout:
     address_hash: str | None = None
 
     def __post_init__(self) -> None:
+        if self.address_hash is not None:
+            check_address_hash(self.address_hash)
         if len(self.files) != len(self.intervals):
             raise _mismatch(
                 f"{len(self.files)} files for {len(self.intervals)} intervals",
@@ -186,14 +196,17 @@ def save_vocab_shards(
     *,
     address_hash: str | None = None,
 ) -> None:
-    """Every rank of ``emb.group`` writes its shard; returns after all files exist (barrier)."""
+    """Every rank of ``emb.group`` writes its shard; returns after all files exist (barrier).
+
+    ``address_hash`` defaults to the tokenizer ``emb`` is bound to (``emb.config``).
+    """
     save_shard(
         directory,
         emb.weight,
         num_embeddings=emb.num_embeddings,
         intervals=emb.intervals,
         rank=emb.rank,
-        address_hash=address_hash,
+        address_hash=emb.config.address_hash if address_hash is None else address_hash,
     )
     dist.barrier(group=emb.group)
 
@@ -222,7 +235,7 @@ def read_layout(directory: str | os.PathLike[str]) -> ShardLayout:
             files=tuple(str(f) for f in raw["files"]),
             address_hash=raw.get("address_hash"),
         )
-    except (OSError, ValueError, KeyError, TypeError) as error:
+    except (OSError, ValueError, KeyError, TypeError, UsageError) as error:
         raise _mismatch(
             f"{root / MANIFEST_NAME} is missing or not a {_FORMAT} v{_VERSION} manifest "
             f"({type(error).__name__}: {error})",
@@ -303,14 +316,19 @@ def load_vocab_shards(
 ) -> ShardLayout:
     """Fill ``emb``'s local rows from a checkpoint saved at any tensor-parallel size.
 
-    Non-collective: each rank reads only its own rows. Pass ``address_hash`` to
-    require that the saved table belongs to that tokenizer.
+    Non-collective: each rank reads only its own rows. A saved table that names
+    a tokenizer must name ``address_hash`` (default: the one ``emb`` is bound to);
+    under ``zero_pad_row`` the loaded PAD row must be zero.
 
     Raises:
         ParallelError SHARD_LAYOUT_MISMATCH: a different [V, d] or dtype than ``emb``,
             or an inconsistent checkpoint (see :func:`read_layout`).
         EmbeddingError ADDRESS_HASH_MISMATCH: both sides name a tokenizer and they differ.
+        EmbeddingError PAD_ROW_NOT_ZERO: the loaded PAD row is not zero under
+            ``zero_pad_row`` (the layer is left unchanged).
     """
+    if address_hash is None:
+        address_hash = emb.config.address_hash
     layout = read_layout(directory)
     target = (emb.num_embeddings, emb.embedding_dim, _dtype_name(emb.weight.dtype))
     saved = (layout.num_embeddings, layout.embedding_dim, layout.dtype)
@@ -329,6 +347,9 @@ def load_vocab_shards(
             fix="load the table saved for this tokenizer",
         )
     rows = load_rows(directory, emb.vocab_start, emb.vocab_end, layout=layout)
+    pad = emb.config.padding_idx
+    if pad is not None and emb.vocab_start <= pad < emb.vocab_end:
+        check_pad_row(rows[pad - emb.vocab_start], emb.config)
     with torch.no_grad():
         emb.weight.copy_(rows)
     return layout

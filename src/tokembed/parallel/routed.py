@@ -1,10 +1,11 @@
-"""Owner-routed row lookup: ids travel to the rank that owns their row (spec 0x04A schedule B).
+"""Owner-routed row lookup: ids travel to the rank that owns their row (schedule B).
 
 Unlike :class:`~tokembed.parallel.vocab_embedding.VocabParallelEmbedding`, each
 rank here brings its *own* ids (its data-parallel batch). A forward:
 
-1. validates ids locally and agrees on failure (one all-reduce of flags), so a
-   rank with a bad id cannot leave its peers blocked in the all_to_all;
+1. runs the lookup contract of its config locally (the same checks as
+   TokenEmbedding) and agrees on failure (one all-reduce of flags), so a
+   rank with a bad batch cannot leave its peers blocked in the all_to_all;
 2. sorts the flattened positions by owner and exchanges per-owner counts;
 3. sends requests ``(global id, origin position)`` to owners (all_to_all);
    the origin rank is implied by the segment a request arrives in;
@@ -13,7 +14,7 @@ rank here brings its *own* ids (its data-parallel batch). A forward:
 5. rows return to their origins (all_to_all, autograd-aware) together with
    the echoed ``(origin rank, origin position)``; :func:`restore_origin_order`
    checks the echo is exactly this rank's positions, once each, and puts the
-   rows back in sequence order.
+   rows back in sequence order; the input scale is applied once and stamped.
 
 Backward reverses the route: autograd un-permutes the upstream rows, the
 all_to_all backward sends each row's gradient to the owner that served it (in
@@ -23,24 +24,27 @@ scatter-adds it into the local shard. No rank ever holds a row it does not own.
 gloo supports ``all_to_all_single`` with uneven splits in torch 2.13 (probed
 with real process groups), so no all_gather/send-recv emulation is needed.
 
-:attr:`RowRoutedEmbedding.last_route` records the communication ledger of
-the last forward (spec 0x04A "Communication ledger"): remote occurrences and
-their request, response and gradient bytes. Repeated ids are not deduplicated.
+:attr:`RowRoutedEmbedding.last_route` records the bytes the last forward
+routed: remote occurrences and their request, response and gradient bytes
+(the payload formula of schedule B in :mod:`tokembed.parallel.ledger`).
+Repeated ids are not deduplicated.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Unpack
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch import nn
 
-from tokembed.embedding.contracts import validate_ids
+from tokembed.embedding.addressed import AddressedIds
+from tokembed.embedding.lookup_checks import scale_lookup
+from tokembed.embedding.lookup_config import LookupPolicy
 from tokembed.errors import ParallelError
 from tokembed.parallel._autograd import all_to_all_rows
-from tokembed.parallel._collectives import ProcessGroup, agree_on_error, exchange_rows
+from tokembed.parallel._collectives import ProcessGroup, exchange_rows
 from tokembed.parallel._row_shard import RowShardedTable
 
 __all__ = ["RouteLedger", "RowRoutedEmbedding", "restore_origin_order"]
@@ -50,7 +54,7 @@ __all__ = ["RouteLedger", "RowRoutedEmbedding", "restore_origin_order"]
 class RouteLedger:
     """Bytes one rank sent for remote occurrences (owner != origin) in one forward.
 
-    ``logical_bytes`` is the spec's ``N_remote (b_i + b_m) + 2 N_remote d b``:
+    ``logical_bytes`` is ``N_remote (b_i + b_m) + 2 N_remote d b``:
     requests (id + origin position), row responses and row gradients.
     ``echo_bytes`` is the origin metadata returned with the rows for the
     ORIGIN_POSITION_LOST check, reported separately.
@@ -108,10 +112,12 @@ class RowRoutedEmbedding(RowShardedTable):
         >>> emb(torch.tensor([1, 4, 1, 0])).shape    # rank 0 of 2; row 4 comes from rank 1
         torch.Size([4, 3])
 
+    ``**policy`` is TokenEmbedding's lookup policy, as for VocabParallelEmbedding.
+
     Raises (forward, on every rank):
-        EmbeddingError ID_OUT_OF_RANGE / INDEX_DTYPE_MISMATCH / DEVICE_MISMATCH
-            on the rank with the bad ids; ParallelError with the same code on
-            its peers.
+        EmbeddingError with the codes of TokenEmbedding's forward (ID_OUT_OF_RANGE,
+            ADDRESS_HASH_MISMATCH, PAD_ID_INVALID, ...) on the rank with the bad
+            batch, and the same class and code on its peers.
         ParallelError ORIGIN_POSITION_LOST: routed rows came back unordered.
     """
 
@@ -121,29 +127,20 @@ class RowRoutedEmbedding(RowShardedTable):
         embedding_dim: int,
         *,
         group: ProcessGroup | None = None,
-        padding_idx: int | None = None,
-        max_norm: float | None = None,
-        norm_type: float = 2.0,
         dtype: torch.dtype | None = None,
         device: torch.device | str | None = None,
+        **policy: Unpack[LookupPolicy],
     ) -> None:
         super().__init__(
-            num_embeddings,
-            embedding_dim,
-            group=group,
-            padding_idx=padding_idx,
-            max_norm=max_norm,
-            norm_type=norm_type,
-            dtype=dtype,
-            device=device,
+            num_embeddings, embedding_dim, group=group, dtype=dtype, device=device, **policy
         )
         self.last_route: RouteLedger | None = None
 
     @classmethod
     def from_embedding(
-        cls, emb: nn.Embedding, *, group: ProcessGroup | None = None
+        cls, emb: object, *, group: ProcessGroup | None = None
     ) -> RowRoutedEmbedding:
-        """Shard a full ``nn.Embedding`` (same on every rank): copy this rank's rows.
+        """Shard a full nn.Embedding or TokenEmbedding (same on every rank): copy this rank's rows.
 
         Raises:
             ParallelError NOT_AN_EMBEDDING, UsageError INVALID_ARGUMENT (sparse
@@ -155,7 +152,8 @@ class RowRoutedEmbedding(RowShardedTable):
         """Owner side: requests [M, 2] of (global id, origin position) -> rows [M, d]."""
         ids = requests[:, 0]  # [M]
         # Internal invariant (owners are computed by forward, not given by callers):
-        # prove ownership before subtracting the shard start (spec 0x0D).
+        # prove ownership before subtracting the shard start, or a wrong route would
+        # silently read another row of this shard.
         assert bool(((ids >= self.vocab_start) & (ids < self.vocab_end)).all()), (
             f"rank {self.rank} was routed rows outside [{self.vocab_start}, {self.vocab_end})"
         )
@@ -165,12 +163,9 @@ class RowRoutedEmbedding(RowShardedTable):
             return self.weight.new_zeros((0, 0)) @ self.weight  # [0, d], connected
         return F.embedding(local, self.weight, padding_idx=self.local_padding_idx)
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor | AddressedIds) -> torch.Tensor:
         """This rank's global ids [*] -> embeddings [*, d], rows fetched from their owners."""
-        agree_on_error(
-            lambda: validate_ids(ids, self.num_embeddings, device=self.weight.device),
-            group=self.group,
-        )
+        ids = self._admit(ids, agree=True)  # ranks bring different batches: always agree
         flat = ids.reshape(-1).long()  # [N]; int32 ids travel with int64 positions
         n, world = flat.numel(), self.world_size
         chunk = self.intervals[0][1] - self.intervals[0][0]  # ceil(V / R) rows per owner
@@ -202,4 +197,6 @@ class RowRoutedEmbedding(RowShardedTable):
             gradient_bytes=row_bytes if self.weight.requires_grad else 0,
             echo_bytes=remote * echo.shape[1] * echo.element_size(),
         )
-        return out.reshape(*ids.shape, self.embedding_dim)
+        return scale_lookup(
+            out.reshape(*ids.shape, self.embedding_dim), self.config, by=type(self).__name__
+        )

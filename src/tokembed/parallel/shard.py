@@ -2,13 +2,15 @@
 
 The model stays single-device code; these functions apply the plan (as
 torchtitan's ``parallelize`` does). :func:`shard_input_embedding` replaces a
-Hugging Face-style model's untied input embedding (``get_input_embeddings()``)
-by a :class:`~tokembed.parallel.vocab_embedding.VocabParallelEmbedding` holding
-this rank's rows; :func:`shard_lm_head` replaces the output head by a
-:class:`~tokembed.parallel.lm_head.VocabParallelLMHead` over the same row
-intervals, and for a tied model shards both together so that the head's local
-weight *is* the embedding's local Parameter (spec 0x0A "Tensor-parallel output
-ownership").
+Hugging Face-style model's untied input embedding (``get_input_embeddings()``,
+an nn.Embedding or a TokenEmbedding) by a
+:class:`~tokembed.parallel.vocab_embedding.VocabParallelEmbedding` holding this
+rank's rows and the same lookup contract (a TokenEmbedding's address binding,
+PAD policy and input scale are kept); :func:`shard_lm_head` replaces the output
+head by a :class:`~tokembed.parallel.lm_head.VocabParallelLMHead` over the same
+row intervals, and for a tied model shards both together so that the head's
+local weight *is* the embedding's local Parameter: two Parameters would each
+get half of the gradient and drift apart.
 
 Admission refuses, with codes, what would silently break the model:
 
@@ -19,11 +21,13 @@ Admission refuses, with codes, what would silently break the model:
   tokembed's routed or column layers).
 * HIDDEN_DIM_SHARDED — the table was sliced on the hidden dimension (width !=
   ``config.hidden_size``, or DeepSpeed's hidden-slice metadata on the weight).
-* NOT_AN_EMBEDDING — anything that is not a plain ``nn.Embedding`` (subclasses
-  with their own forward, e.g. scaled embeddings, or parametrized weights).
+* NOT_AN_EMBEDDING — anything that is not a plain ``nn.Embedding`` or
+  TokenEmbedding (subclasses with their own forward, e.g. scaled embeddings,
+  or parametrized weights).
 
-Run these before building the optimizer: the old full Parameter must not be
-the one an optimizer steps (spec 0x0D "A non-owner rank steps a row shard").
+Run these before building the optimizer: an optimizer built earlier still
+steps the old full Parameter, updating every rank's copy of rows it does not
+own while forward reads the shards (check_owned_step refuses that).
 """
 
 from __future__ import annotations
@@ -34,9 +38,11 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
+from tokembed.embedding.lookup import TokenEmbedding
+from tokembed.embedding.lookup_config import LookupConfig
 from tokembed.errors import ParallelError, UsageError
 from tokembed.parallel._collectives import ProcessGroup
-from tokembed.parallel._row_shard import require_plain_embedding
+from tokembed.parallel._sharded_lookup import table_source
 from tokembed.parallel.lm_head import VocabParallelLMHead
 from tokembed.parallel.vocab_embedding import VocabParallelEmbedding
 
@@ -86,7 +92,7 @@ def _expected_width(model: nn.Module) -> int | None:
     return int(width) if width is not None else None
 
 
-def _check_embedding(model: nn.Module, emb: Any) -> nn.Embedding:
+def _check_embedding(model: nn.Module, emb: Any) -> nn.Embedding | TokenEmbedding:
     """Admission of the module returned by ``get_input_embeddings()``; returns it typed."""
     foreign = _is_foreign_tensor_parallel(emb) if isinstance(emb, nn.Module) else None
     if foreign is not None:
@@ -97,15 +103,17 @@ def _check_embedding(model: nn.Module, emb: Any) -> nn.Embedding:
             fix="shard the embedding once: leave it to that framework, or keep it a plain "
             "nn.Embedding (e.g. exclude it from the AutoTP/DTensor plan)",
         )
-    emb = require_plain_embedding(emb, allow_max_norm=True)
-    if type(emb).forward is not nn.Embedding.forward or parametrize.is_parametrized(emb):
+    table_source(emb, allow_max_norm=True)  # NOT_AN_EMBEDDING, unshardable options
+    assert isinstance(emb, nn.Embedding | TokenEmbedding)
+    base = TokenEmbedding if isinstance(emb, TokenEmbedding) else nn.Embedding
+    if type(emb).forward is not base.forward or parametrize.is_parametrized(emb):
         raise ParallelError(
             "NOT_AN_EMBEDDING",
-            f"{type(emb).__name__} changes nn.Embedding's lookup (own forward or a "
+            f"{type(emb).__name__} changes {base.__name__}'s lookup (own forward or a "
             "parametrized weight); a masked row lookup would drop that behaviour",
             value=type(emb).__name__,
-            fix="shard a plain nn.Embedding and apply the extra scale or parametrization "
-            "outside it",
+            fix="shard a plain nn.Embedding (or a TokenEmbedding with input_scale) and apply "
+            "other extras outside it",
         )
     width = _expected_width(model)
     meta = getattr(emb.weight, _DS_SLICE_META, None)
@@ -127,12 +135,14 @@ def _names_of(model: nn.Module, param: torch.Tensor) -> list[str]:
 
 
 def shard_input_embedding(
-    model: nn.Module, group: ProcessGroup | None = None, *, tie: bool = False
+    model: nn.Module, *, group: ProcessGroup | None = None, tie: bool = False
 ) -> VocabParallelEmbedding | None:
     """Replace ``model.get_input_embeddings()`` by its vocabulary-parallel shard, in place.
 
     Every rank of ``group`` must call this with the same full table (same seed or
-    the same checkpoint); rank r keeps rows ``row_intervals(V, R)[r]``. With
+    the same checkpoint); rank r keeps rows ``row_intervals(V, R)[r]``. A
+    TokenEmbedding keeps its whole lookup contract on the shard (address-hash
+    binding, PAD policy, ``-1`` diagnosis, one-hot guard, input scale). With
     ``tie=True`` a tied output head is sharded together with the embedding (see
     :func:`shard_lm_head`), so the pair stays one Parameter per rank.
 
@@ -144,7 +154,7 @@ def shard_input_embedding(
     Example::
 
         model = LlamaForCausalLM(LlamaConfig(vocab_size=131, hidden_size=32, ...))
-        emb = shard_input_embedding(model, tp_group)   # rank 1 of 2 keeps rows [66, 131)
+        emb = shard_input_embedding(model, group=tp_group)   # rank 1 of 2: rows [66, 131)
         optimizer = torch.optim.AdamW(model.parameters())   # after sharding
 
     Raises:
@@ -164,9 +174,9 @@ def shard_input_embedding(
                 "INVALID_ARGUMENT",
                 "tie=True but the input embedding's weight is not shared with an output head",
                 value=sharers,
-                fix="call shard_lm_head(model, group) to shard an untied head separately",
+                fix="call shard_lm_head(model, group=group) to shard an untied head separately",
             )
-        shard_lm_head(model, group)
+        shard_lm_head(model, group=group)
         out = model.get_input_embeddings()  # type: ignore[operator]
         assert isinstance(out, VocabParallelEmbedding)
         return out
@@ -203,7 +213,7 @@ def _check_head(head: Any) -> nn.Linear:
     return head
 
 
-def shard_lm_head(model: nn.Module, group: ProcessGroup | None = None) -> VocabParallelLMHead:
+def shard_lm_head(model: nn.Module, *, group: ProcessGroup | None = None) -> VocabParallelLMHead:
     """Replace ``model.get_output_embeddings()`` by a vocabulary-parallel head, in place.
 
     Untied model: the head keeps its own Parameter, rows ``row_intervals(V, R)[r]``
@@ -235,6 +245,9 @@ def shard_lm_head(model: nn.Module, group: ProcessGroup | None = None) -> VocabP
         assert new_head.weight is vpe.weight
         model.set_input_embeddings(vpe)  # type: ignore[operator]
     else:
-        new_head = VocabParallelLMHead.from_linear(head, group=group)
+        # An untied head addresses the same vocabulary: it inherits the embedding's binding.
+        config = getattr(emb_module, "config", None)
+        bound = config.address_hash if isinstance(config, LookupConfig) else None
+        new_head = VocabParallelLMHead.from_linear(head, group=group, address_hash=bound)
     model.set_output_embeddings(new_head)  # type: ignore[operator]
     return new_head

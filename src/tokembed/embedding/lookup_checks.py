@@ -1,0 +1,206 @@
+"""The per-batch contract of a checked lookup, shared by every table that takes a LookupConfig.
+
+:class:`~tokembed.embedding.lookup.TokenEmbedding` and the sharded tables of
+:mod:`tokembed.parallel` call these functions, so a sharded table refuses
+exactly what the single-device table refuses, with the same codes:
+
+* :func:`admit_lookup_ids` — the batch's address hash and PAD id agree with
+  the table (ADDRESS_HASH_MISMATCH, PAD_ID_INVALID), the ids are int32/int64
+  on the table's device or routed there by ``id_route="copy"``
+  (INDEX_DTYPE_MISMATCH, DEVICE_MISMATCH), inside ``[0, V)`` (ID_OUT_OF_RANGE;
+  a ``-1`` is named PAD_ID_INVALID because it is the LLaMA-style PAD
+  convention, not a row), not one-hot selectors (OPERATOR_CONTRACT_MISMATCH),
+  and, with ``zero_pad_row``, the PAD row the caller holds is still zero
+  (PAD_ROW_NOT_ZERO);
+* :func:`scale_lookup` — the input scale, applied once and stamped;
+* :func:`bind_config` — a config bound to a tokenizer's address space;
+* :func:`refuse_nonzero_pad_row` — a load hook refusing a checkpoint whose PAD
+  row is not zero under ``zero_pad_row``.
+
+Cost: the range check, the one-hot guard and the PAD-row check share one fused
+``aminmax`` and one host read; nothing is copied.
+
+Example::
+
+    >>> config = LookupConfig(num_embeddings=8, embedding_dim=3)
+    >>> admit_lookup_ids(torch.tensor([[1, 4]]), config, device=torch.device("cpu")).tolist()
+    [[1, 4]]
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, NoReturn, Protocol
+
+import torch
+
+from tokembed.embedding.addressed import AddressedIds, SupportsAddressHash, admit_ids
+from tokembed.embedding.contracts import check_index_tensor, raise_out_of_range, same_device
+from tokembed.embedding.lookup_config import LookupConfig
+from tokembed.embedding.stamps import apply_input_scale
+from tokembed.errors import EmbeddingError
+
+__all__ = [
+    "admit_lookup_ids",
+    "bind_config",
+    "check_pad_row",
+    "raise_pad_row_not_zero",
+    "refuse_nonzero_pad_row",
+    "scale_lookup",
+]
+
+
+def raise_pad_row_not_zero(config: LookupConfig) -> NoReturn:
+    """Raise PAD_ROW_NOT_ZERO for ``config``'s PAD row."""
+    p = config.padding_idx
+    raise EmbeddingError(
+        "PAD_ROW_NOT_ZERO",
+        f"row {p} (padding_idx) must be zero under zero_pad_row=True but is not"
+        " (supplied weight, checkpoint, initializer or optimizer wrote it)",
+        value=p,
+        fix="zero the PAD row after loading (weight[padding_idx] = 0) or drop zero_pad_row",
+    )
+
+
+def check_pad_row(pad_row: torch.Tensor | None, config: LookupConfig) -> None:
+    """Raise PAD_ROW_NOT_ZERO when ``zero_pad_row`` holds and ``pad_row`` (the held PAD row,
+    None on a shard that does not hold it) is not zero."""
+    if config.zero_pad_row and pad_row is not None and bool(pad_row.any()):
+        raise_pad_row_not_zero(config)
+
+
+class _PadRowTable(Protocol):
+    config: LookupConfig
+
+    @property
+    def local_padding_idx(self) -> int | None: ...
+
+
+def refuse_nonzero_pad_row(module: Any, state_dict: Any, prefix: str, *_: Any) -> None:
+    """``load_state_dict`` pre-hook: refuse a saved ``weight`` whose held PAD row is not zero.
+
+    ``module`` has a ``config`` and a ``local_padding_idx`` (the PAD row's index in
+    the rows this module holds, None when it holds none). A checkpoint may have
+    trained the PAD row; refusing it before the copy keeps the table unchanged.
+    Shape problems are left to ``load_state_dict``'s own error.
+    """
+    table: _PadRowTable = module
+    saved = state_dict.get(prefix + "weight")
+    pad = table.local_padding_idx
+    if not (table.config.zero_pad_row and pad is not None and isinstance(saved, torch.Tensor)):
+        return
+    if saved.dim() == 2 and pad < saved.shape[0] and bool(saved[pad].any()):
+        raise_pad_row_not_zero(table.config)
+
+
+def bind_config(
+    config: LookupConfig, source: SupportsAddressHash | str, *, id_range: int | None = None
+) -> LookupConfig:
+    """``config`` bound to ``source``'s address space (a tokenizer or its ``address_hash``).
+
+    ``id_range`` (R = max id + 1) defaults to ``source.tables.id_range`` when the
+    source is a tokembed Tokenizer; R > V is refused because the tokenizer would
+    emit ids the table cannot address.
+
+    Raises:
+        EmbeddingError ID_OUT_OF_RANGE: R > V (the value is the largest id, R - 1).
+        UsageError INVALID_ARGUMENT: malformed hash.
+    """
+    address_hash = source if isinstance(source, str) else source.address_hash
+    if id_range is None and not isinstance(source, str):
+        id_range = getattr(getattr(source, "tables", None), "id_range", None)
+    if id_range is not None and id_range > config.num_embeddings:
+        raise EmbeddingError(
+            "ID_OUT_OF_RANGE",
+            f"the tokenizer emits ids up to {id_range - 1} but the table has"
+            f" {config.num_embeddings} rows",
+            value=id_range - 1,
+            fix=f"allocate at least {id_range} rows (grow the table)",
+        )
+    return replace(config, address_hash=address_hash)
+
+
+def _check_values(ids: torch.Tensor, config: LookupConfig, pad_row: torch.Tensor | None) -> None:
+    if ids.numel() == 0:
+        return
+    # One fused aminmax + one host read: range, -1 and one-hot guards all use it, and
+    # the PAD-row flag rides along (stack) so zero_pad_row costs no second sync.
+    low, high = torch.aminmax(ids)
+    parts = [low, high]
+    watch_pad = config.zero_pad_row and pad_row is not None
+    if watch_pad:
+        assert pad_row is not None
+        parts.append(pad_row.detach().any().to(ids.dtype))
+    values = torch.stack(parts).tolist()
+    low_v, high_v = values[0], values[1]
+    if low_v < 0 or high_v >= config.num_embeddings:
+        try:
+            raise_out_of_range(ids, config.num_embeddings, low=low_v, high=high_v, what=config.role)
+        except EmbeddingError as error:
+            if error.value != -1:
+                raise
+            raise EmbeddingError(
+                "PAD_ID_INVALID",
+                f"{error.message.split(' is outside')[0]}: -1 is a tokenizer PAD"
+                " convention (LLaMA-style), not a row address",
+                value=-1,
+                fix=f"replace -1 with padding_idx ({config.padding_idx}) and mask those positions",
+            ) from error
+    if watch_pad and values[2]:
+        raise_pad_row_not_zero(config)
+    # Values in {0, 1} along a last axis of width V look like one-hot selectors fed to a
+    # lookup (which would read rows 0 and 1 V times); row sums confirm it (a second
+    # pass, only then).
+    v = config.num_embeddings
+    looks_one_hot = ids.dim() >= 2 and ids.shape[-1] == v > 2 and high_v <= 1
+    if looks_one_hot and bool((ids.sum(-1) == 1).all()):
+        raise EmbeddingError(
+            "OPERATOR_CONTRACT_MISMATCH",
+            f"ids of shape {tuple(ids.shape)} look like one-hot selectors over V = {v};"
+            " a lookup takes the ids themselves",
+            value=tuple(ids.shape),
+            fix="pass selectors.argmax(-1), or use one_hot_lookup for the conceptual form",
+        )
+
+
+def admit_lookup_ids(
+    ids: torch.Tensor | AddressedIds,
+    config: LookupConfig,
+    *,
+    device: torch.device,
+    pad_row: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The raw ids of ``ids``, on ``device``, after every check of ``config``'s contract.
+
+    ``device`` is where the table lives; ``pad_row`` is the PAD row the caller
+    holds (read only under ``zero_pad_row``; None when it holds no PAD row).
+
+    Raises:
+        EmbeddingError ADDRESS_HASH_MISMATCH, PAD_ID_INVALID, INDEX_DTYPE_MISMATCH,
+        DEVICE_MISMATCH, ID_OUT_OF_RANGE, OPERATOR_CONTRACT_MISMATCH, PAD_ROW_NOT_ZERO.
+    """
+    raw = admit_ids(
+        ids,
+        address_hash=config.address_hash,
+        padding_idx=config.padding_idx,
+        require_address=config.require_address,
+    )
+    if config.id_route == "copy":
+        check_index_tensor(raw, what=config.role)
+        if not same_device(raw.device, device):
+            raw = raw.to(device, non_blocking=True)  # the declared route: an explicit copy
+    else:
+        check_index_tensor(raw, device=device, what=config.role)
+    _check_values(raw, config, pad_row)
+    return raw
+
+
+def scale_lookup(rows: torch.Tensor, config: LookupConfig, *, by: str) -> torch.Tensor:
+    """``rows`` times ``config.input_scale``, stamped as scaled by ``by`` (unchanged without one).
+
+    Raises:
+        EmbeddingError SCALE_APPLIED_TWICE: ``rows`` already carry a scale stamp.
+    """
+    if config.input_scale is None:
+        return rows
+    return apply_input_scale(rows, config.input_scale, by=by)

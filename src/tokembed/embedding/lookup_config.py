@@ -1,0 +1,188 @@
+"""LookupConfig: every policy of one checked lookup table, validated in one place.
+
+The same frozen object configures the single-device
+:class:`~tokembed.embedding.lookup.TokenEmbedding` and every sharded table of
+:mod:`tokembed.parallel`, so sharding a table cannot drop its contract: PAD
+policy, input scale, tokenizer binding and the role named in errors travel
+with the config. :class:`LookupPolicy` is the typed keyword form of the same
+fields (everything but the shape), used by constructors that take
+``**policy``; :func:`config_of` reads the config of an existing table.
+
+Example::
+
+    >>> c = LookupConfig(num_embeddings=8, embedding_dim=3, padding_idx=0, zero_pad_row=True)
+    >>> c.policy()["padding_idx"]
+    0
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Literal, TypedDict, Unpack
+
+from tokembed.embedding.addressed import check_address_hash
+from tokembed.embedding.frequency import CountScope
+from tokembed.errors import EmbeddingError, UsageError
+
+if TYPE_CHECKING:
+    from torch import nn
+
+__all__ = ["CountScope", "IdRoute", "LookupConfig", "LookupPolicy", "config_of"]
+
+IdRoute = Literal["refuse", "copy"]
+
+
+def _invalid(message: str, value: object, fix: str) -> UsageError:
+    return UsageError("INVALID_ARGUMENT", message, value=value, fix=fix)
+
+
+class LookupPolicy(TypedDict, total=False):
+    """The policy fields of :class:`LookupConfig` as keyword arguments (all optional)."""
+
+    padding_idx: int | None
+    zero_pad_row: bool
+    max_norm: float | None
+    norm_type: float
+    scale_grad_by_freq: bool
+    count_scope: CountScope | None
+    sparse: bool
+    input_scale: float | None
+    address_hash: str | None
+    require_address: bool
+    id_route: IdRoute
+    role: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class LookupConfig:
+    """Every policy of one checked lookup table; validated here and nowhere else.
+
+    Fields mirror nn.Embedding (``padding_idx`` … ``sparse``) plus: ``zero_pad_row``
+    (the PAD row must stay zero, checked every forward), ``count_scope`` (required
+    with ``scale_grad_by_freq``), ``input_scale`` (content multiplier such as
+    sqrt(d_model), applied once), ``address_hash`` / ``require_address`` (tokenizer
+    binding), ``id_route`` ("refuse" ids on another device, or "copy" them) and
+    ``role`` (what the ids address, e.g. "position_ids": the name errors use).
+
+    Raises:
+        UsageError INVALID_ARGUMENT, EmbeddingError PAD_ID_INVALID,
+        FREQ_COUNT_SCOPE_UNDECLARED, SPARSE_WITH_FREQ_SCALING.
+    """
+
+    num_embeddings: int
+    embedding_dim: int
+    padding_idx: int | None = None
+    zero_pad_row: bool = False
+    max_norm: float | None = None
+    norm_type: float = 2.0
+    scale_grad_by_freq: bool = False
+    count_scope: CountScope | None = None
+    sparse: bool = False
+    input_scale: float | None = None
+    address_hash: str | None = None
+    require_address: bool = False
+    id_route: IdRoute = "refuse"
+    role: str = "ids"
+
+    def __post_init__(self) -> None:
+        for name in ("num_embeddings", "embedding_dim"):
+            size = getattr(self, name)
+            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+                raise _invalid(f"{name} must be a positive int, got {size!r}", size, "pass >= 1")
+        self._check_pad()
+        if self.max_norm is not None and not (math.isfinite(self.max_norm) and self.max_norm > 0):
+            raise _invalid(f"max_norm must be > 0, got {self.max_norm}", self.max_norm, "or None")
+        if not (math.isfinite(self.norm_type) and self.norm_type > 0):
+            raise _invalid(f"norm_type must be > 0, got {self.norm_type}", self.norm_type, "use 2")
+        self._check_frequency()
+        if self.input_scale is not None and not (
+            math.isfinite(self.input_scale) and self.input_scale > 0
+        ):
+            raise _invalid(f"input_scale must be > 0, got {self.input_scale}", self.input_scale, "")
+        if self.address_hash is not None:
+            check_address_hash(self.address_hash)
+        if self.require_address and self.address_hash is None:
+            raise _invalid("require_address=True needs an address_hash", None, "bind one")
+        if self.id_route not in ("refuse", "copy"):
+            raise _invalid(f"unknown id_route {self.id_route!r}", self.id_route, "refuse|copy")
+
+    def _check_pad(self) -> None:
+        pad = self.padding_idx
+        if pad is not None and not 0 <= pad < self.num_embeddings:
+            raise EmbeddingError(
+                "PAD_ID_INVALID",
+                f"padding_idx={pad} is not a row of a {self.num_embeddings}-row table"
+                + (" (-1 is a tokenizer PAD convention, not an address)" if pad == -1 else ""),
+                value=pad,
+                fix="pick a real row for PAD (often 0) and map the tokenizer's PAD to it",
+            )
+        if self.zero_pad_row and pad is None:
+            raise _invalid("zero_pad_row=True needs a padding_idx", None, "set padding_idx")
+
+    def _check_frequency(self) -> None:
+        if self.scale_grad_by_freq and self.sparse:
+            raise EmbeddingError(
+                "SPARSE_WITH_FREQ_SCALING",
+                "PyTorch's sparse embedding backward rejects scale_grad_by_freq",
+                value=(True, True),
+                fix="drop sparse=True or scale_grad_by_freq=True",
+            )
+        if self.scale_grad_by_freq and self.count_scope is None:
+            raise EmbeddingError(
+                "FREQ_COUNT_SCOPE_UNDECLARED",
+                "scale_grad_by_freq divides by a row count, but whose count is undeclared",
+                value=None,
+                fix="pass count_scope='invocation' (this call's batch) or 'global' (+ row_counts)",
+            )
+        if self.count_scope not in (None, "invocation", "global"):
+            raise _invalid(f"unknown count_scope {self.count_scope!r}", self.count_scope, "")
+        if self.count_scope is not None and not self.scale_grad_by_freq:
+            raise _invalid("count_scope without scale_grad_by_freq", self.count_scope, "drop it")
+
+    def policy(self) -> LookupPolicy:
+        """Every field but the shape, as keyword arguments for a table constructor."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        del values["num_embeddings"], values["embedding_dim"]
+        return LookupPolicy(**values)  # type: ignore[typeddict-item]
+
+
+def config_of(table: nn.Module, **policy: Unpack[LookupPolicy]) -> LookupConfig:
+    """The :class:`LookupConfig` of an existing table, with ``policy`` fields overriding it.
+
+    A module with a ``config`` (TokenEmbedding, the sharded tables) gives its own;
+    an nn.Embedding gives its shape and its five options (``padding_idx``,
+    ``max_norm``, ``norm_type``, ``scale_grad_by_freq``, ``sparse``).
+
+    Example::
+
+        >>> config_of(nn.Embedding(8, 3, padding_idx=0), zero_pad_row=True).zero_pad_row
+        True
+
+    Raises:
+        UsageError INVALID_ARGUMENT: ``table`` is neither; as LookupConfig otherwise.
+    """
+    from dataclasses import replace
+
+    from torch import nn
+
+    own = getattr(table, "config", None)
+    if isinstance(own, LookupConfig):
+        return replace(own, **policy)
+    if not isinstance(table, nn.Embedding):
+        raise _invalid(
+            f"{type(table).__name__} is not a lookup table",
+            type(table).__name__,
+            "pass an nn.Embedding or a TokenEmbedding",
+        )
+    options = LookupPolicy(
+        padding_idx=table.padding_idx,
+        max_norm=table.max_norm,
+        norm_type=table.norm_type,
+        scale_grad_by_freq=table.scale_grad_by_freq,
+        sparse=table.sparse,
+    )
+    options.update(policy)
+    return LookupConfig(
+        num_embeddings=table.num_embeddings, embedding_dim=table.embedding_dim, **options
+    )
