@@ -29,8 +29,8 @@ demo: $(VENV)/.stamp-base
 	$(VENV)/bin/tokembed demo
 
 lint: $(VENV)/.stamp-test
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/ruff format --check src tests benchmarks examples
 
 typecheck: $(VENV)/.stamp-test
 	$(VENV)/bin/mypy
