@@ -58,8 +58,9 @@ def causal_lm_loss(
         input_ids=input_ids, attention_mask=attention_mask
     ).last_hidden_state  # [B, L, d]
     local_logits = head(hidden[:, :-1])  # [B, L-1, V_r]
+    # No cast here: the loss promotes half precision to fp32 itself and keeps fp64 as fp64.
     return vocab_parallel_cross_entropy(
-        local_logits.float(),
+        local_logits,
         labels[:, 1:],
         group=head.group,
         vocab_start=head.vocab_start,
