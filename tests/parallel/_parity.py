@@ -34,6 +34,11 @@ Why the bounds have this shape (first-order rounding analysis):
 4. A later step's loss sees weights that differ by ``W``: to first order it
    moves by ``sum_i |g_i| W_i`` on top of its own rounding.
 
+These are first-order estimates with generous counts, not proofs; what keeps
+them honest in both directions is that the runs pass them on any thread
+count (the reference is also checked with a different one) and that the same
+checks fail runs with injected bugs (test_llama_parity).
+
 Bitwise equality is not claimed here: it holds by construction only for the
 masked lookup itself (exactly one rank contributes a non-zero row, the others
 add exact zeros), which the module tests assert with ``atol=0``.
