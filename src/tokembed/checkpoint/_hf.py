@@ -61,20 +61,27 @@ def hf_claims(model: nn.Module) -> dict[tuple[str, str], bool]:
         inputs = _input_embedding_name(model)
         pairs = [(name, inputs) for name in declared if inputs]
     names = {n for n, _ in model.named_parameters(remove_duplicate=False)}
+    # An untied config denies only the word-embedding tie; other declared pairs (e.g. a
+    # decoder bias aliased inside the head) stay structural and carry no claim.
+    roles = {_input_embedding_name(model), _module_weight(model, "get_output_embeddings")}
     return {
         (alias, src): ties
         for alias, src in pairs
-        if _PLAIN_NAME.match(alias) and alias in names and src in names
+        if _PLAIN_NAME.match(alias) and alias in names and src in names and {alias, src} & roles
     }
 
 
-def _input_embedding_name(model: nn.Module) -> str | None:
-    get = getattr(model, "get_input_embeddings", None)
-    emb = get() if callable(get) else None
-    for name, module in model.named_modules():
-        if module is emb:
+def _module_weight(model: nn.Module, getter: str) -> str | None:
+    get = getattr(model, getter, None)
+    module = get() if callable(get) else None
+    for name, m in model.named_modules():
+        if m is module:
             return f"{name}.weight"
     return None
+
+
+def _input_embedding_name(model: nn.Module) -> str | None:
+    return _module_weight(model, "get_input_embeddings")
 
 
 def find_weights(folder: str | Path) -> Path:
