@@ -16,6 +16,7 @@ Example::
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -84,7 +85,7 @@ def _input_embedding_name(model: nn.Module) -> str | None:
     return _module_weight(model, "get_input_embeddings")
 
 
-def find_weights(folder: str | Path) -> Path:
+def find_weights(folder: str | os.PathLike[str]) -> Path:
     """The weights file of a model folder: ``model.safetensors`` (or the one ``*.safetensors``).
 
     Raises:
@@ -105,7 +106,7 @@ def find_weights(folder: str | Path) -> Path:
     return candidates[0]
 
 
-def instantiate_from_config(folder: str | Path) -> nn.Module:
+def instantiate_from_config(folder: str | os.PathLike[str]) -> nn.Module:
     """The folder's architecture built from its ``config.json`` on the meta device (no weights).
 
     Cheap for any size: only names, shapes and the tie declarations exist.
@@ -119,10 +120,15 @@ def instantiate_from_config(folder: str | Path) -> nn.Module:
 
     from tokembed._hf_config import read_hf_config
 
-    path, _ = read_hf_config(folder, error=UsageError)
+    path, _ = read_hf_config(Path(folder), error=UsageError)
     config = transformers.AutoConfig.from_pretrained(str(path.parent))
     names = list(getattr(config, "architectures", None) or [])
-    cls = next((getattr(transformers, n) for n in names if hasattr(transformers, n)), None)
+    cls: Any = next((getattr(transformers, n) for n in names if hasattr(transformers, n)), None)
+    if cls is None and not names:  # a bare config: the causal-LM head, else the base model
+        for auto in (transformers.AutoModelForCausalLM, transformers.AutoModel):
+            if type(config) in auto._model_mapping:
+                cls = auto._model_mapping[type(config)]
+                break
     if cls is None:
         raise UsageError(
             "INVALID_ARGUMENT",

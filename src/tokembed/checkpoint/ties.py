@@ -42,9 +42,11 @@ from tokembed.checkpoint._hf import hf_claims
 from tokembed.checkpoint.alias import alias_graph, same_storage
 from tokembed.errors import CheckpointError, ParallelError, TokembedError
 
-__all__ = ["TiePair", "TieReport", "check_replica_groups", "require_ties", "tie_report"]
+__all__ = ["TieKind", "TiePair", "TieReport", "check_replica_groups", "require_ties", "tie_report"]
 
-TieKind = Literal["same_parameter", "shared_storage", "equal_values", "distinct", "replica"]
+TieKind = Literal[
+    "same_parameter", "shared_storage", "equal_values", "distinct", "replica", "stored_once"
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,7 +68,7 @@ class TiePair:
 
     @property
     def tied(self) -> bool:
-        return self.same_object or self.same_storage or self.kind == "replica"
+        return self.same_object or self.same_storage or self.kind in ("replica", "stored_once")
 
 
 @dataclass(frozen=True, kw_only=True)
