@@ -48,6 +48,7 @@ from torch import nn
 
 from tokembed._atomic import check_output, replace_with
 from tokembed.checkpoint._hf import hf_claims
+from tokembed.checkpoint._writer import write_safetensors
 from tokembed.checkpoint.alias import AliasGraph, alias_graph, apply_aliases, verify_aliases
 from tokembed.checkpoint.format import META_KEY, VERSION, read_metadata
 from tokembed.checkpoint.optimizer import PREFIX, optimizer_tensors, restore_optimizer
@@ -120,19 +121,15 @@ def save_checkpoint(
         CheckpointError UNDECLARED_TIE: two distinct Parameters share storage.
         CheckpointError STALE_OPTIMIZER_PARAMETER / DUPLICATE_OPTIMIZER_REGISTRATION.
     """
-    from safetensors.torch import save_file
-
     target = check_output(Path(path), inputs=[str(p) for p in inputs])
     graph = alias_graph(model)
     aliases = graph.aliases()
-    tensors = {
-        k: v.detach().contiguous() for k, v in model.state_dict().items() if k not in aliases
-    }
+    tensors = {k: v.detach() for k, v in model.state_dict().items() if k not in aliases}
     _refuse_hidden_sharing(tensors)
     opt_meta = None
     if optimizer is not None:
         state, opt_meta = optimizer_tensors(model, optimizer)
-        tensors.update({k: v.contiguous() for k, v in state.items()})
+        tensors.update(state)
     meta = {
         "version": VERSION,
         "aliases": aliases,
@@ -147,7 +144,7 @@ def save_checkpoint(
     }
     metadata = {"format": "pt", META_KEY: json.dumps(meta, sort_keys=True)}
     target.parent.mkdir(parents=True, exist_ok=True)
-    replace_with(target, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
+    replace_with(target, lambda tmp: write_safetensors(tmp, tensors, metadata))
     return target
 
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tokembed.checkpoint._writer import DTYPE_CODES
 from tokembed.errors import CheckpointError, UsageError
 
 __all__ = [
@@ -182,9 +183,7 @@ def verify_checkpoint(path: str | os.PathLike[str]) -> CheckpointSummary:
     )
 
 
-_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
-           "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8",
-           "BOOL": "bool", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}  # fmt: skip
+_DTYPES = {code: str(dtype).removeprefix("torch.") for dtype, code in DTYPE_CODES.items()}
 
 
 def _dtype_name(code: str) -> str:
