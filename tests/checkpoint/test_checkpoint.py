@@ -106,6 +106,10 @@ def test_missing_keys_are_refused_or_reported_never_silently_fresh(tmp_path: Pat
     report = load_checkpoint(TinyLM(tied=True), path, strict=False)
     assert sorted(report.missing) == ["body.bias", "embed.weight", "lm_head.weight"]
     assert report.unexpected == ()
+    assert report.states == {
+        "embed.weight": "fresh", "body.weight": "exact_load", "body.bias": "fresh",
+        "lm_head.weight": "fresh", "position": "exact_load",
+    }  # fmt: skip
 
 
 def test_unexpected_keys_are_refused_or_reported(tmp_path: Path) -> None:
@@ -185,3 +189,17 @@ def test_our_file_loads_in_transformers_from_pretrained_with_the_tie(tmp_path: P
     _assert_same_state(source, loaded)
     meta = json.loads(json.dumps(read_metadata(folder / "model.safetensors")))
     assert meta["aliases"] == {"lm_head.weight": "model.embed_tokens.weight"}
+
+
+def test_the_tokenizer_in_use_must_be_the_one_saved(tmp_path: Path) -> None:
+    from conftest import data_path
+    from tokembed.tokenizer.formats import load_tokenizer
+
+    smol = load_tokenizer(data_path("tokenizers", "smollm2-135m", "tokenizer.json"))
+    gpt2 = load_tokenizer(data_path("tokenizers", "gpt2-hf"))
+    path = save_checkpoint(TinyLM(), tmp_path / "c.safetensors", tokenizer=smol)
+    assert read_metadata(path)["address_hash"] == smol.address_hash  # type: ignore[index]
+    assert load_checkpoint(TinyLM(), path, tokenizer=smol).address_hash == smol.address_hash
+    with pytest.raises(EmbeddingError) as e:
+        load_checkpoint(TinyLM(), path, tokenizer=gpt2)
+    assert (e.value.code, e.value.value) == ("ADDRESS_HASH_MISMATCH", smol.address_hash)

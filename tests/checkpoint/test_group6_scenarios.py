@@ -6,6 +6,7 @@ pipeline replicas run on real gloo process groups (2 ranks).
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,6 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from _harness import run_ranks
 from _models import TinyLM, train_steps
 from safetensors.torch import save_file
 from torch import nn
@@ -34,6 +34,10 @@ from tokembed.checkpoint.alias import AliasGraph
 from tokembed.embedding import FactorizedEmbedding, TokenEmbedding
 from tokembed.errors import CheckpointError, TokembedError
 from tokembed.parallel import TiedReplica, VocabParallelEmbedding, VocabParallelLMHead
+
+# The gloo harness lives with the parallel tests.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "parallel"))
+from _harness import run_ranks
 
 
 def _code(fn: Any, *args: Any, **kwargs: Any) -> str:

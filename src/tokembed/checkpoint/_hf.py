@@ -25,7 +25,7 @@ from torch import nn
 
 from tokembed.errors import UsageError
 
-__all__ = ["find_weights", "hf_claims", "instantiate_from_config", "save_hf_config"]
+__all__ = ["find_weights", "hf_claims", "instantiate_from_config"]
 
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9_.]+$")
 
@@ -139,12 +139,3 @@ def instantiate_from_config(folder: str | os.PathLike[str]) -> nn.Module:
     with torch.device("meta"):
         model: nn.Module = cls(config)
     return model
-
-
-def save_hf_config(model: nn.Module, folder: Path) -> None:
-    """Write the model's ``config.json`` beside its weights, atomically (no-op without one)."""
-    from tokembed._atomic import write_atomic
-
-    config: Any = getattr(model, "config", None)
-    if config is not None and hasattr(config, "to_json_string"):
-        write_atomic(folder / "config.json", config.to_json_string().encode())

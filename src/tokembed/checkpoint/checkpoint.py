@@ -150,8 +150,14 @@ def save_checkpoint(
 
 @dataclass(frozen=True, kw_only=True)
 class LoadReport:
-    """What a load did: keys missing or unexpected (``strict=False``), aliases re-pointed."""
+    """What a load did: keys missing or unexpected (``strict=False``), aliases re-pointed.
 
+    ``states`` names each state-dict entry's materialization: ``"exact_load"``
+    (copied from the file) or ``"fresh"`` (missing under ``strict=False``: it keeps
+    the values the constructor gave it, and the caller must treat it as new).
+    """
+
+    states: dict[str, str]
     missing: tuple[str, ...]
     unexpected: tuple[str, ...]
     retied: tuple[str, ...]
@@ -324,6 +330,7 @@ def load_checkpoint(
                 )
             restore_optimizer(model, optimizer, opt_meta, f.get_tensor, keys)
     return LoadReport(
+        states={n: "fresh" if n in missing else "exact_load" for n in names},
         missing=tuple(missing),
         unexpected=tuple(unexpected),
         retied=tuple(retied),
