@@ -14,7 +14,9 @@ Peers, each at its documented usage:
   duplicate tied name, re-ties by the model) plus ``save_file`` / ``load_file``
   of the Adam tensors and ``Optimizer.load_state_dict``;
 * torch: ``torch.save({"model": state_dict, "optimizer": state_dict})`` and
-  ``torch.load`` (weights_only) + ``load_state_dict``.
+  ``torch.load`` (weights_only) + ``load_state_dict``;
+* safetensors+fsync (save only): the safetensors save followed by ``os.fsync`` of
+  both files, the durability tokembed's atomic write pays for (informational).
 
 tokembed: ``save_checkpoint(model, path, optimizer=adam)`` (written to a temp
 file, fsynced, renamed: the peers do not fsync) and ``load_checkpoint(model,
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -35,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-METHODS = ("tokembed", "safetensors", "torch")
+METHODS = ("tokembed", "safetensors", "torch", "safetensors+fsync")
 
 
 def _status(field: str) -> int:
@@ -72,14 +75,20 @@ def _save(method: str, model: Any, adam: Any, base: Path) -> None:
         from tokembed.checkpoint import save_checkpoint
 
         save_checkpoint(model, base.with_suffix(".safetensors"), optimizer=adam)
-    elif method == "safetensors":
+    elif method.startswith("safetensors"):
         from safetensors.torch import save_file, save_model
 
-        save_model(model, str(base.with_suffix(".model.safetensors")))
+        files = [base.with_suffix(".model.safetensors"), base.with_suffix(".optim.safetensors")]
+        save_model(model, str(files[0]))
         sd = adam.state_dict()
         flat = {f"{i}.{k}": v for i, s in sd["state"].items() for k, v in s.items()}
         meta = {"param_groups": json.dumps(sd["param_groups"])}
-        save_file(flat, str(base.with_suffix(".optim.safetensors")), metadata=meta)
+        save_file(flat, str(files[1]), metadata=meta)
+        if method.endswith("+fsync"):
+            for path in files:
+                fd = os.open(path, os.O_RDONLY)
+                os.fsync(fd)
+                os.close(fd)
     else:
         torch.save(
             {"model": model.state_dict(), "optimizer": adam.state_dict()}, base.with_suffix(".pt")
@@ -144,6 +153,8 @@ def main() -> None:
     parser.add_argument(
         "--dir", default=None, help="where the checkpoint files go (default: a temp dir)"
     )
+    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset")
+    parser.add_argument("--ops", default="save,load", help="save, load or both")
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -156,20 +167,23 @@ def main() -> None:
           f"{2 * table / gib:.2f} GiB; fresh subprocess per operation; peak = VmHWM - VmRSS before")  # fmt: skip
     results: dict[tuple[str, str], dict[str, float]] = {}
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        for method in METHODS:
+        ops = [op for op in ("save", "load") if op in args.ops.split(",")]
+        for method in args.methods.split(","):
             base = Path(tmp) / method
-            for op in ("save", "load"):
+            for op in ops if not method.endswith("+fsync") else ["save"]:
                 results[method, op] = _run(method, op, base, args.rows, args.dim)
             for f in Path(tmp).glob(f"{method}*"):
                 f.unlink()
-    print(f"{'method':<12}{'op':<6}{'seconds':>9}{'peak GiB':>10}{'time/st':>9}{'peak-st GiB':>13}")
+    print(f"{'method':<18}{'op':<6}{'seconds':>9}{'peak GiB':>10}{'time/st':>9}{'peak-st GiB':>13}")
     for (method, op), r in results.items():
-        st = results["safetensors", op]
+        st = results.get(("safetensors", op), r)
         print(
-            f"{method:<12}{op:<6}{r['seconds']:>9.2f}{r['peak_above'] / gib:>10.2f}"
+            f"{method:<18}{op:<6}{r['seconds']:>9.2f}{r['peak_above'] / gib:>10.2f}"
             f"{r['seconds'] / st['seconds']:>9.2f}{(r['peak_above'] - st['peak_above']) / gib:>13.2f}"
         )
-    for op in ("save", "load"):
+    for op in ops:
+        if ("tokembed", op) not in results or ("safetensors", op) not in results:
+            continue
         ours, st = results["tokembed", op], results["safetensors", op]
         ok_t = ours["seconds"] <= 1.1 * st["seconds"]
         ok_m = ours["peak_above"] <= st["peak_above"] + table

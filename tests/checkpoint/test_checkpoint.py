@@ -177,6 +177,18 @@ def test_hf_save_pretrained_file_loads_with_the_tie(tmp_path: Path) -> None:
     _assert_same_state(source, target)
 
 
+def test_a_tied_checkpoint_is_not_forced_on_a_model_whose_config_unties(tmp_path: Path) -> None:
+    path = save_checkpoint(llama(tied=True), tmp_path / "tied.safetensors")
+    untied = llama(tied=False)
+    with pytest.raises(CheckpointError) as e:
+        load_checkpoint(untied, path)
+    assert (e.value.code, e.value.value) == (
+        "UNDECLARED_TIE",
+        ("lm_head.weight", "model.embed_tokens.weight"),
+    )
+    assert untied.lm_head.weight is not untied.model.embed_tokens.weight  # nothing changed
+
+
 def test_our_file_loads_in_transformers_from_pretrained_with_the_tie(tmp_path: Path) -> None:
     from transformers import LlamaForCausalLM
 

@@ -24,6 +24,10 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "lying").mkdir()
     save_file(state, str(root / "lying" / "model.safetensors"), metadata={"format": "pt"})
     lying.config.save_pretrained(root / "lying")
+    denied = llama(tied=True, seed=2)
+    denied.save_pretrained(root / "denied")  # stores embed_tokens only ...
+    denied.config.tie_word_embeddings = False  # ... and then the config is edited to untie
+    denied.config.save_pretrained(root / "denied")
     return root
 
 
@@ -44,6 +48,14 @@ def test_ties_json_and_exit_1_when_the_file_contradicts_the_config(
     assert report["ok"] is False
     assert report["pairs"][0]["code"] == "DIVERGENT_ALIAS_VALUES"
     assert captured.err.startswith("tokembed: DIVERGENT_ALIAS_VALUES: ")
+
+
+def test_ties_flags_a_file_stored_once_under_an_untying_config(folders: Path) -> None:
+    from tokembed.checkpoint.folder import folder_tie_report
+
+    pair = folder_tie_report(folders / "denied").pairs[0]
+    assert (pair.kind, pair.claimed, pair.code) == ("stored_once", False, "UNDECLARED_TIE")
+    assert main(["ties", str(folders / "denied")]) == 1
 
 
 def test_ties_without_a_config_is_a_usage_error(

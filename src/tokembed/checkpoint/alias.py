@@ -89,6 +89,8 @@ class AliasGraph:
 
 def same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
     """True when ``a`` and ``b`` view the same bytes: storage, offset, shape and stride."""
+    if a.device.type == "meta" or b.device.type == "meta":  # no storage: identity is all there is
+        return a is b
     return (
         a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
         and a.storage_offset() == b.storage_offset()

@@ -168,7 +168,18 @@ class LoadReport:
 
 def _graph_for(model: nn.Module, meta: dict[str, Any] | None) -> AliasGraph:
     saved = AliasGraph.from_aliases(meta.get("aliases", {})) if meta else AliasGraph(groups=())
-    claimed = AliasGraph.from_aliases({a: c for (a, c), tied in hf_claims(model).items() if tied})
+    claims = hf_claims(model)
+    for alias, canonical in saved.aliases().items():
+        if claims.get((alias, canonical)) is False:
+            raise CheckpointError(
+                "UNDECLARED_TIE",
+                f"the checkpoint ties {alias!r} to {canonical!r} but the model's config unties "
+                "them: restoring the alias would change the architecture silently",
+                value=(alias, canonical),
+                fix="set config.tie_word_embeddings=True and rebuild the model, or load into a "
+                "tied model and convert with tokembed.checkpoint.untie",
+            )
+    claimed = AliasGraph.from_aliases({a: c for (a, c), tied in claims.items() if tied})
     return saved.merged(alias_graph(model)).merged(claimed)
 
 

@@ -129,23 +129,16 @@ def _intervals(model: nn.Module, name: str) -> tuple[int, int] | None:
 def _examine(model: nn.Module, left: str, right: str, claimed: bool | None, source: str) -> TiePair:
     a, b = model.get_parameter(left), model.get_parameter(right)
     same_obj, same_sto = a is b, same_storage(a, b)
-    comparable = a.shape == b.shape and a.dtype == b.dtype
-    equal = (
-        bool(torch.equal(a.detach(), b.detach()))
-        if comparable and a.device.type != "meta"
-        else None
-    )
-    if not comparable:
-        equal = None
-    kind: TieKind = (
-        "same_parameter"
-        if same_obj
-        else "shared_storage"
-        if same_sto
-        else "equal_values"
-        if equal
-        else "distinct"
-    )
+    # Meta-device tensors (architectures built without weights) have no values to compare.
+    comparable = a.shape == b.shape and a.dtype == b.dtype and a.device.type != "meta"
+    equal = bool(torch.equal(a.detach(), b.detach())) if comparable else None
+    kind: TieKind = "distinct"
+    if same_obj:
+        kind = "same_parameter"
+    elif same_sto:
+        kind = "shared_storage"
+    elif equal:
+        kind = "equal_values"
     code, detail = None, "one Parameter" if same_obj else "one storage, two Parameter objects"
     if not (same_obj or same_sto):
         detail = "equal values in two storages: not a tie" if equal else "separate tables"
@@ -153,8 +146,9 @@ def _examine(model: nn.Module, left: str, right: str, claimed: bool | None, sour
     if claimed and a.shape[:1] == b.shape[:1] and a.shape[1:] != b.shape[1:]:
         code = "TIE_WIDTH_MISMATCH"
         detail = f"[V, D] = {list(a.shape)} cannot alias [V, H] = {list(b.shape)}"
-    elif claimed and a.shape != b.shape:
-        code, detail = "TIE_SHAPE_MISMATCH", f"{list(a.shape)} vs {list(b.shape)}"
+    elif claimed and (a.shape != b.shape or a.dtype != b.dtype):
+        code = "TIE_SHAPE_MISMATCH"
+        detail = f"{list(a.shape)} {a.dtype} vs {list(b.shape)} {b.dtype}"
     elif claimed and ia != ib:
         code, detail = "TIE_PARTITION_MISMATCH", f"rows {ia} vs {ib} on this rank"
     elif claimed and not (same_obj or same_sto):
