@@ -247,6 +247,10 @@ def _worker(rank: int, args: argparse.Namespace, port: int, results: Any) -> Non
             dist.barrier()
             start = time.perf_counter()
             _step(module, opt, ids, grads[key])
+            # DTensor hands back its output before the all-reduce has finished, and a
+            # step that never reads the output would stop the clock early; gloo's
+            # barrier waits for all prior work, so every step ends with its collectives.
+            dist.barrier()
             times[key].append(time.perf_counter() - start)
     rows = {}
     for key, (module, table, opt) in built.items():
@@ -279,6 +283,7 @@ def _report(
     print(
         f"V={args.vocab} d={args.dim} tokens={args.tokens} tp={args.tp} float32 gloo/cpu "
         f"repeats={args.repeats}; step = forward + backward + AdamW (lr 1e-3, torch defaults)"
+        " + a barrier (every collective done)"
     )
     print(
         f"threads: torch.set_num_threads({args.threads}) and OMP_NUM_THREADS={args.threads}"
