@@ -1,6 +1,6 @@
 """Checked TokenEmbedding vs bare F.embedding: forward+backward on the same ids and table.
 
-Defaults follow the spec's sizing example (0x04): B=8, L=2048, V=128,000,
+Defaults: B=8, L=2048, V=128,000 (a 128k vocabulary, as in recent LLMs),
 d=1024, float32 on CPU. Every configuration runs in one process on identical
 inputs and one shared weight Parameter, interleaved (ours, peer, ours, ...) so
 drift hits all; the median of each is reported. Target: ratio <= 1.05.

@@ -18,7 +18,7 @@ compared with the fastest peer of each:
 Printed per implementation: median and min step time on rank 0, per-rank bytes of
 the table and of table + gradient + AdamW moments, the bytes handed to
 collectives per step (counted at the dispatcher), and the logical payload of the
-schedule by spec 0x04A's formulas. Targets: per-rank table bytes =
+schedule by ``schedule_payloads``' formulas. Targets: per-rank table bytes =
 ceil(V/tp)/V of the replicated table; step time <= 1.1x DTensor's.
 
 Usage: .venv/bin/python benchmarks/bench_parallel.py [--vocab 32000] [--dim 512]
@@ -140,7 +140,7 @@ def _measured(run: Callable[[], None]) -> tuple[int, int, dict[str, tuple[int, i
 
 
 def _payload_ledger(full: torch.Tensor, ids: torch.Tensor, tp: int) -> dict[str, Any]:
-    """Each schedule of spec 0x04A once on the benchmark's ids: formula beside measurement.
+    """Each payload schedule (A-D of ``schedule_payloads``) once on the benchmark's ids: formula beside measurement.
 
     A and B see data-parallel origins (rank r looks up its own 1/tp of the batch);
     C and D see the tensor-parallel batch (every rank the same ids).
@@ -336,14 +336,14 @@ def _report(
         f"{best_ours / min(fastest.values()):.3f} (median)"
     )
     print(
-        f"spec 0x04A logical payload/step: C masked-local reduction {payload['C'] / _MiB:.2f}MiB,"
+        f"logical payload/step: C masked-local reduction {payload['C'] / _MiB:.2f}MiB,"
         f" A replicated+DP gradient {payload['A'] / _MiB:.2f}MiB (if the table were data-parallel)"
     )
 
 
 def _report_payloads(payloads: dict[str, Any]) -> None:
     print(
-        f"spec 0x04A payload per step (N_remote={payloads.pop('n_remote')}): formula vs bytes "
+        f"payload per step by schedule (N_remote={payloads.pop('n_remote')}): formula vs bytes "
         "handed to collectives on rank 0 / summed over ranks"
     )
     for name, (formula, (rank0, total, calls)) in payloads.items():
