@@ -43,7 +43,7 @@ pytest: $(VENV)/.stamp-test
 test: lint typecheck pytest
 
 bench: $(VENV)/.stamp-test
-	$(PIP) install "megatron-core==0.16.1"
+	$(PIP) install -e ".[bench]"
 	$(PY) benchmarks/bench_tokenizer.py
 	$(PY) benchmarks/bench_embedding.py
 	$(PY) benchmarks/bench_parallel.py
