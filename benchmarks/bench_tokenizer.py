@@ -354,7 +354,7 @@ def _encode_rows(
             kind="encode_ours", vocab=vocab, file=f, chars=chars, mode="cached", repeat=1
         )
     batch = {
-        f"ours    encode_batch({_BATCH_PIECES} pieces, num_workers={cpus})": _run(
+        f"ours    encode_batch({_BATCH_PIECES} pieces, workers={cpus})": _run(
             kind="encode_ours", vocab=vocab, file=f, chars=chars, mode="batch", repeat=repeat,
             threads=cpus,
         ),
