@@ -34,7 +34,13 @@ def build_tables(
     merges: Sequence[tuple[int, int, int]],
     specials: Mapping[str, int],
 ) -> BPETables:
-    """Validated tables; an inconsistency becomes MALFORMED_TOKENIZER_FILE naming the file."""
+    """Validated tables; an inconsistency becomes MALFORMED_TOKENIZER_FILE naming the file.
+
+    An empty special-token name is refused here: every text contains the empty string,
+    so no encode could ever tell a special token from ordinary text.
+    """
+    if any(not name for name in specials):
+        raise malformed(source, "a special token's name is empty", value=specials.get(""))
     try:
         return BPETables(pieces=pieces, merges=tuple(merges), specials=specials)
     except TokenizerError as exc:
