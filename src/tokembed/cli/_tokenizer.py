@@ -201,9 +201,9 @@ def _parse_ids(words: list[str], source: str) -> list[int]:
     if text.startswith("["):
         try:
             data = json.loads(text)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             data = None
-        if isinstance(data, list) and all(isinstance(i, int) for i in data):
+        if isinstance(data, list) and all(type(i) is int for i in data):
             return data
         raise usage(
             f"{source} is not a JSON list of integer ids",

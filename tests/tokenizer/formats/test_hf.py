@@ -187,3 +187,28 @@ def test_bad_json_is_refused(tmp_path: Path) -> None:
     with pytest.raises(FormatError) as e:
         load_tokenizer(tmp_path)
     assert e.value.code == "MALFORMED_TOKENIZER_FILE"
+
+
+def test_component_type_that_is_a_list_is_refused(tmp_path: Path) -> None:
+    tok = Tokenizer(
+        pretokenizer=Pretokenizer.preset("gpt2"), tables=BPETables.byte_level(merges=[])
+    )
+    path = export_hf(tok, tmp_path / "tokenizer.json")
+    doc = json.loads(Path(path).read_text())
+    doc["pre_tokenizer"]["type"] = ["Sequence"]
+    Path(path).write_text(json.dumps(doc))
+    with pytest.raises(FormatError) as e:
+        load_tokenizer(path)
+    assert e.value.code == "UNSUPPORTED_TOKENIZER"
+
+
+def test_empty_special_name_is_refused(tmp_path: Path) -> None:
+    tables = BPETables.byte_level(merges=[], specials={"<|end|>": 256})
+    tok = Tokenizer(pretokenizer=Pretokenizer.preset("gpt2"), tables=tables)
+    path = export_hf(tok, tmp_path / "tokenizer.json")
+    doc = json.loads(Path(path).read_text())
+    doc["added_tokens"][0]["content"] = ""
+    Path(path).write_text(json.dumps(doc))
+    with pytest.raises(FormatError) as e:
+        load_tokenizer(path)
+    assert e.value.code == "MALFORMED_TOKENIZER_FILE"
