@@ -188,6 +188,21 @@ def test_user_mistakes_exit_codes_one_line(tmp_path: Path, trained: Path) -> Non
         assert "Traceback" not in err
 
 
+def test_decode_refuses_ids_python_cannot_read_as_ints(
+    trained: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for ids in (
+        ["²"],
+        ["1" * 5000],
+        ["[" + "1" * 5000 + "]"],
+        ["[" * 100_000],
+        ["[1.0]"],
+        ["[true]"],
+    ):
+        assert main(["decode", "-t", str(trained), *ids]) == 2
+        assert "INVALID_ARGUMENT" in capsys.readouterr().err
+
+
 def test_encode_reads_stdin_in_subprocess(trained: Path) -> None:
     result = _run("encode", "-t", str(trained), "-", stdin=b"Hello")
     assert result.returncode == 0

@@ -212,3 +212,23 @@ def test_empty_special_name_is_refused(tmp_path: Path) -> None:
     with pytest.raises(FormatError) as e:
         load_tokenizer(path)
     assert e.value.code == "MALFORMED_TOKENIZER_FILE"
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ('"hi": 256', '"hi": 1000000000000'),  # an id the encoder's 32-bit arrays cannot hold
+        ('"hi": 256', '"hi": ' + "9" * 5000),  # past Python's 4300-digit int conversion limit
+    ],
+)
+def test_ids_out_of_any_vocabulary_are_refused(tmp_path: Path, old: str, new: str) -> None:
+    tok = Tokenizer(
+        pretokenizer=Pretokenizer.preset("gpt2"), tables=BPETables.byte_level(merges=[(104, 105)])
+    )
+    path = export_hf(tok, tmp_path / "tokenizer.json")
+    text = json.dumps(json.loads(Path(path).read_text()))
+    assert old in text
+    Path(path).write_text(text.replace(old, new))
+    with pytest.raises(FormatError) as e:
+        load_tokenizer(path)
+    assert e.value.code == "MALFORMED_TOKENIZER_FILE"

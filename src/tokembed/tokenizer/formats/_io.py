@@ -68,7 +68,8 @@ def read_json(path: Path) -> Any:
     raw = read_bytes(path)
     try:
         return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+    # ValueError also covers an integer past Python's 4300-digit conversion limit.
+    except (ValueError, RecursionError) as exc:
         why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         raise FormatError(
             "MALFORMED_TOKENIZER_FILE",
