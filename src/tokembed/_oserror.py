@@ -22,6 +22,9 @@ from tokembed.errors import UsageError
 
 __all__ = ["input_error", "output_error", "read_file_bytes"]
 
+# A path echoed in a one-line error is cut here (a name too long may be thousands of bytes).
+_SHOWN = 200
+
 # errno -> (code, what happened, what to do). Anything else is OUTPUT_WRITE_FAILED.
 _OUTPUT: dict[int, tuple[str, str, str]] = {
     errno.EROFS: ("OUTPUT_READ_ONLY", "the filesystem is read-only", "write to a writable folder"),
@@ -69,7 +72,8 @@ def output_error(exc: OSError, path: Path) -> UsageError:
         exc.errno or 0,
         ("OUTPUT_WRITE_FAILED", exc.strerror or str(exc), "check the output path and the disk"),
     )
-    return UsageError(code, f"cannot write {path}: {why}", value=str(path), fix=fix)
+    shown = str(path) if len(str(path)) <= _SHOWN else str(path)[:_SHOWN] + "…"
+    return UsageError(code, f"cannot write {shown}: {why}", value=shown, fix=fix)
 
 
 def input_error(exc: OSError, path: Path) -> UsageError:
@@ -80,8 +84,8 @@ def input_error(exc: OSError, path: Path) -> UsageError:
     if exc.errno == errno.ENAMETOOLONG:
         return UsageError(
             "NAME_TOO_LONG",
-            f"cannot read {str(path)[:200]}: a file name is longer than the filesystem allows",
-            value=str(path)[:200],
+            f"cannot read {str(path)[:_SHOWN]}…: a file name is longer than the filesystem allows",
+            value=str(path)[:_SHOWN],
             fix="check the path",
         )
     if exc.errno in (errno.ENOENT, errno.ENOTDIR):
