@@ -208,6 +208,7 @@ def test_damaged_shard_is_a_layout_mismatch(tmp_path: Path, damage: object) -> N
         lambda m: m.update(dtype="int64"),
         lambda m: m.update(intervals="xx"),
         lambda m: m.update(num_embeddings=-6),
+        lambda m: m.update(files=["s" * 300, m["files"][1]]),  # found by fuzzing: name too long
     ],
 )
 def test_bad_layout_metadata_is_a_layout_mismatch(tmp_path: Path, edit: object) -> None:

@@ -274,9 +274,9 @@ def read_layout(directory: str | os.PathLike[str]) -> ShardLayout:
         ) from error
     for name, (start, end) in zip(layout.files, layout.intervals, strict=True):
         path = root / name
-        if not path.is_file():
-            raise _mismatch(f"shard file {path} is missing", str(path), "copy every shard file")
-        with _damaged_shard(path):
+        with _damaged_shard(path):  # is_file raises on a name too long
+            if not path.is_file():
+                raise _mismatch(f"shard file {path} is missing", str(path), "copy every shard file")
             with safe_open(str(path), framework="pt") as f:
                 meta = f.metadata() or {}
                 piece = f.get_slice(_TENSOR)
