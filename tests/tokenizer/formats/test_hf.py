@@ -232,3 +232,18 @@ def test_ids_out_of_any_vocabulary_are_refused(tmp_path: Path, old: str, new: st
     with pytest.raises(FormatError) as e:
         load_tokenizer(path)
     assert e.value.code == "MALFORMED_TOKENIZER_FILE"
+
+
+@pytest.mark.parametrize("token", [None, 3, "x", []])
+def test_an_added_token_that_is_not_an_object_is_refused(tmp_path: Path, token: Any) -> None:
+    # Found by fuzzing: "added_tokens": [null] raised AttributeError.
+    tok = Tokenizer(
+        pretokenizer=Pretokenizer.preset("gpt2"), tables=BPETables.byte_level(merges=[])
+    )
+    path = export_hf(tok, tmp_path / "tokenizer.json")
+    doc = json.loads(Path(path).read_text())
+    doc["added_tokens"] = [token]
+    Path(path).write_text(json.dumps(doc))
+    with pytest.raises(FormatError) as e:
+        load_tokenizer(path)
+    assert e.value.code == "MALFORMED_TOKENIZER_FILE"
