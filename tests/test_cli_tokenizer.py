@@ -128,6 +128,34 @@ def test_demo_refuses_to_overwrite_a_corpus_file_named_by_a_glob(
     assert (tmp_path / "f0.txt").read_text().startswith("hello world, text number 0")
 
 
+def test_demo_checks_every_output_before_saving_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    (tmp_path / "c.txt").write_text("hello world, some text\n" * 50)
+    argv = ["--quiet", "demo", "--corpus", str(tmp_path / "c.txt"), "--merges", "5"]
+    page = tmp_path / "out" / "report.html"
+    page.parent.mkdir()
+    page.write_text("<html>someone else's report</html>")
+    out = tmp_path / "out" / "demo.json"
+    assert main([*argv, "-o", str(out)]) == 2  # the default report path is not ours
+    assert "OUTPUT_EXISTS" in capsys.readouterr().err
+    assert not out.exists()
+    assert page.read_text() == "<html>someone else's report</html>"
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert main([*argv, "-o", str(out), "--report", str(fifo)]) == 2
+    assert "OUTPUT_NOT_A_FILE" in capsys.readouterr().err
+    assert not out.exists()
+    assert main([*argv, "-o", str(out), "--report", str(out)]) == 2
+    assert not out.exists()
+    ours = tmp_path / "ours"
+    assert main([*argv, "-o", str(ours / "demo.json")]) == 0
+    assert main([*argv, "-o", str(ours / "demo.json")]) == 0  # its own report is replaced
+    assert sorted(p.name for p in ours.iterdir()) == ["demo.json", "report.html"]
+
+
 def test_user_mistakes_exit_codes_one_line(tmp_path: Path, trained: Path) -> None:
     hf_dir = tmp_path / "hf"
     assert main(["export", "-t", str(trained), "--format", "hf", "-o", str(hf_dir)]) == 0
@@ -158,6 +186,21 @@ def test_user_mistakes_exit_codes_one_line(tmp_path: Path, trained: Path) -> Non
         assert word in err, (args, err)
         assert err.count("\n") == 1, (args, err)
         assert "Traceback" not in err
+
+
+def test_decode_refuses_ids_python_cannot_read_as_ints(
+    trained: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for ids in (
+        ["²"],
+        ["1" * 5000],
+        ["[" + "1" * 5000 + "]"],
+        ["[" * 100_000],
+        ["[1.0]"],
+        ["[true]"],
+    ):
+        assert main(["decode", "-t", str(trained), *ids]) == 2
+        assert "INVALID_ARGUMENT" in capsys.readouterr().err
 
 
 def test_encode_reads_stdin_in_subprocess(trained: Path) -> None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tokembed._oserror import input_error, read_file_bytes
 from tokembed.errors import EmbeddingError, UsageError
 
 __all__ = [
@@ -104,12 +105,15 @@ def config_path(source: str | Path) -> Path:
         UsageError(FILE_NOT_FOUND): no file there.
     """
     path = Path(source)
-    if path.is_dir():
-        path = path / "config.json"
-    if not path.is_file():
-        raise UsageError(
-            "FILE_NOT_FOUND", f"no such config: {path}", value=str(path), fix="check the path"
-        )
+    try:
+        if path.is_dir():
+            path = path / "config.json"
+        if not path.is_file():
+            raise UsageError(
+                "FILE_NOT_FOUND", f"no such config: {path}", value=str(path), fix="check the path"
+            )
+    except OSError as exc:  # a name too long is not "missing" to Path.is_file
+        raise input_error(exc, path) from None
     return path
 
 
@@ -118,14 +122,18 @@ def read_model_config(source: str | Path) -> ModelConfig:
 
     Raises:
         UsageError(FILE_NOT_FOUND): no file there.
+        UsageError(FILE_UNREADABLE, NAME_TOO_LONG): the OS refused to read it.
         EmbeddingError(INVALID_CONFIG): not UTF-8 JSON, not an object, or bad fields
             (see :func:`model_config_from_dict`).
     """
     path = config_path(source)
+    raw = read_file_bytes(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(raw.decode("utf-8"))
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are both ValueErrors
         raise _invalid(str(path), f"not JSON ({exc})", str(path)) from None
+    except RecursionError:
+        raise _invalid(str(path), "JSON nested too deeply", str(path)) from None
     if not isinstance(data, dict):
         raise _invalid(str(path), "not a JSON object", str(path))
     return model_config_from_dict(data, path=str(path))

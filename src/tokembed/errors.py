@@ -41,6 +41,14 @@ CODES: dict[str, str] = {
     "INVALID_ARGUMENT": "an option or configuration field has an invalid value",
     "FILE_NOT_FOUND": "an input path does not exist",
     "OUTPUT_EXISTS": "the output path is an input, or exists and overwriting was not asked for",
+    "OUTPUT_NOT_A_FILE": "the output path is a device, FIFO or socket, which is never replaced",
+    "OUTPUT_READ_ONLY": "the output's filesystem is mounted read-only",
+    "OUTPUT_PERMISSION_DENIED": "the output (or its folder) may not be written by this user",
+    "OUTPUT_NO_SPACE": "the output's device is full or over its quota",
+    "OUTPUT_PARENT_NOT_FOLDER": "a parent of the output path is a file, not a folder",
+    "OUTPUT_WRITE_FAILED": "the operating system refused the write for another reason",
+    "NAME_TOO_LONG": "a file name is longer than the filesystem allows",
+    "FILE_UNREADABLE": "an input file exists but cannot be read (permissions, a folder)",
     # --- tokenizer ---------------------------------------------------------
     "INVALID_PATTERN": "a pre-tokenization regex does not compile or is unknown",
     "INVALID_UTF8": "bytes being decoded strictly are not valid UTF-8",
@@ -62,6 +70,7 @@ CODES: dict[str, str] = {
     "HASH_MISMATCH": "a file's recorded content hash differs from its contents",
     "UNKNOWN_ENCODING": "a tiktoken encoding or model name is not known here",
     "ENCODING_UNAVAILABLE": "a named encoding's ranks are not in tiktoken's cache and cannot be downloaded",
+    "SPECIAL_ID_UNREPRESENTABLE": "a special-token id is outside what the export format can store",
     # --- measure -----------------------------------------------------------
     "MALFORMED_CONLLU": "a CoNLL-U file lacks sentence ids or text lines",
     "UNALIGNED_PARALLEL_CORPUS": "parallel files do not share the same sentence ids in order",

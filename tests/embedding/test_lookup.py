@@ -524,3 +524,18 @@ def test_from_config_round_trip_and_repr() -> None:
     with pytest.raises(EmbeddingError) as e:
         TokenEmbedding(8, 3, weight=torch.zeros(7, 3))
     assert e.value.code == "SHAPE_MISMATCH"
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_non_finite_weights_are_refused_at_construction_and_load(bad: float) -> None:
+    weight = torch.zeros(5, 3)
+    weight[3, 2] = bad
+    with pytest.raises(EmbeddingError) as e:
+        TokenEmbedding(5, 3, weight=weight)
+    assert (e.value.code, e.value.value) == ("NON_FINITE_VALUES", 3)
+    emb = TokenEmbedding(5, 3)
+    before = emb.weight.detach().clone()
+    with pytest.raises(EmbeddingError) as e:
+        emb.load_state_dict({"weight": weight})
+    assert e.value.code == "NON_FINITE_VALUES"
+    assert torch.equal(emb.weight, before)

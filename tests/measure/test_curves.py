@@ -110,3 +110,21 @@ def test_csv_and_plots(tmp_path: Path) -> None:
     assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     plot_curve(points, tmp_path / "curve.svg")
     assert "ru-eval" in (tmp_path / "curve.svg").read_text(encoding="utf-8")
+
+
+def test_plot_replaces_atomically_and_refuses_a_fifo(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    points = compression_curve(ru_tokenizer(), _lecture_corpora(), [0, 1024])  # type: ignore[arg-type]
+    target = tmp_path / "curve.svg"
+    target.write_text("old plot")
+    plot_curve(points, target)
+    assert "ru-eval" in target.read_text(encoding="utf-8")
+    assert [p.name for p in tmp_path.iterdir()] == ["curve.svg"]  # no temporary file left
+    fifo = tmp_path / "pipe.svg"
+    os.mkfifo(fifo)
+    with pytest.raises(UsageError) as e:
+        plot_curve(points, fifo)
+    assert e.value.code == "OUTPUT_NOT_A_FILE"
+    assert stat.S_ISFIFO(fifo.stat().st_mode)

@@ -75,6 +75,17 @@ def test_decompression_is_bounded(tmp_path: Path) -> None:
     assert e.value.code == "INPUT_TOO_LARGE"
 
 
+def test_max_bytes_bounds_decompression_and_skips_a_bomb(tmp_path: Path) -> None:
+    (tmp_path / "a-bomb.gz").write_bytes(gzip.compress(b"a" * 1_000_000))
+    (tmp_path / "b.txt").write_text("small text\n")
+    # Without max_bytes the bound is max_decompressed_bytes; with it, the room left.
+    sources = read_texts([str(tmp_path)], max_bytes=1000, max_decompressed_bytes=10_000)
+    assert [s.text for s in sources] == ["small text\n"]
+    with pytest.raises(MeasureError) as e:
+        read_texts([str(tmp_path)], max_decompressed_bytes=10_000)
+    assert e.value.code == "INPUT_TOO_LARGE"
+
+
 def test_stdin_dash() -> None:
     sources = read_texts(["-"], stdin=io.BytesIO("из stdin".encode()))
     assert [(s.name, s.text) for s in sources] == [("-", "из stdin")]

@@ -170,3 +170,84 @@ def test_tp2_shards_load_at_tp4_and_back() -> None:
         assert reshard["wrong_shape"] == "SHARD_LAYOUT_MISMATCH"
         # An untied vocabulary-parallel head reshards the same way.
         assert torch.equal(reshard["head_tp4"], reshard["head_logical"])
+
+
+def _saved_table(tmp_path: Path) -> Path:
+    table = torch.arange(24, dtype=torch.float32).reshape(6, 4)
+    _save(tmp_path, table, 2)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda p: p.write_bytes(p.read_bytes()[:40]),  # truncated
+        lambda p: p.write_bytes(b"\xff" * 8 + p.read_bytes()[8:]),  # header length garbled
+        lambda p: p.write_bytes(b""),
+        lambda p: p.write_bytes(p.read_bytes().replace(b'"vocab_start":"0"', b'"vocab_start":"x"')),
+    ],
+)
+def test_damaged_shard_is_a_layout_mismatch(tmp_path: Path, damage: object) -> None:
+    root = _saved_table(tmp_path)
+    layout = read_layout(root)
+    damage(root / layout.files[0])  # type: ignore[operator]
+    with pytest.raises(ParallelError) as e:
+        load_rows(root, 0, 6)
+    assert e.value.code == "SHARD_LAYOUT_MISMATCH"
+    if (root / layout.files[0]).stat().st_size < 100:  # unreadable, not just relabelled
+        with pytest.raises(ParallelError) as e:
+            load_rows(root, 0, 6, layout=layout)  # damaged after the layout was read
+        assert e.value.code == "SHARD_LAYOUT_MISMATCH"
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda m: m.update(files=["../outside.safetensors", m["files"][1]]),
+        lambda m: m.update(files=m["files"][:1]),
+        lambda m: m.update(dtype="int64"),
+        lambda m: m.update(intervals="xx"),
+        lambda m: m.update(num_embeddings=-6),
+        lambda m: m.update(files=["s" * 300, m["files"][1]]),  # found by fuzzing: name too long
+    ],
+)
+def test_bad_layout_metadata_is_a_layout_mismatch(tmp_path: Path, edit: object) -> None:
+    root = _saved_table(tmp_path)
+    manifest = json.loads((root / MANIFEST_NAME).read_text())
+    edit(manifest)  # type: ignore[operator]
+    (root / MANIFEST_NAME).write_text(json.dumps(manifest))
+    with pytest.raises(ParallelError) as e:
+        read_layout(root)
+    assert e.value.code == "SHARD_LAYOUT_MISMATCH"
+
+
+def test_manifest_nested_too_deeply_is_a_layout_mismatch(tmp_path: Path) -> None:
+    root = _saved_table(tmp_path)
+    (root / MANIFEST_NAME).write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ParallelError) as e:
+        read_layout(root)
+    assert e.value.code == "SHARD_LAYOUT_MISMATCH"
+
+
+def _load_non_finite(rank: int, world_size: int, directory: str) -> tuple[str, bool]:
+    from tokembed.errors import EmbeddingError
+    from tokembed.parallel.reshard import load_vocab_shards
+    from tokembed.parallel.vocab_embedding import VocabParallelEmbedding
+
+    emb = VocabParallelEmbedding(6, 4)
+    before = emb.weight.detach().clone()
+    try:
+        load_vocab_shards(emb, directory)
+    except EmbeddingError as error:
+        return error.code, bool(torch.equal(before, emb.weight))
+    return "loaded", False
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_rows_are_refused_and_the_layer_is_unchanged(tmp_path: Path, bad: float) -> None:
+    from _harness import run_ranks
+
+    table = torch.arange(24, dtype=torch.float32).reshape(6, 4)
+    table[4, 1] = bad
+    _save(tmp_path, table, 2)
+    assert run_ranks(_load_non_finite, 1, str(tmp_path)) == [("NON_FINITE_VALUES", True)]

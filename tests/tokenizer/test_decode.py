@@ -88,3 +88,25 @@ def test_unknown_ids() -> None:
         assert e.value.value == bad
     assert tok.piece(256) == tok.tables.pieces[256]
     assert tok.piece(2256) == b"<|endoftext|>"
+
+
+def test_decode_refuses_floats_and_bools_and_reads_integer_tensors() -> None:
+    import numpy as np
+    import torch
+
+    tok = pud_tokenizer()
+    ids = tok.encode("Привет")
+    assert tok.decode(torch.tensor(ids)) == "Привет"
+    assert tok.decode(np.array(ids, dtype=np.int64)) == "Привет"
+    for bad in (
+        [float(ids[0])],
+        [True],
+        torch.tensor([float(i) for i in ids]),
+        torch.tensor([ids]),
+    ):
+        with pytest.raises(UsageError) as e:
+            tok.decode(bad)
+        assert e.value.code == "INVALID_ARGUMENT"
+    with pytest.raises(TokenizerError) as e2:
+        tok.decode(torch.tensor([10**9]))
+    assert (e2.value.code, e2.value.value) == ("UNKNOWN_TOKEN_ID", 10**9)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from tokembed.cli._common import (
@@ -19,6 +20,7 @@ from tokembed.cli._common import (
     split_spec,
     usage,
 )
+from tokembed.errors import UsageError
 
 __all__ = ["register"]
 
@@ -69,6 +71,37 @@ def _pattern_preset(text: str) -> str:
     return pattern_preset(text)
 
 
+def _demo_report_path(args: argparse.Namespace) -> Path | None:
+    if args.no_report:
+        return None
+    return Path(args.report) if args.report else Path(args.output).parent / "report.html"
+
+
+def _check_demo_outputs(args: argparse.Namespace) -> None:
+    """Refuse a bad output before training, and before anything is saved."""
+    from tokembed._atomic import check_output
+
+    inputs = input_files(args.corpus) if args.corpus else []
+    outputs = [Path(args.output)]
+    report = _demo_report_path(args)
+    if report is not None:
+        outputs.append(report)
+        if not args.report:  # the default path: never replace an unrelated page silently
+            from tokembed.measure.report import is_tokembed_report
+
+            if not is_tokembed_report(report):
+                raise UsageError(
+                    "OUTPUT_EXISTS",
+                    f"{report} exists and is not a tokembed report",
+                    value=str(report),
+                    fix="pass --report PATH to choose where the report goes, or --no-report",
+                )
+    if len({p.resolve() for p in outputs}) < len(outputs):
+        raise usage("-o and --report name the same file", value=str(report), fix="pick two paths")
+    for path in outputs:
+        check_output(path, inputs=inputs)
+
+
 def _run_demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -76,6 +109,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     from tokembed.measure.sources import DEFAULT_CORPUS_BYTES, default_corpus, read_texts
     from tokembed.tokenizer.formats import save_tokenizer
 
+    _check_demo_outputs(args)
     config = DemoConfig(
         merges=args.merges,
         holdout=args.holdout,
@@ -118,7 +152,7 @@ def _run_demo(args: argparse.Namespace) -> int:
         with activity("building the report", show=progress_wanted(args)):
             report = write_demo_report(
                 result,
-                path=Path(args.report) if args.report else path.parent / "report.html",
+                path=_demo_report_path(args) or path.parent / "report.html",
                 inputs=inputs,
             )
         say(f"  report: {report}")

@@ -201,9 +201,9 @@ def _parse_ids(words: list[str], source: str) -> list[int]:
     if text.startswith("["):
         try:
             data = json.loads(text)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # also an int past the 4300-digit limit
             data = None
-        if isinstance(data, list) and all(isinstance(i, int) for i in data):
+        if isinstance(data, list) and all(type(i) is int for i in data):
             return data
         raise usage(
             f"{source} is not a JSON list of integer ids",
@@ -212,7 +212,9 @@ def _parse_ids(words: list[str], source: str) -> list[int]:
         )
     ids: list[int] = []
     for word in text.replace(",", " ").split():
-        if not word.lstrip("-").isdigit():
+        digits = word.removeprefix("-")
+        # ASCII only: '²'.isdigit() holds but int('²') fails; 20 digits exceed any id.
+        if not (digits.isascii() and digits.isdigit() and len(digits) <= 20):
             raise usage(
                 f"{source} holds {word!r}, which is not an integer id",
                 value=word,

@@ -47,7 +47,9 @@ from tokembed.embedding.init import Initializer, initialize_, new_table
 from tokembed.embedding.lookup_checks import (
     admit_lookup_ids,
     bind_config,
+    check_finite,
     check_pad_row,
+    refuse_non_finite_weight,
     refuse_nonzero_pad_row,
     scale_lookup,
 )
@@ -107,10 +109,12 @@ class TokenEmbedding(nn.Module):
                 )
             # Like nn.Embedding(_weight=...): the tensor is used as is (no copy, PAD row kept).
             self.weight = weight if isinstance(weight, nn.Parameter) else nn.Parameter(weight)
+            check_finite(weight, what="supplied weight")
             self.check_pad_row()
         self.last_renormalized_rows: torch.Tensor | None = None
         # A checkpoint may have trained the PAD row: refuse it before copying it in.
         self.register_load_state_dict_pre_hook(refuse_nonzero_pad_row)
+        self.register_load_state_dict_pre_hook(refuse_non_finite_weight)
 
     @classmethod
     def from_config(

@@ -43,8 +43,10 @@ from tokembed.errors import EmbeddingError
 __all__ = [
     "admit_lookup_ids",
     "bind_config",
+    "check_finite",
     "check_pad_row",
     "raise_pad_row_not_zero",
+    "refuse_non_finite_weight",
     "refuse_nonzero_pad_row",
     "scale_lookup",
 ]
@@ -91,6 +93,37 @@ def refuse_nonzero_pad_row(module: Any, state_dict: Any, prefix: str, *_: Any) -
         return
     if saved.dim() == 2 and pad < saved.shape[0] and bool(saved[pad].any()):
         raise_pad_row_not_zero(table.config)
+
+
+def check_finite(t: torch.Tensor, *, what: str) -> None:
+    """Raise NON_FINITE_VALUES when the floating tensor ``t`` holds NaN or infinity.
+
+    One NaN row spreads to every output that touches it and, through the gradient,
+    to the optimizer state, so a table never admits one. The message names the first bad row.
+
+    Raises:
+        EmbeddingError(NON_FINITE_VALUES): e.g. ``check_finite(torch.tensor([[inf]]), what="w")``.
+    """
+    if not (t.dtype.is_floating_point or t.dtype.is_complex) or bool(torch.isfinite(t).all()):
+        return
+    rows = (~torch.isfinite(t)).reshape(t.shape[0], -1).any(dim=1) if t.dim() else None
+    bad = 0 if rows is None else int(rows.nonzero()[0, 0])
+    raise EmbeddingError(
+        "NON_FINITE_VALUES",
+        f"{what} contains NaN or infinity (first in row {bad})",
+        value=bad,
+        fix="repair or replace the checkpoint; never load non-finite rows",
+    )
+
+
+def refuse_non_finite_weight(module: Any, state_dict: Any, prefix: str, *_: Any) -> None:
+    """``load_state_dict`` pre-hook: refuse a saved ``weight`` holding NaN or infinity.
+
+    Runs before the copy, so a refused load leaves the table unchanged.
+    """
+    saved = state_dict.get(prefix + "weight")
+    if isinstance(saved, torch.Tensor):
+        check_finite(saved, what=f"{prefix}weight")
 
 
 def bind_config(

@@ -37,6 +37,7 @@ import torch
 
 from tokembed.embedding.addressed import check_address_hash
 from tokembed.embedding.init import Initializer, initialize_
+from tokembed.embedding.lookup_checks import check_finite
 from tokembed.embedding.lookup_config import LookupConfig
 from tokembed.errors import EmbeddingError, UsageError
 
@@ -172,14 +173,7 @@ def _admit(saved: torch.Tensor, spec: TableSpec, key: str) -> torch.Tensor:
             fix=f"declare the table as {saved.dtype} (or wider), or convert the checkpoint "
             "explicitly and record the conversion",
         )
-    if saved.dtype.is_floating_point and not bool(torch.isfinite(saved).all()):
-        bad = int((~torch.isfinite(saved)).reshape(saved.shape[0], -1).any(dim=1).nonzero()[0, 0])
-        raise EmbeddingError(
-            "NON_FINITE_VALUES",
-            f"{key!r} contains NaN or infinity (first in row {bad})",
-            value=bad,
-            fix="repair or replace the checkpoint; never load non-finite rows",
-        )
+    check_finite(saved, what=repr(key))
     return saved.detach().to(dtype=spec.dtype, copy=True)
 
 

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tokembed._atomic import write_bytes_atomic
 from tokembed.errors import UsageError
 from tokembed.measure.corpus import Corpus
 from tokembed.measure.metrics import (
@@ -332,7 +333,10 @@ def plot_curve(
         ax.legend()
         fig.tight_layout()
         if path is not None:
-            fig.savefig(path)
+            # Rendered in memory and renamed into place: a kill leaves the old plot whole.
+            image = io.BytesIO()
+            fig.savefig(image, format=Path(path).suffix.lstrip(".").lower() or "png")
+            write_bytes_atomic(Path(path), image.getvalue())
         buf = io.StringIO()
         fig.savefig(buf, format="svg")
     finally:

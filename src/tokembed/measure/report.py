@@ -50,14 +50,32 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_SAMPLES",
+    "GENERATOR_TAG",
     "LLAMA_31_8B",
     "ReportData",
     "TokenView",
     "build_report",
+    "is_tokembed_report",
     "render_html",
     "write_demo_report",
     "write_report",
 ]
+
+# Marks a page as ours, so a default report path never replaces someone else's report.html.
+GENERATOR_TAG = '<meta name="generator" content="tokembed">'
+
+
+def is_tokembed_report(path: Path) -> bool:
+    """True when ``path`` is missing or is an HTML report tokembed wrote (it carries the tag)."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(4096)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return GENERATOR_TAG.encode() in head
+
 
 # Probes that show a tokenizer's character: Russian and English prose, code, numbers
 # with an emoji (a four-byte character).
@@ -188,7 +206,7 @@ def render_html(data: ReportData) -> str:
     if data.views:
         parts.append(_views_section(data.views))
     return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">{GENERATOR_TAG}'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{html.escape(data.title)}</title><style>{_html.CSS}</style></head>"
         f"<body>{''.join(parts)}</body></html>\n"

@@ -224,7 +224,16 @@ def read_texts(
     sources: list[SourceText] = []
     used = 0
     for name in names:
-        source = read_source(name, stdin=stdin, max_decompressed_bytes=max_decompressed_bytes)
+        # Under max_bytes a compressed file is unpacked only as far as the room left: a small
+        # .gz holding gigabytes is skipped (it cannot fit) after reading that much, not all.
+        room = max_decompressed_bytes if max_bytes is None else max(max_bytes - used, 0)
+        limit = min(max_decompressed_bytes, room)
+        try:
+            source = read_source(name, stdin=stdin, max_decompressed_bytes=limit)
+        except MeasureError as exc:
+            if exc.code == "INPUT_TOO_LARGE" and limit < max_decompressed_bytes:
+                continue
+            raise
         if max_bytes is not None and used + source.n_bytes > max_bytes:
             continue
         used += source.n_bytes

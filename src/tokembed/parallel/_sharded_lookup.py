@@ -30,6 +30,7 @@ from tokembed.embedding.lookup_checks import (
     admit_lookup_ids,
     bind_config,
     check_pad_row,
+    refuse_non_finite_weight,
     refuse_nonzero_pad_row,
 )
 from tokembed.embedding.lookup_config import LookupConfig, config_of
@@ -136,6 +137,7 @@ class ShardedLookup:
     def _guard_pad_row_on_load(self) -> None:
         assert isinstance(self, nn.Module)
         self.register_load_state_dict_pre_hook(refuse_nonzero_pad_row)
+        self.register_load_state_dict_pre_hook(refuse_non_finite_weight)
 
     def bind_address(
         self, source: SupportsAddressHash | str, *, id_range: int | None = None

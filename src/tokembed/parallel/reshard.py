@@ -23,9 +23,10 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -36,7 +37,7 @@ from torch import nn
 
 from tokembed._atomic import write_bytes_atomic
 from tokembed.embedding.addressed import check_address_hash
-from tokembed.embedding.lookup_checks import check_pad_row
+from tokembed.embedding.lookup_checks import check_finite, check_pad_row
 from tokembed.embedding.lookup_config import LookupConfig
 from tokembed.errors import EmbeddingError, ParallelError, UsageError
 from tokembed.parallel._collectives import ProcessGroup
@@ -88,6 +89,34 @@ class RowShardedModule(Protocol):
 
 def _mismatch(message: str, value: object, fix: str) -> ParallelError:
     return ParallelError("SHARD_LAYOUT_MISMATCH", message, value=value, fix=fix)
+
+
+@contextlib.contextmanager
+def _damaged_shard(path: Path) -> Iterator[None]:
+    """Turn what a truncated or garbled safetensors file raises into SHARD_LAYOUT_MISMATCH."""
+    from safetensors import SafetensorError
+
+    try:
+        yield
+    except (SafetensorError, OSError, ValueError, TypeError, KeyError, RuntimeError) as error:
+        raise _mismatch(
+            f"shard file {path} is damaged ({type(error).__name__}: {error})",
+            str(path),
+            "re-save the checkpoint (the file is truncated or not a safetensors shard)",
+        ) from None
+
+
+def _check_layout_fields(layout: ShardLayout) -> None:
+    """Refuse a manifest whose numbers or file names cannot describe one table in its folder."""
+    if layout.num_embeddings < 0 or layout.embedding_dim < 0:
+        raise ValueError("negative table size")
+    if layout.dtype not in {_dtype_name(t) for t in _SAFETENSORS_DTYPES.values()}:
+        raise ValueError(f"dtype {layout.dtype!r} is not an embedding table's")
+    if len(layout.files) != len(layout.intervals):
+        raise ValueError("one file per interval is needed")
+    for name in layout.files:  # names inside the checkpoint folder only
+        if not name or name != Path(name).name or name in (".", ".."):
+            raise ValueError(f"file name {name!r} leaves the checkpoint folder")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -222,7 +251,7 @@ def read_layout(directory: str | os.PathLike[str]) -> ShardLayout:
 
     root = Path(directory)
     try:
-        raw = json.loads((root / MANIFEST_NAME).read_text())
+        raw = json.loads((root / MANIFEST_NAME).read_bytes().decode("utf-8"))
         if not isinstance(raw, dict):
             raise TypeError("the manifest is not a JSON object")
         if raw.get("format") != _FORMAT or raw.get("version") != _VERSION:
@@ -235,7 +264,8 @@ def read_layout(directory: str | os.PathLike[str]) -> ShardLayout:
             files=tuple(str(f) for f in raw["files"]),
             address_hash=raw.get("address_hash"),
         )
-    except (OSError, ValueError, KeyError, TypeError, UsageError) as error:
+        _check_layout_fields(layout)
+    except (OSError, ValueError, KeyError, TypeError, UsageError, RecursionError) as error:
         raise _mismatch(
             f"{root / MANIFEST_NAME} is missing or not a {_FORMAT} v{_VERSION} manifest "
             f"({type(error).__name__}: {error})",
@@ -244,13 +274,14 @@ def read_layout(directory: str | os.PathLike[str]) -> ShardLayout:
         ) from error
     for name, (start, end) in zip(layout.files, layout.intervals, strict=True):
         path = root / name
-        if not path.is_file():
-            raise _mismatch(f"shard file {path} is missing", str(path), "copy every shard file")
-        with safe_open(str(path), framework="pt") as f:
-            meta = f.metadata() or {}
-            piece = f.get_slice(_TENSOR)
-            shape, dtype = tuple(piece.get_shape()), piece.get_dtype()
-        recorded = (int(meta.get("vocab_start", -1)), int(meta.get("vocab_end", -1)))
+        with _damaged_shard(path):  # is_file raises on a name too long
+            if not path.is_file():
+                raise _mismatch(f"shard file {path} is missing", str(path), "copy every shard file")
+            with safe_open(str(path), framework="pt") as f:
+                meta = f.metadata() or {}
+                piece = f.get_slice(_TENSOR)
+                shape, dtype = tuple(piece.get_shape()), piece.get_dtype()
+            recorded = (int(meta.get("vocab_start", -1)), int(meta.get("vocab_end", -1)))
         dtype_ok = _dtype_name(_SAFETENSORS_DTYPES.get(dtype, torch.uint8)) == layout.dtype
         if shape != (end - start, layout.embedding_dim) or recorded != (start, end) or not dtype_ok:
             raise _mismatch(
@@ -301,7 +332,8 @@ def load_rows(
         lo, hi = max(s, start), min(e, end)
         if lo >= hi:
             continue
-        with safe_open(str(Path(directory) / name), framework="pt") as f:
+        path = Path(directory) / name
+        with _damaged_shard(path), safe_open(str(path), framework="pt") as f:
             parts.append(f.get_slice(_TENSOR)[lo - s : hi - s])  # [hi - lo, d]
     if not parts:  # an empty target interval (a tail rank of an uneven split)
         return torch.empty(0, layout.embedding_dim, dtype=getattr(torch, layout.dtype))
@@ -324,6 +356,8 @@ def load_vocab_shards(
         ParallelError SHARD_LAYOUT_MISMATCH: a different [V, d] or dtype than ``emb``,
             or an inconsistent checkpoint (see :func:`read_layout`).
         EmbeddingError ADDRESS_HASH_MISMATCH: both sides name a tokenizer and they differ.
+        EmbeddingError NON_FINITE_VALUES: a loaded row holds NaN or infinity (the layer
+            is left unchanged).
         EmbeddingError PAD_ROW_NOT_ZERO: the loaded PAD row is not zero under
             ``zero_pad_row`` (the layer is left unchanged).
     """
@@ -347,6 +381,7 @@ def load_vocab_shards(
             fix="load the table saved for this tokenizer",
         )
     rows = load_rows(directory, emb.vocab_start, emb.vocab_end, layout=layout)
+    check_finite(rows, what=f"shards in {directory}")
     pad = emb.config.padding_idx
     if pad is not None and emb.vocab_start <= pad < emb.vocab_end:
         check_pad_row(rows[pad - emb.vocab_start], emb.config)

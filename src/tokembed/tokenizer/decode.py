@@ -15,6 +15,7 @@ Example::
 from __future__ import annotations
 
 import codecs
+import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -49,6 +50,29 @@ def _invalid(offset: int, reason: str) -> TokenizerError:
     )
 
 
+def _as_ids(ids: Iterable[int]) -> list[int]:
+    """``ids`` as a list of Python ints; a tensor or array is read through ``tolist()``.
+
+    An element of a tensor is itself a tensor that hashes by identity, so without this it
+    would be reported as an unknown id although its value is known.
+    """
+    tolist = getattr(ids, "tolist", None)
+    items = tolist() if callable(tolist) and not isinstance(ids, list | tuple) else ids
+    out = [items] if isinstance(items, int) else list(items)
+    for pos, i in enumerate(out):
+        if type(i) is int:
+            continue
+        if isinstance(i, bool) or not hasattr(i, "__index__"):
+            raise UsageError(
+                "INVALID_ARGUMENT",
+                f"id {i!r} at position {pos} is a {type(i).__name__}, not an integer",
+                value=i,
+                fix="decode a flat sequence of integer ids (a 1-D integer tensor is accepted)",
+            )
+        out[pos] = operator.index(i)
+    return out
+
+
 @dataclass(frozen=True)
 class DecodeTable:
     """id → bytes for ordinary and special ids."""
@@ -64,8 +88,9 @@ class DecodeTable:
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """Concatenated bytes; raises UnknownTokenError(UNKNOWN_TOKEN_ID) naming id and position
-        (also a ``KeyError``, as in tiktoken)."""
-        ids = list(ids)
+        (also a ``KeyError``, as in tiktoken), UsageError(INVALID_ARGUMENT) for an id that is
+        not an integer (a float or a bool would otherwise pass as the id it equals)."""
+        ids = _as_ids(ids)
         pieces = self.pieces
         try:
             return b"".join([pieces[i] for i in ids])

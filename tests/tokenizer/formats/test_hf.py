@@ -187,3 +187,63 @@ def test_bad_json_is_refused(tmp_path: Path) -> None:
     with pytest.raises(FormatError) as e:
         load_tokenizer(tmp_path)
     assert e.value.code == "MALFORMED_TOKENIZER_FILE"
+
+
+def test_component_type_that_is_a_list_is_refused(tmp_path: Path) -> None:
+    tok = Tokenizer(
+        pretokenizer=Pretokenizer.preset("gpt2"), tables=BPETables.byte_level(merges=[])
+    )
+    path = export_hf(tok, tmp_path / "tokenizer.json")
+    doc = json.loads(Path(path).read_text())
+    doc["pre_tokenizer"]["type"] = ["Sequence"]
+    Path(path).write_text(json.dumps(doc))
+    with pytest.raises(FormatError) as e:
+        load_tokenizer(path)
+    assert e.value.code == "UNSUPPORTED_TOKENIZER"
+
+
+def test_empty_special_name_is_refused(tmp_path: Path) -> None:
+    tables = BPETables.byte_level(merges=[], specials={"<|end|>": 256})
+    tok = Tokenizer(pretokenizer=Pretokenizer.preset("gpt2"), tables=tables)
+    path = export_hf(tok, tmp_path / "tokenizer.json")
+    doc = json.loads(Path(path).read_text())
+    doc["added_tokens"][0]["content"] = ""
+    Path(path).write_text(json.dumps(doc))
+    with pytest.raises(FormatError) as e:
+        load_tokenizer(path)
+    assert e.value.code == "MALFORMED_TOKENIZER_FILE"
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ('"hi": 256', '"hi": 1000000000000'),  # an id the encoder's 32-bit arrays cannot hold
+        ('"hi": 256', '"hi": ' + "9" * 5000),  # past Python's 4300-digit int conversion limit
+    ],
+)
+def test_ids_out_of_any_vocabulary_are_refused(tmp_path: Path, old: str, new: str) -> None:
+    tok = Tokenizer(
+        pretokenizer=Pretokenizer.preset("gpt2"), tables=BPETables.byte_level(merges=[(104, 105)])
+    )
+    path = export_hf(tok, tmp_path / "tokenizer.json")
+    text = json.dumps(json.loads(Path(path).read_text()))
+    assert old in text
+    Path(path).write_text(text.replace(old, new))
+    with pytest.raises(FormatError) as e:
+        load_tokenizer(path)
+    assert e.value.code == "MALFORMED_TOKENIZER_FILE"
+
+
+@pytest.mark.parametrize("token", [None, 3, "x", []])
+def test_an_added_token_that_is_not_an_object_is_refused(tmp_path: Path, token: Any) -> None:
+    # Found by fuzzing: "added_tokens": [null] raised AttributeError.
+    tok = Tokenizer(
+        pretokenizer=Pretokenizer.preset("gpt2"), tables=BPETables.byte_level(merges=[])
+    )
+    path = export_hf(tok, tmp_path / "tokenizer.json")
+    doc = json.loads(Path(path).read_text())
+    doc["added_tokens"] = [token]
+    Path(path).write_text(json.dumps(doc))
+    with pytest.raises(FormatError) as e:
+        load_tokenizer(path)
+    assert e.value.code == "MALFORMED_TOKENIZER_FILE"

@@ -138,3 +138,26 @@ def test_formats_import_no_optional_peer() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_empty_special_name_is_refused_at_load(tmp_path: Path) -> None:
+    tables = BPETables.byte_level(merges=[], specials={"": 256})
+    tok = Tokenizer(pretokenizer=Pretokenizer.preset("teaching"), tables=tables)
+    path = save_tokenizer(tok, tmp_path / "t.json")
+    with pytest.raises(FormatError) as e:
+        load_tokenizer(path)
+    assert e.value.code == "MALFORMED_TOKENIZER_FILE"
+
+
+def test_json_nested_too_deeply_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text('{"a":' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(FormatError) as e:
+        load_tokenizer(path)
+    assert e.value.code == "MALFORMED_TOKENIZER_FILE"
+
+
+def test_a_name_too_long_is_coded(tmp_path: Path) -> None:
+    with pytest.raises(UsageError) as e:
+        load_tokenizer(tmp_path / ("n" * 300 + ".json"))
+    assert e.value.code == "NAME_TOO_LONG"

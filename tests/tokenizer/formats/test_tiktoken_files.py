@@ -249,3 +249,51 @@ def test_folder_without_a_tokenizer_is_file_not_found(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as e:
         load_tokenizer(tmp_path)
     assert e.value.code == "FILE_NOT_FOUND"
+
+
+def test_export_refuses_a_special_id_tiktoken_cannot_hold(tmp_path: Path) -> None:
+    tables = BPETables.byte_level(merges=[], specials={"<|end|>": 2**32})
+    tok = Tokenizer(pretokenizer=Pretokenizer.preset("teaching"), tables=tables)
+    with pytest.raises(FormatError) as e:
+        export_tiktoken(tok, tmp_path)
+    assert e.value.code == "SPECIAL_ID_UNREPRESENTABLE"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (b"", "holds no ranks"),
+        (b"\n\n", "holds no ranks"),
+        (b"".join(_b64(bytes([b])) + b" %d\n" % b for b in range(255)), "no rank for 1 single"),
+        (
+            b"".join(_b64(bytes([b])) + b" %d\n" % b for b in range(256))
+            + _b64(b"ab")
+            + b" 4294967296\n",
+            "below 2^32",
+        ),
+    ],
+)
+def test_empty_incomplete_and_overflowing_rank_files_are_refused(
+    tmp_path: Path, data: bytes, why: str
+) -> None:
+    path = tmp_path / "r.tiktoken"
+    path.write_bytes(data)
+    with pytest.raises(FormatError) as e:
+        load_tokenizer(path, encoding="r50k_base")
+    assert (e.value.code, why in e.value.message) == ("MALFORMED_RANKS", True)
+
+
+def test_sidecar_with_an_empty_special_name_is_refused(tmp_path: Path) -> None:
+    import json
+
+    tables = BPETables.byte_level(merges=[], specials={"<|end|>": 256})
+    path = export_tiktoken(Tokenizer(pretokenizer=Pretokenizer.preset("teaching"), tables=tables),
+                           tmp_path)  # fmt: skip
+    sidecar = path.with_name(path.name + ".json")
+    doc = json.loads(sidecar.read_text())
+    doc["special_tokens"] = {"": 256}
+    sidecar.write_text(json.dumps(doc))
+    with pytest.raises(FormatError) as e:
+        load_tokenizer(path)
+    assert e.value.code == "MALFORMED_TOKENIZER_FILE"

@@ -27,6 +27,10 @@ def malformed(source: str, message: str, *, value: object = None) -> FormatError
     )
 
 
+# Ordinary ids index 32-bit arrays in the encoder (and tiktoken's u32 ranks).
+_ID_LIMIT = 2**32
+
+
 def build_tables(
     source: str,
     *,
@@ -34,7 +38,16 @@ def build_tables(
     merges: Sequence[tuple[int, int, int]],
     specials: Mapping[str, int],
 ) -> BPETables:
-    """Validated tables; an inconsistency becomes MALFORMED_TOKENIZER_FILE naming the file."""
+    """Validated tables; an inconsistency becomes MALFORMED_TOKENIZER_FILE naming the file.
+
+    An empty special-token name is refused here: every text contains the empty string,
+    so no encode could ever tell a special token from ordinary text.
+    """
+    if any(not name for name in specials):
+        raise malformed(source, "a special token's name is empty", value=specials.get(""))
+    too_big = max(pieces, default=0)
+    if too_big >= _ID_LIMIT:  # the encoder keeps ordinary ids in 32-bit arrays
+        raise malformed(source, f"token id {too_big} is not below 2^32", value=too_big)
     try:
         return BPETables(pieces=pieces, merges=tuple(merges), specials=specials)
     except TokenizerError as exc:

@@ -114,7 +114,7 @@ def check_component(kind: str, node: Any, source: str) -> str | None:
     if not isinstance(node, dict):
         raise _unsupported(source, f"{kind} must be an object", type(node).__name__)
     kind_type = node.get("type") if kind != "added_token" else None
-    if kind_type not in rules:
+    if not isinstance(kind_type, str | None) or kind_type not in rules:  # a list is unhashable
         raise _unsupported(source, f"{kind} type {kind_type!r} is not supported", kind_type)
     rule = rules[kind_type]
     for key, value in node.items():

@@ -18,9 +18,10 @@ from typing import Any
 
 from tokembed._atomic import check_output as write_atomic_check
 from tokembed._atomic import write_atomic
+from tokembed._oserror import input_error
 from tokembed.errors import FormatError, UsageError
 
-__all__ = ["read_json", "require_file", "write_atomic", "write_atomic_check"]
+__all__ = ["read_bytes", "read_json", "require_file", "write_atomic", "write_atomic_check"]
 
 
 def require_file(path: Path) -> Path:
@@ -28,8 +29,13 @@ def require_file(path: Path) -> Path:
 
     Raises:
         UsageError(FILE_NOT_FOUND): nothing (or no file) is there.
+        UsageError(NAME_TOO_LONG, FILE_UNREADABLE): the path cannot be examined.
     """
-    if not path.is_file():
+    try:
+        is_file = path.is_file()
+    except OSError as exc:  # a name too long is not "missing" to Path.is_file
+        raise input_error(exc, path) from None
+    if not is_file:
         raise UsageError(
             "FILE_NOT_FOUND",
             f"no such file: {path}",
@@ -39,20 +45,35 @@ def require_file(path: Path) -> Path:
     return path
 
 
+def read_bytes(path: Path) -> bytes:
+    """The contents of the file ``path``.
+
+    Raises:
+        UsageError(FILE_NOT_FOUND, FILE_UNREADABLE, NAME_TOO_LONG).
+    """
+    try:
+        return require_file(path).read_bytes()
+    except OSError as exc:
+        raise input_error(exc, path) from None
+
+
 def read_json(path: Path) -> Any:
     """Parsed JSON of ``path``.
 
     Raises:
-        UsageError(FILE_NOT_FOUND): the file does not exist.
-        FormatError(MALFORMED_TOKENIZER_FILE): it is not UTF-8 JSON.
+        UsageError(FILE_NOT_FOUND, FILE_UNREADABLE, NAME_TOO_LONG): see :func:`read_bytes`.
+        FormatError(MALFORMED_TOKENIZER_FILE): it is not UTF-8 JSON, or nests deeper
+            than Python's JSON parser can follow.
     """
-    raw = require_file(path).read_bytes()
+    raw = read_bytes(path)
     try:
         return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    # ValueError also covers an integer past Python's 4300-digit conversion limit.
+    except (ValueError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         raise FormatError(
             "MALFORMED_TOKENIZER_FILE",
-            f"{path} is not valid UTF-8 JSON: {exc}",
+            f"{path} is not valid UTF-8 JSON: {why}",
             value=str(path),
             fix="pass an unmodified tokenizer file",
         ) from None

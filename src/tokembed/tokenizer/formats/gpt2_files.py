@@ -24,7 +24,7 @@ from pathlib import Path
 import regex
 
 from tokembed.tokenizer.formats._build import build_pretokenizer, build_tables, malformed
-from tokembed.tokenizer.formats._io import read_json, require_file
+from tokembed.tokenizer.formats._io import read_bytes, read_json
 from tokembed.tokenizer.formats.hf import tables_from_vocab
 from tokembed.tokenizer.pretokenize import PATTERNS
 from tokembed.tokenizer.tokenizer import Tokenizer
@@ -46,10 +46,12 @@ def load_vocab_merges(folder: str | Path) -> Tokenizer:
     if not isinstance(vocab, dict):
         raise malformed(str(vocab_path), "vocab.json must map token spellings to ids")
     try:
-        text = require_file(merges_path).read_bytes().decode("utf-8")
+        text = read_bytes(merges_path).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise malformed(str(merges_path), f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
     lines = [line for line in text.splitlines() if line and not line.startswith("#version")]
+    if not lines:
+        raise malformed(str(merges_path), "no merges (an empty merges.txt)")
     merged = {left + right for left, _, right in (line.partition(" ") for line in lines)}
     specials = {
         t: i

@@ -118,6 +118,8 @@ def _specials(source: str, added: Any) -> dict[str, int]:
         raise malformed(source, "'added_tokens' must be a list", value=type(added).__name__)
     specials: dict[str, int] = {}
     for token in added:
+        if not isinstance(token, dict):  # found by fuzzing: [null] passed the component check
+            raise malformed(source, "each added token must be an object", value=token)
         check_component("added_token", token, source)
         content, i = token.get("content"), token.get("id")
         if not isinstance(content, str) or not isinstance(i, int) or i < 0:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tokembed._oserror import input_error
 from tokembed.errors import FormatError, UsageError
 from tokembed.tokenizer.formats._build import malformed
 from tokembed.tokenizer.formats._io import read_json, require_file
@@ -90,10 +91,17 @@ def load_tokenizer(path: str | Path, *, encoding: str | None = None) -> Tokenize
         UsageError(ENCODING_UNAVAILABLE): a name whose ranks are not cached, offline.
         UsageError(INVALID_ARGUMENT): ``encoding`` given for a file that is not a rank file.
         FormatError(UNSUPPORTED_TOKENIZER): a file of no kind listed above.
+        UsageError(FILE_UNREADABLE, NAME_TOO_LONG): the OS refused to read it.
         FormatError: the file is malformed or cannot be represented (codes in each reader).
     """
-    spec = path
-    path = Path(path)
+    try:
+        return _load(path, encoding)
+    except OSError as exc:  # permissions, a name too long: the readers' own checks come first
+        raise input_error(exc, Path(path)) from None
+
+
+def _load(spec: str | Path, encoding: str | None) -> Tokenizer:
+    path = Path(spec)
     if not path.exists():
         if str(spec) in known_encodings():
             return get_encoding(str(spec), encoding=encoding)

@@ -30,6 +30,9 @@ from collections.abc import Mapping
 from tokembed.errors import FormatError
 from tokembed.tokenizer.model import BPETables
 
+# tiktoken's core keeps ranks as u32.
+_RANK_LIMIT = 2**32
+
 __all__ = [
     "format_ranks",
     "lowest_rank_split",
@@ -53,7 +56,8 @@ def parse_ranks(data: bytes, *, source: str = "<ranks>") -> dict[bytes, int]:
 
     Raises:
         FormatError(MALFORMED_RANKS): a line is not two fields, the base64 is invalid,
-            the rank is not a non-negative integer, or a piece or rank repeats.
+            the rank is not an integer in [0, 2^32), a piece or rank repeats, or
+            there is no line at all.
     """
     ranks: dict[bytes, int] = {}
     seen_ranks: set[int] = set()
@@ -70,12 +74,21 @@ def parse_ranks(data: bytes, *, source: str = "<ranks>") -> dict[bytes, int]:
         if not fields[1].isdigit():
             raise _bad_line(source, lineno, "rank is not a non-negative integer", line)
         rank = int(fields[1])
+        if rank >= _RANK_LIMIT:
+            raise _bad_line(source, lineno, "rank is not below 2^32 (tiktoken stores u32)", line)
         if not piece:
             raise _bad_line(source, lineno, "empty piece", line)
         if piece in ranks or rank in seen_ranks:
             raise _bad_line(source, lineno, "duplicate piece or rank", line)
         ranks[piece] = rank
         seen_ranks.add(rank)
+    if not ranks:
+        raise FormatError(
+            "MALFORMED_RANKS",
+            f"{source} holds no ranks",
+            value=source,
+            fix="pass a non-empty .tiktoken file",
+        )
     return ranks
 
 

@@ -7,7 +7,9 @@ tokens come from, in this order,
    (tiktoken's plugins or our own table, e.g. ``"qwen"``);
 2. a sidecar ``<file>.tiktoken.json`` beside the rank file (what :func:`export_tiktoken`
    writes: ``{"format": ..., "version": 1, "name", "pat_str", "special_tokens"}``,
-   the keyword arguments of ``tiktoken.Encoding``);
+   the keyword arguments of ``tiktoken.Encoding``, and ``ranks_sha256``, the hash of the
+   rank file it was written with, which loading checks: a rank file and a sidecar from
+   two different exports are refused instead of giving wrong special-token ids);
 3. the file's stem when it is a known encoding name (``o200k_base.tiktoken``).
 
 Anything else is refused rather than guessed.
@@ -21,19 +23,16 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from tokembed._atomic import write_files_atomic
 from tokembed.errors import FormatError, TokenizerError
 from tokembed.tokenizer.formats._build import build_pretokenizer, malformed
-from tokembed.tokenizer.formats._io import (
-    read_json,
-    require_file,
-    write_atomic,
-    write_atomic_check,
-)
+from tokembed.tokenizer.formats._io import read_bytes, read_json
 from tokembed.tokenizer.formats.encodings import EncodingSpec, encoding_spec, known_encodings
 from tokembed.tokenizer.formats.ranks import (
     format_ranks,
@@ -47,9 +46,12 @@ __all__ = ["export_tiktoken", "load_tiktoken"]
 
 _SIDECAR_FORMAT = "tokembed.tiktoken-sidecar"
 _SIDECAR_VERSION = 1
+_HASH_KEY = "ranks_sha256"
+# tiktoken stores ranks as u32; a special id at or past this cannot be written for it.
+_RANK_LIMIT = 2**32
 
 
-def _sidecar_spec(path: Path) -> EncodingSpec:
+def _sidecar_spec(path: Path, ranks_data: bytes) -> EncodingSpec:
     data = read_json(path)
     if not isinstance(data, dict) or data.get("format") != _SIDECAR_FORMAT:
         raise malformed(str(path), f"not a {_SIDECAR_FORMAT} file")
@@ -65,15 +67,25 @@ def _sidecar_spec(path: Path) -> EncodingSpec:
         raise malformed(str(path), "sidecar needs 'pat_str' (string) and 'special_tokens' (object)")
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in specials.values()):
         raise malformed(str(path), "special token ids must be integers", value=specials)
+    if any(not k for k in specials):
+        raise malformed(str(path), "a special token's name is empty", value="")
+    recorded = data.get(_HASH_KEY)
+    if recorded is not None and recorded != hashlib.sha256(ranks_data).hexdigest():
+        raise FormatError(
+            "HASH_MISMATCH",
+            f"{path} was written with a different rank file than the one beside it",
+            value=recorded,
+            fix="the export was interrupted or the files were mixed: export the tokenizer again",
+        )
     return EncodingSpec(name=str(name or path.stem), pattern=pattern, specials=specials)
 
 
-def _spec_for(path: Path, encoding: str | None) -> EncodingSpec:
+def _spec_for(path: Path, encoding: str | None, ranks_data: bytes) -> EncodingSpec:
     if encoding is not None:
         return encoding_spec(encoding)
     sidecar = path.with_name(path.name + ".json")
     if sidecar.is_file():
-        return _sidecar_spec(sidecar)
+        return _sidecar_spec(sidecar, ranks_data)
     if path.stem in known_encodings():
         return encoding_spec(path.stem)
     raise FormatError(
@@ -92,8 +104,17 @@ def load_tiktoken(path: str | Path, *, encoding: str | None = None) -> Tokenizer
         UNSUPPORTED_VERSION, MALFORMED_TOKENIZER_FILE).
     """
     path = Path(path)
-    spec = _spec_for(path, encoding)
-    ranks = parse_ranks(require_file(path).read_bytes(), source=str(path))
+    data = read_bytes(path)
+    spec = _spec_for(path, encoding, data)
+    ranks = parse_ranks(data, source=str(path))
+    missing = sorted(set(range(256)) - {p[0] for p in ranks if len(p) == 1})
+    if missing:  # tiktoken's byte-pair encoding assumes every single byte has a rank
+        raise FormatError(
+            "MALFORMED_RANKS",
+            f"{path} has no rank for {len(missing)} single bytes (first: 0x{missing[0]:02x})",
+            value=missing[:16],
+            fix="a rank file must give every one of the 256 bytes a rank",
+        )
     try:
         tables = ranks_to_tables(ranks, specials=spec.specials)
     except TokenizerError as exc:  # a special id that is also a rank: wrong encoding name
@@ -113,11 +134,13 @@ def export_tiktoken(
 
     Returns the rank file's path. tiktoken reads it back as
     ``tiktoken.Encoding(mergeable_ranks=load_tiktoken_bpe(path), **sidecar)``
-    (minus the ``format``/``version`` keys).
+    (minus the ``format``, ``version`` and ``ranks_sha256`` keys). Both files are
+    written completely before either is renamed into place, the sidecar last.
 
     Raises:
         FormatError(UNSUPPORTED_TOKENIZER): more than one pre-tokenizer stage, or merges
             that tiktoken's rank-based joining cannot reproduce (see ``tables_to_ranks``).
+        FormatError(SPECIAL_ID_UNREPRESENTABLE): a special id tiktoken cannot store.
         UsageError(OUTPUT_EXISTS): a file to write is one of ``inputs``.
     """
     if len(tok.pretokenizer.stages) != 1:
@@ -128,6 +151,14 @@ def export_tiktoken(
             fix="export this tokenizer with --format hf instead",
         )
     ranks = tables_to_ranks(tok.tables)
+    too_big = {k: v for k, v in tok.tables.specials.items() if not 0 <= v < _RANK_LIMIT}
+    if too_big:
+        raise FormatError(
+            "SPECIAL_ID_UNREPRESENTABLE",
+            f"tiktoken stores ids below 2^32; special tokens {sorted(too_big)} are not",
+            value=too_big,
+            fix="give the special tokens ids below 2^32, or export with --format hf",
+        )
     directory = Path(directory)
     stem = tok.name or "tokenizer"
     sidecar: dict[str, Any] = {
@@ -137,11 +168,13 @@ def export_tiktoken(
         "pat_str": tok.pretokenizer.stages[0],
         "special_tokens": dict(sorted(tok.tables.specials.items(), key=lambda kv: kv[1])),
     }
-    keep = [Path(p) for p in inputs]
+    rank_bytes = format_ranks(ranks)
+    sidecar[_HASH_KEY] = hashlib.sha256(rank_bytes).hexdigest()
     rank_path, sidecar_path = directory / f"{stem}.tiktoken", directory / f"{stem}.tiktoken.json"
-    for target in (rank_path, sidecar_path):  # refuse before writing either file
-        write_atomic_check(target, inputs=keep)
-    write_atomic(rank_path, format_ranks(ranks), inputs=keep)
     text = json.dumps(sidecar, ensure_ascii=False, indent=2) + "\n"
-    write_atomic(sidecar_path, text.encode("utf-8"), inputs=keep)
+    # The sidecar goes last: it names the rank file's hash, so it commits the pair.
+    write_files_atomic(
+        [(rank_path, rank_bytes), (sidecar_path, text.encode("utf-8"))],
+        inputs=[Path(p) for p in inputs],
+    )
     return rank_path
