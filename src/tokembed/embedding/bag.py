@@ -114,7 +114,7 @@ class TokenEmbeddingBag(nn.EmbeddingBag):
     entries (``padding_idx``; a negative k means row V + k) are excluded from sum,
     mean's denominator and max. The id range is the current weight's row count.
     ``weight=`` is accepted as this package's name for ``_weight``. Under
-    torch.compile, torch.export and torch.jit.trace the value checks are traced
+    torch.compile and torch.export the value checks are traced
     tensor asserts (torch's RuntimeError, the code in its message).
 
     Example::

@@ -22,6 +22,7 @@ Example::
 
 from __future__ import annotations
 
+import warnings
 from typing import Literal, NoReturn
 
 import torch
@@ -50,9 +51,10 @@ def value_check_mode(
     ids: torch.Tensor, checks: Literal["auto", "async", "off"] = "auto"
 ) -> Literal["eager", "assert", "skip"]:
     """How checks that need ``ids``' values run here: read back ("eager"), as traced
-    tensor asserts ("assert": torch.compile, torch.export, torch.jit.trace, or
-    ``checks="async"``), or not at all ("skip": ``checks="off"``, meta, fake and
-    vmap-batched tensors, which have no values to read).
+    tensor asserts ("assert": torch.compile, torch.export, or ``checks="async"``), or
+    not at all ("skip": ``checks="off"``, meta, fake and vmap-batched tensors, which
+    have no values to read). Under torch.jit.trace the example input is checked
+    eagerly and a TracerWarning says the traced graph will not hold the checks.
 
     Example::
 
@@ -63,8 +65,19 @@ def value_check_mode(
         return "skip"
     # is_compiling first: dynamo folds it to a constant and never traces what follows.
     # It is also true while torch.export traces, strict or not.
-    if torch.compiler.is_compiling() or torch.jit.is_tracing():
+    if torch.compiler.is_compiling():
         return "assert"
+    if torch.jit.is_tracing():
+        # TorchScript's tracer drops aten::_assert_async (it has no output), so the
+        # checks cannot live in a traced graph: check the example, and say so.
+        warnings.warn(
+            "torch.jit.trace does not record tokembed's value checks (range, PAD row,"
+            " one-hot); the traced module keeps only the gather's own bounds check."
+            " Use torch.export or torch.compile to keep them",
+            torch.jit.TracerWarning,
+            stacklevel=3,
+        )
+        return "skip" if checks == "off" else "eager"
     # vmap: aten._assert_async has no batching rule and a batched tensor no host
     # values; the gather's own bounds check still refuses an out-of-range id there.
     if torch._C._functorch.is_batchedtensor(ids) or ids.device.type == "meta" or is_fake(ids):

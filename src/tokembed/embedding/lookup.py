@@ -28,9 +28,10 @@ constructor, positional arguments included, ``from_pretrained``, ``_weight`` /
 ``_freeze``, a forward argument named ``input``, and settable ``padding_idx``,
 ``max_norm``, ``norm_type``, ``scale_grad_by_freq`` and ``sparse``. The id range
 is the current weight's row count. The state dict is nn.Embedding's (one
-``weight`` key), so either loads the other. Under torch.compile, torch.export and
-torch.jit.trace the value checks are traced tensor asserts (see
-:data:`~tokembed.embedding.lookup_config.CheckMode`); ``torch.jit.script`` is not
+``weight`` key), so either loads the other. Under torch.compile and torch.export the
+value checks are traced tensor asserts (see
+:data:`~tokembed.embedding.lookup_config.CheckMode`); torch.jit.trace checks the
+example input and warns that its graph cannot hold them; ``torch.jit.script`` is not
 supported (the forward takes :class:`AddressedIds` and a keyword-only argument,
 which TorchScript cannot type); trace or export instead.
 The sharded tables of :mod:`tokembed.parallel` take the same config and run the
@@ -96,7 +97,7 @@ class TokenEmbedding(nn.Embedding):
     ``forward(input | AddressedIds, *, row_counts=None) -> [*input.shape, d]``; see the
     module docstring for every check. ``config`` holds the full :class:`LookupConfig`;
     ``last_renormalized_rows`` (int64 ids, or None without ``max_norm`` and under
-    compile/export/trace) names the rows the latest forward rescaled in place.
+    compile, export and trace) names the rows the latest forward rescaled in place.
 
     Example::
 

@@ -19,8 +19,8 @@ exactly what the single-device table refuses, with the same codes:
   row is not zero under ``zero_pad_row``.
 
 Cost: the range check, the one-hot guard and the PAD-row check share one fused
-``aminmax`` and one host read; nothing is copied. Under torch.compile,
-torch.export and torch.jit.trace (or with ``checks="async"``) the same checks are
+``aminmax`` and one host read; nothing is copied. Under torch.compile
+and torch.export (or with ``checks="async"``) the same checks are
 tensor asserts (``torch._assert_async``) in the graph, raising torch's
 RuntimeError with the code in its message; meta, fake and vmap-batched ids skip
 the checks that need values (see :data:`~tokembed.embedding.lookup_config.CheckMode`).
@@ -147,8 +147,8 @@ def _one_hot_error(ids: torch.Tensor, config: LookupConfig) -> EmbeddingError:
 
 
 def _assert_values(ids: torch.Tensor, config: LookupConfig, pad_row: torch.Tensor | None) -> None:
-    # The same checks as tensor asserts: traced into the graph (compile, export,
-    # jit.trace), no host read. They raise torch's RuntimeError carrying the code.
+    # The same checks as tensor asserts: traced into the graph (compile, export),
+    # no host read. They raise torch's RuntimeError carrying the code.
     assert_in_range(ids, config.num_embeddings, what=config.role)
     if config.zero_pad_row and pad_row is not None:
         torch._assert_async(

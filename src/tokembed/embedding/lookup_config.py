@@ -42,7 +42,7 @@ __all__ = [
 IdRoute = Literal["refuse", "copy"]
 # How the checks that need the ids' values run: "auto" reads them back once per batch
 # and raises coded errors in eager mode, and emits traceable tensor asserts
-# (torch._assert_async) under torch.compile, torch.export and torch.jit.trace;
+# (torch._assert_async) under torch.compile and torch.export;
 # "async" emits those asserts in eager mode too (no host read); "off" leaves only
 # the checks that need no values (type, dtype, device), as nn.Embedding.
 CheckMode = Literal["auto", "async", "off"]
