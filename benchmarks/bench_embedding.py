@@ -5,7 +5,13 @@ d=1024, float32 on CPU. Both paths run in one process on identical inputs,
 interleaved (ours, peer, ours, ...) so drift hits both; the median of each is
 reported with the ratio ours/peer. Target: ratio <= 1.05.
 
-Usage: .venv/bin/python benchmarks/bench_embedding.py [--repeats 15] [--forward-only]
+``--traced`` adds the same comparison for the traced forms: the checked lookup under
+torch.compile(fullgraph=True) vs nn.Embedding under torch.compile(fullgraph=True)
+(inductor, the default backend), and torch.export'ed TokenEmbedding vs torch.export'ed
+nn.Embedding (both run through ``ExportedProgram.module()``). There the checks are
+traced tensor asserts (no host read), so the ratio is the asserts' cost.
+
+Usage: .venv/bin/python benchmarks/bench_embedding.py [--repeats 15] [--forward-only] [--traced]
 """
 
 from __future__ import annotations
@@ -16,12 +22,16 @@ import time
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from tokembed.embedding.lookup import TokenEmbedding
+from tokembed.embedding.lookup_checks import admit_lookup_ids
 
 
 def _step(fn, ids: torch.Tensor, weight: torch.Tensor, grad: torch.Tensor, backward: bool) -> float:  # type: ignore[no-untyped-def]
     weight.grad = None
+    for param in getattr(fn, "parameters", list)():  # an exported module holds its own
+        param.grad = None
     start = time.perf_counter()
     out = fn(ids)
     if backward:
@@ -37,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dim", type=int, default=1024)
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--forward-only", action="store_true")
+    parser.add_argument(
+        "--traced", action="store_true", help="also compare compiled and exported forms"
+    )
     args = parser.parse_args(argv)
 
     gen = torch.Generator().manual_seed(0)
@@ -58,7 +71,11 @@ def main(argv: list[str] | None = None) -> int:
         times_ours.append(_step(ours, ids, weight, grad, backward))
         times_peer.append(_step(peer, ids, weight, grad, backward))
     # The checks alone (dtype/device, fused aminmax, one host read), timed in isolation.
-    check = [_time(lambda: ours._check_values(ids)) for _ in range(args.repeats)]
+    device = weight.device
+    check = [
+        _time(lambda: admit_lookup_ids(ids, ours.config, device=device))
+        for _ in range(args.repeats)
+    ]
     what = "forward" if args.forward_only else "forward+backward"
     print(
         f"{what}  B={args.batch} L={args.length} V={args.vocab} d={args.dim} float32"
@@ -75,7 +92,44 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"  {'id checks alone':26}{statistics.median(check) * 1e3:8.3f}ms{min(check) * 1e3:8.3f}ms"
     )
+    if args.traced:
+        _traced(ours, ids, grad, backward, args.repeats)
     return 0
+
+
+def _traced(
+    ours: TokenEmbedding, ids: torch.Tensor, grad: torch.Tensor, backward: bool, repeats: int
+) -> None:
+    weight = ours.weight
+    plain = nn.Embedding(ours.num_embeddings, ours.embedding_dim, padding_idx=0, device="meta")
+    plain.weight = weight  # the same Parameter as ours
+    pairs = {
+        "compiled": (
+            torch.compile(ours, fullgraph=True),
+            torch.compile(plain, fullgraph=True),
+        ),
+        "exported": (
+            torch.export.export(ours, (ids,)).module(),
+            torch.export.export(plain, (ids,)).module(),
+        ),
+    }
+    for form, (mine, peer) in pairs.items():
+        assert torch.equal(mine(ids), peer(ids))
+        for _ in range(2):  # warm-up: compilation, autotuning, allocator
+            _step(mine, ids, weight, grad, backward)
+            _step(peer, ids, weight, grad, backward)
+        times_ours, times_peer = [], []
+        for _ in range(repeats):
+            times_ours.append(_step(mine, ids, weight, grad, backward))
+            times_peer.append(_step(peer, ids, weight, grad, backward))
+        print(f"  {form}: torch.{'compile(fullgraph=True)' if form == 'compiled' else 'export'}")
+        for name, times in (
+            (f"TokenEmbedding ({form})", times_ours),
+            (f"nn.Embedding ({form})", times_peer),
+        ):
+            print(f"  {name:26}{statistics.median(times) * 1e3:8.2f}ms{min(times) * 1e3:8.2f}ms")
+        ratio = statistics.median(times_ours) / statistics.median(times_peer)
+        print(f"  {'ratio ours/peer':26}{ratio:10.3f}{min(times_ours) / min(times_peer):10.3f}")
 
 
 def _time(fn) -> float:  # type: ignore[no-untyped-def]

@@ -222,11 +222,10 @@ class TokenEmbeddingBag(nn.EmbeddingBag):
             scale_grad_by_freq,
             mode,
             sparse,
-            embeddings,
+            nn.Parameter(embeddings, requires_grad=not freeze),  # shares the storage
             include_last_offset,
             padding_idx,
         )
-        bag.weight.requires_grad_(not freeze)
         return bag
 
     def forward(

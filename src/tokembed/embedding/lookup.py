@@ -167,7 +167,10 @@ class TokenEmbedding(nn.Embedding):
                     fix="pass a [num_embeddings, embedding_dim] table",
                 )
             # Like nn.Embedding(_weight=...): the tensor is used as is (no copy, PAD row kept).
-            self.weight = weight if isinstance(weight, nn.Parameter) else nn.Parameter(weight)
+            if not isinstance(weight, nn.Parameter):
+                # requires_grad decided here: an integer table cannot require gradients.
+                weight = nn.Parameter(weight, requires_grad=not _freeze)
+            self.weight = weight
             self.check_pad_row()
         if _freeze:
             self.weight.requires_grad_(False)
