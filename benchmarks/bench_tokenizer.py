@@ -1,11 +1,33 @@
-"""Tokenizer-core benchmark: our training and encoding against HF tokenizers and tiktoken.
+"""Tokenizer-core benchmark: our training and encoding against HF tokenizers, rustbpe and tiktoken.
 
 Every measurement runs in a fresh subprocess, so its peak memory (``ru_maxrss``,
 which counts Rust allocations that ``tracemalloc`` cannot see) belongs to it
-alone; input loading is included for both sides alike, timing is not.
+alone; reading the input is included in memory for every side alike, timing is not.
+The corpus is decompressed once into a plain text file that every side reads.
+
+Each peer runs as its users run it, in every reasonable configuration, and ours
+is compared with the fastest one (and, for memory, with the same row):
+
+* training, HF ``tokenizers``: ``Tokenizer.train([path], trainer)`` (from the file)
+  and ``Tokenizer.train_from_iterator(lines, trainer)`` (the file's lines); both
+  with the same regex split, ``ByteLevel`` bytes and ``vocab_size = 256 + merges``.
+  (Handing HF the whole corpus as one string makes it work on a single huge
+  sequence: several times slower and larger than either; that is not a user setup.)
+* training, ``rustbpe`` (nanochat's trainer) if installed:
+  ``Tokenizer().train_from_iterator(lines, 256 + merges, pattern=same regex)``.
+* encoding, tiktoken: ``encode_ordinary(text)`` (one thread) and, for batches,
+  ``encode_ordinary_batch(pieces, num_threads=k)`` for k = the CPU count and
+  tiktoken's default 8.
+
+Every row also gives CPU seconds (all threads of the measuring process plus our
+counting workers): on a loaded, shared machine wall time follows the load, CPU time
+far less, so both ratios are printed.
+
+Thread settings are not changed here; the ones in force are printed (HF tokenizers,
+rustbpe and tiktoken's batches use rayon/thread pools sized by the CPU count).
 
     python benchmarks/bench_tokenizer.py            # full: RusLit40, 4096 and 32768 merges
-    python benchmarks/bench_tokenizer.py --quick    # small slices, about a minute
+    python benchmarks/bench_tokenizer.py --quick    # small slices, a few minutes
 
 Targets (issue): training <= 2x HF time at 4096 merges and <= 3x at 32768, peak
 memory <= 2x HF; encoding >= 0.9x tiktoken single process; the pure reference
@@ -23,8 +45,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from _env import load_line, machine_line
 
 DATA = Path(
     os.environ.get("TOKEMBED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
@@ -32,17 +57,30 @@ DATA = Path(
 RUSLIT = DATA / "ruslit" / "ruslit40.txt.gz"
 O200K = DATA / "tokenizers" / "o200k_base.tiktoken"
 PUD_RU = DATA / "ud-pud-2.15" / "ru_pud-ud-test.conllu"
+_BATCH_PIECES = 64
 
 
 # --- inputs -------------------------------------------------------------------------
-def _corpus(name: str, chars: int | None) -> str:
+def _write_corpus(name: str, chars: int | None, path: Path) -> Path:
+    """Decompress/extract corpus ``name`` (first ``chars`` characters) into ``path``."""
     if name == "pud-ru":
         lines = PUD_RU.read_text(encoding="utf-8").splitlines()
         text = "\n".join(x[9:] for x in lines if x.startswith("# text = ")) + "\n"
     else:
         with gzip.open(RUSLIT, "rt", encoding="utf-8") as f:
             text = f.read()
+    path.write_text(text if chars is None else text[:chars], encoding="utf-8")
+    return path
+
+
+def _read(path: str, chars: int | None = None) -> str:
+    text = Path(path).read_text(encoding="utf-8")
     return text if chars is None else text[:chars]
+
+
+def _lines(path: str) -> Iterator[str]:
+    with open(path, encoding="utf-8") as f:  # lines keep their "\n", as HF's file reader does
+        yield from f
 
 
 def _lines_batches(text: str, n: int) -> list[str]:
@@ -61,12 +99,12 @@ def _lines_batches(text: str, n: int) -> list[str]:
 def _train_ours(a: dict[str, Any]) -> dict[str, Any]:
     from tokembed.tokenizer import TrainConfig, train
 
-    text = _corpus(a["corpus"], a["chars"])
-    t0 = time.perf_counter()
+    text = _read(a["file"])
+    t0, c0 = time.perf_counter(), _cpu()
     tok = train(
         [text], config=TrainConfig(merges=a["merges"], workers=a["workers"], progress=False)
     )
-    out = {"seconds": time.perf_counter() - t0, "merges": tok.n_merges}
+    out = {"seconds": time.perf_counter() - t0, "cpu_s": _cpu() - c0, "merges": tok.n_merges}
     if a.get("save"):
         from tokembed.tokenizer.formats import save_tokenizer
 
@@ -81,7 +119,6 @@ def _train_hf(a: dict[str, Any]) -> dict[str, Any]:
 
     from tokembed.tokenizer.pretokenize import PATTERNS
 
-    text = _corpus(a["corpus"], a["chars"])
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence(
         [
@@ -94,9 +131,31 @@ def _train_hf(a: dict[str, Any]) -> dict[str, Any]:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    t0 = time.perf_counter()
-    tok.train_from_iterator([text], trainer=trainer)
-    return {"seconds": time.perf_counter() - t0, "merges": tok.get_vocab_size() - 256}
+    t0, c0 = time.perf_counter(), _cpu()
+    if a["source"] == "files":
+        tok.train([a["file"]], trainer=trainer)
+    else:
+        tok.train_from_iterator(_lines(a["file"]), trainer=trainer)
+    return {
+        "seconds": time.perf_counter() - t0,
+        "cpu_s": _cpu() - c0,
+        "merges": tok.get_vocab_size() - 256,
+    }
+
+
+def _train_rustbpe(a: dict[str, Any]) -> dict[str, Any]:
+    import rustbpe
+
+    from tokembed.tokenizer.pretokenize import PATTERNS
+
+    tok = rustbpe.Tokenizer()
+    t0, c0 = time.perf_counter(), _cpu()
+    tok.train_from_iterator(_lines(a["file"]), 256 + a["merges"], pattern=PATTERNS["teaching"])
+    return {
+        "seconds": time.perf_counter() - t0,
+        "cpu_s": _cpu() - c0,
+        "merges": tok.vocab_size - 256,
+    }
 
 
 def _load(a: dict[str, Any]) -> Any:
@@ -110,26 +169,27 @@ def _load(a: dict[str, Any]) -> Any:
 def _encode_ours(a: dict[str, Any]) -> dict[str, Any]:
     from tokembed.tokenizer.encode import FastEncoder
 
-    text = _corpus("ruslit", a["chars"])
+    text = _read(a["file"], a["chars"])
     tok = _load(a)
     t0 = time.perf_counter()
     enc = FastEncoder(tok.tables, tok.pretokenizer, use_tiktoken=a["mode"] == "fast")
     setup = time.perf_counter() - t0
-    dt, n = float("inf"), 0
+    dt, cpu, n = float("inf"), float("inf"), 0
     for _ in range(a["repeat"]):  # best of N: the machine is shared
         if a["mode"] == "cached":  # a cold cache each time: no free ride from the last run
             enc = FastEncoder(tok.tables, tok.pretokenizer, use_tiktoken=False)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu()
         if a["mode"] == "reference":
             n = len(tok.encode_ordinary_reference(text))
         elif a["mode"] == "batch":
-            batches = _lines_batches(text, 64)
-            n = sum(map(len, tok.encode_batch(batches, workers=2, progress=False)))
+            batches = _lines_batches(text, _BATCH_PIECES)
+            n = sum(map(len, tok.encode_batch(batches, workers=a["threads"], progress=False)))
         else:
             n = len(enc.encode_ordinary(text))
-        dt = min(dt, time.perf_counter() - t0)
+        dt, cpu = min(dt, time.perf_counter() - t0), min(cpu, _cpu() - c0)
     return {
         "seconds": dt,
+        "cpu_s": cpu,
         "mb_s": len(text.encode()) / dt / 1e6,
         "tokens": n,
         "setup_s": setup,
@@ -140,7 +200,7 @@ def _encode_ours(a: dict[str, Any]) -> dict[str, Any]:
 def _encode_tiktoken(a: dict[str, Any]) -> dict[str, Any]:
     import tiktoken
 
-    text = _corpus("ruslit", a["chars"])
+    text = _read(a["file"], a["chars"])
     tok = _load(a)
     ranks = {p: i for i, p in tok.tables.pieces.items()}
     if len(ranks) != len(tok.tables.pieces):
@@ -148,23 +208,40 @@ def _encode_tiktoken(a: dict[str, Any]) -> dict[str, Any]:
     enc = tiktoken.Encoding(
         "peer", pat_str=tok.pretokenizer.stages[0], mergeable_ranks=ranks, special_tokens={}
     )
-    dt, n = float("inf"), 0
+    dt, cpu, n = float("inf"), float("inf"), 0
     for _ in range(a["repeat"]):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu()
         if a["mode"] == "batch":
-            n = sum(map(len, enc.encode_ordinary_batch(_lines_batches(text, 64), num_threads=2)))
+            pieces = _lines_batches(text, _BATCH_PIECES)
+            n = sum(map(len, enc.encode_ordinary_batch(pieces, num_threads=a["threads"])))
         else:
             n = len(enc.encode_ordinary(text))
-        dt = min(dt, time.perf_counter() - t0)
-    return {"seconds": dt, "mb_s": len(text.encode()) / dt / 1e6, "tokens": n}
+        dt, cpu = min(dt, time.perf_counter() - t0), min(cpu, _cpu() - c0)
+    return {"seconds": dt, "cpu_s": cpu, "mb_s": len(text.encode()) / dt / 1e6, "tokens": n}
+
+
+def _write(a: dict[str, Any]) -> dict[str, Any]:
+    _write_corpus(a["corpus"], a["chars"], Path(a["path"]))
+    return {}
 
 
 _CHILDREN = {
+    "write": _write,
     "train_ours": _train_ours,
     "train_hf": _train_hf,
+    "train_rustbpe": _train_rustbpe,
     "encode_ours": _encode_ours,
     "encode_tiktoken": _encode_tiktoken,
 }
+
+
+def _cpu() -> float:
+    """CPU seconds of this process (all threads) and of its reaped children (our workers)."""
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _child(spec: str) -> None:
@@ -172,6 +249,15 @@ def _child(spec: str) -> None:
     out = _CHILDREN[a["kind"]](a)
     out["maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(out))
+
+
+def _prepare(name: str, chars: int | None, path: Path) -> Path:
+    """Write the corpus file in a child: the parent stays small, because a child's
+    ``ru_maxrss`` starts at the parent's peak resident size (Linux keeps it across exec)."""
+    out = _run(kind="write", corpus=name, chars=chars, path=str(path))
+    if "error" in out:
+        raise SystemExit(f"cannot write corpus {name}: {out['error']}")
+    return path
 
 
 def _run(**a: Any) -> dict[str, Any]:
@@ -191,43 +277,114 @@ def _ratio(x: float | None, y: float | None) -> str:
     return f"{x / y:.2f}x" if x and y else "n/a"
 
 
-def _train_row(
-    label: str, merges: int, chars: int | None, corpus: str, workers: int, save: str | None = None
-) -> None:
-    ours = _run(
-        kind="train_ours", corpus=corpus, chars=chars, merges=merges, workers=workers, save=save
-    )
-    hf = _run(kind="train_hf", corpus=corpus, chars=chars, merges=merges)
-    print(
-        f"train {label:<22} N={merges:<6} ours {ours.get('seconds', 0):7.1f} s {ours.get('maxrss_mb', 0):7.0f} MB"
-        f" | HF {hf.get('seconds', 0):7.1f} s {hf.get('maxrss_mb', 0):7.0f} MB"
-        f" | time {_ratio(ours.get('seconds'), hf.get('seconds'))}, memory {_ratio(ours.get('maxrss_mb'), hf.get('maxrss_mb'))}"
-        + (f" | duplicate pieces {ours['duplicate_pieces']}" if "duplicate_pieces" in ours else "")
-        + (
-            f" | {ours.get('error') or hf.get('error')}" if "error" in ours or "error" in hf else ""
+def _has_rustbpe() -> bool:
+    try:
+        import rustbpe  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _train_block(label: str, merges: int, file: Path, workers: int, save: str | None) -> None:
+    print(f"train {label}, {merges} merges ({load_line('now')})", flush=True)
+    runs: dict[str, dict[str, Any]] = {
+        f"ours    tokembed train([whole text], workers={workers})": _run(
+            kind="train_ours", file=str(file), merges=merges, workers=workers, save=save
         ),
-        flush=True,
-    )
+        "peer    HF Tokenizer.train([file], BpeTrainer)": _run(
+            kind="train_hf", file=str(file), merges=merges, source="files"
+        ),
+        "peer    HF Tokenizer.train_from_iterator(file lines)": _run(
+            kind="train_hf", file=str(file), merges=merges, source="lines"
+        ),
+    }
+    if _has_rustbpe():
+        runs["peer    rustbpe train_from_iterator(file lines)"] = _run(
+            kind="train_rustbpe", file=str(file), merges=merges
+        )
+    else:
+        print("  rustbpe: not installed (pip install rustbpe), its row is left out")
+    ours_name = next(iter(runs))
+    ours = runs[ours_name]
+    for name, r in runs.items():
+        line = f"  {name:54}{r.get('seconds', 0):7.1f} s (cpu {r.get('cpu_s', 0):6.1f} s)"
+        line += f" {r.get('maxrss_mb', 0):7.0f} MB"
+        line += f"  merges {r.get('merges', '?')}"
+        if r is not ours:
+            line += (
+                f"  ours/this: time {_ratio(ours.get('seconds'), r.get('seconds'))},"
+                f" cpu {_ratio(ours.get('cpu_s'), r.get('cpu_s'))},"
+                f" memory {_ratio(ours.get('maxrss_mb'), r.get('maxrss_mb'))}"
+            )
+        if "duplicate_pieces" in r:
+            line += f"  duplicate pieces {r['duplicate_pieces']}"
+        if "error" in r:
+            line += f"  ERROR {r['error']}"
+        print(line)
+    peers = {n: r for n, r in runs.items() if r is not ours and "seconds" in r}
+    if peers and "seconds" in ours:
+        fast = min(peers, key=lambda n: peers[n]["seconds"])
+        small = min(peers, key=lambda n: peers[n]["maxrss_mb"])
+        print(
+            f"  ours vs the fastest peer ({fast.split(maxsplit=1)[1]}): time"
+            f" {_ratio(ours['seconds'], peers[fast]['seconds'])}, cpu"
+            f" {_ratio(ours['cpu_s'], peers[fast]['cpu_s'])}, memory"
+            f" {_ratio(ours['maxrss_mb'], peers[fast]['maxrss_mb'])};"
+            f" vs the smallest peer ({small.split(maxsplit=1)[1]}): memory"
+            f" {_ratio(ours['maxrss_mb'], peers[small]['maxrss_mb'])}",
+            flush=True,
+        )
 
 
-def _encode_rows(label: str, vocab: str, chars: int | None, ref_chars: int) -> None:
-    ours = _run(kind="encode_ours", vocab=vocab, chars=chars, mode="fast", repeat=3)
-    own = _run(kind="encode_ours", vocab=vocab, chars=chars, mode="cached", repeat=2)
-    peer = _run(kind="encode_tiktoken", vocab=vocab, chars=chars, mode="single", repeat=3)
-    batch = _run(kind="encode_ours", vocab=vocab, chars=chars, mode="batch", repeat=2)
-    peer_batch = _run(kind="encode_tiktoken", vocab=vocab, chars=chars, mode="batch", repeat=2)
-    ref = _run(kind="encode_ours", vocab=vocab, chars=ref_chars, mode="reference", repeat=1)
-    p = peer.get("mb_s")
-    print(f"encode {label}: tiktoken {p or 0:.2f} MB/s {peer.get('skipped', '')}", flush=True)
-    print(
-        f"  ours fast ({ours.get('backend')}, setup {ours.get('setup_s', 0):.1f} s): {ours.get('mb_s', 0):.2f} MB/s, {_ratio(ours.get('mb_s'), p)}"
-        f"{'' if ours.get('tokens') == peer.get('tokens') or not p else ' TOKEN COUNT DIFFERS'}"
-    )
-    print(f"  ours own cached path: {own.get('mb_s', 0):.2f} MB/s, {_ratio(own.get('mb_s'), p)}")
-    print(
-        f"  batch, our 2 workers (threads on tiktoken's core) vs tiktoken 2 threads: {batch.get('mb_s', 0):.2f} vs {peer_batch.get('mb_s', 0):.2f} MB/s, "
-        f"{_ratio(batch.get('mb_s'), peer_batch.get('mb_s'))}"
-    )
+def _encode_rows(
+    label: str, vocab: str, file: Path, chars: int | None, ref_chars: int, repeat: int, own: bool
+) -> None:
+    f, cpus = str(file), os.cpu_count() or 1
+    print(f"encode {label}, best of {repeat} ({load_line('now')})", flush=True)
+    single = {
+        "ours    fast path (tiktoken's core)": _run(
+            kind="encode_ours", vocab=vocab, file=f, chars=chars, mode="fast", repeat=repeat
+        ),
+        "peer    tiktoken encode_ordinary (1 thread)": _run(
+            kind="encode_tiktoken", vocab=vocab, file=f, chars=chars, mode="single", repeat=repeat
+        ),
+    }
+    if own:  # our pure-Python cached path: no peer row of its own, slow on a loaded machine
+        single["ours    own cached encoder"] = _run(
+            kind="encode_ours", vocab=vocab, file=f, chars=chars, mode="cached", repeat=1
+        )
+    batch = {
+        f"ours    encode_batch({_BATCH_PIECES} pieces, workers={cpus})": _run(
+            kind="encode_ours", vocab=vocab, file=f, chars=chars, mode="batch", repeat=repeat,
+            threads=cpus,
+        ),
+    }  # fmt: skip
+    for k in sorted({cpus, 8}):
+        batch[f"peer    tiktoken encode_ordinary_batch(num_threads={k})"] = _run(
+            kind="encode_tiktoken", vocab=vocab, file=f, chars=chars, mode="batch", repeat=repeat,
+            threads=k,
+        )  # fmt: skip
+    ref = _run(kind="encode_ours", vocab=vocab, file=f, chars=ref_chars, mode="reference", repeat=1)
+    for title, runs in (("one text, one thread", single), ("batch", batch)):
+        print(f"  {title}:")
+        peers = {n: r for n, r in runs.items() if n.startswith("peer") and "mb_s" in r}
+        best = max(peers, key=lambda n: peers[n]["mb_s"]) if peers else None
+        for name, r in runs.items():
+            line = f"    {name:56}{r.get('mb_s', 0):7.2f} MB/s (cpu {r.get('cpu_s', 0):5.1f} s)"
+            line += f" {r.get('maxrss_mb', 0):6.0f} MB"
+            if name.startswith("ours") and best:
+                line += (
+                    f"  ours/fastest peer: speed {_ratio(r.get('mb_s'), peers[best]['mb_s'])},"
+                    f" cpu {_ratio(r.get('cpu_s'), peers[best].get('cpu_s'))}"
+                )
+                if r.get("tokens") != peers[best].get("tokens"):
+                    line += " TOKEN COUNT DIFFERS"
+            if name.startswith("ours") and "setup_s" in r and "fast" in name:
+                line += f"  ({r.get('backend')}, setup {r['setup_s']:.1f} s)"
+            for key in ("skipped", "error"):
+                if key in r:
+                    line += f"  {r[key]}"
+            print(line)
     print(
         f"  reference encoder on {ref_chars / 1e6:.1f}M chars: {ref.get('mb_s', 0):.2f} MB/s",
         flush=True,
@@ -241,45 +398,49 @@ def main() -> None:
     ap.add_argument(
         "--workers", type=int, default=min(2, os.cpu_count() or 1), help="our counting processes"
     )
+    ap.add_argument(
+        "--repeat", type=int, default=2, help="encode passes per measurement (the best counts)"
+    )
+    ap.add_argument("--own-encoder", action="store_true", help="also time our pure-Python path")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         _child(args.child)
         return
+    print(machine_line())
     print(
-        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, workers={args.workers}",
-        flush=True,
+        f"threads: ours train workers={args.workers} processes; HF tokenizers, rustbpe and"
+        " tiktoken batches use their own rayon/thread pools (default size: the CPU count)"
     )
+    print(load_line("start"), flush=True)
     chars = 3_000_000 if args.quick else None
     big = 4096 if args.quick else 32768
     with tempfile.TemporaryDirectory() as tmp:
         vocab = str(Path(tmp) / f"ruslit-{big}.json")
+        ruslit = _prepare("ruslit", chars, Path(tmp) / "ruslit.txt")
+        name = "RusLit40" + (" 3M chars" if args.quick else "")
         if args.only != "encode":
-            _train_row("PUD ru", 4096, None, "pud-ru", args.workers)
-            _train_row(
-                "RusLit40" + (" 3M chars" if args.quick else ""),
-                4096,
-                chars,
-                "ruslit",
-                args.workers,
-                save=vocab if args.quick else None,
-            )
+            pud = _prepare("pud-ru", None, Path(tmp) / "pud-ru.txt")
+            _train_block("PUD ru", 4096, pud, args.workers, None)
+            _train_block(name, 4096, ruslit, args.workers, vocab if args.quick else None)
             if not args.quick:
-                _train_row("RusLit40", 32768, None, "ruslit", args.workers, save=vocab)
+                _train_block(name, 32768, ruslit, args.workers, vocab)
         if args.only != "train":
+            full = ruslit if not args.quick else _prepare("ruslit", None, Path(tmp) / "all.txt")
             enc_chars = 5_000_000 if args.quick else None
             ref_chars = 300_000 if args.quick else 1_000_000
-            _encode_rows("RusLit40 o200k_base", "o200k", enc_chars, ref_chars)
+            _encode_rows(
+                "RusLit40 o200k_base", "o200k", full, enc_chars, ref_chars, args.repeat,
+                args.own_encoder,
+            )  # fmt: skip
             if not Path(vocab).exists():
-                _run(
-                    kind="train_ours",
-                    corpus="ruslit",
-                    chars=chars,
-                    merges=big,
-                    workers=args.workers,
-                    save=vocab,
-                )
-            _encode_rows(f"RusLit40 ours {big} merges", vocab, enc_chars, ref_chars)
+                _run(kind="train_ours", file=str(ruslit), merges=big, workers=args.workers,
+                     save=vocab)  # fmt: skip
+            _encode_rows(
+                f"RusLit40 ours {big} merges", vocab, full, enc_chars, ref_chars, args.repeat,
+                args.own_encoder,
+            )  # fmt: skip
+    print(load_line("end"))
 
 
 if __name__ == "__main__":

@@ -73,3 +73,46 @@ def tiktoken_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TIKTOKEN_CACHE_DIR", str(folder))
         yield folder
+
+
+def rounding_bound(dtype: object, *, terms: int, magnitude: float) -> float:
+    """How far two evaluations of the same sums may differ: ``terms * eps * magnitude``.
+
+    Adding ``n`` numbers in any order errs by at most ``gamma_(n-1) sum|x_i|`` with
+    ``gamma_k = k u / (1 - k u)`` and unit roundoff ``u = eps / 2`` (Higham, Accuracy
+    and Stability of Numerical Algorithms, 2nd ed., section 4.2), so two orders (two
+    thread counts, a sharded and an unsharded sum, torch and a NumPy oracle) differ
+    by at most about ``2 (n - 1) u sum|x_i| <= n eps sum|x_i|``. ``terms`` counts the
+    additions on the longest chain leading to a compared value and ``magnitude`` is
+    the size of their terms (the largest |value| among them, from the data).
+    ``dtype`` is a torch dtype or a NumPy dtype / type.
+    """
+    import numpy as np
+    import torch
+
+    eps = torch.finfo(dtype).eps if isinstance(dtype, torch.dtype) else np.finfo(dtype).eps
+    return terms * float(eps) * magnitude
+
+
+def assert_within(actual: object, expected: object, bound: object, *, what: str = "") -> None:
+    """``|actual - expected| <= bound`` elementwise in float64; ``bound`` may be an array.
+
+    Example: ``assert_within(grad, oracle, rounding_bound(np.float64, terms=n, magnitude=m))``.
+    """
+    import numpy as np
+
+    def _array(x: object) -> np.ndarray:
+        detach = getattr(x, "detach", None)
+        return np.asarray(detach().cpu() if detach is not None else x, dtype=np.float64)
+
+    got, want = _array(actual), _array(expected)
+    diff = np.abs(got - want)
+    limit = np.broadcast_to(_array(bound), diff.shape)
+    bad = ~(diff <= limit)
+    if bad.any():
+        at = np.unravel_index(int(np.argmax(np.where(bad, diff - limit, -np.inf))), diff.shape)
+        raise AssertionError(
+            f"{what or 'values'}: {int(bad.sum())} of {diff.size} out of bounds; worst at "
+            f"{tuple(int(i) for i in at)}: |{got[at]!r} - {want[at]!r}| = {diff[at]:.3e} "
+            f"> {limit[at]:.3e}"
+        )

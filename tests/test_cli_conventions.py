@@ -121,6 +121,8 @@ def test_measure_reads_stdin(tiktoken_cache: Path, capsys: pytest.CaptureFixture
          "pass --allow-special to encode '<|endoftext|>' as its id, or --specials-as-text"),
         (["decode", "-t", "cl100k_base", "9468", "239"], 1, "pass --errors replace"),
         (["encode", "-t", "CORPUS", "x"], 1, "is not a tokenizer file"),
+        (["encode", "-t", "HFJSON", "--encoding", "r50k_base", "x"], 2,
+         "drop --encoding r50k_base"),
     ],
 )  # fmt: skip
 def test_exit_codes_and_messages_speak_cli(
@@ -132,6 +134,7 @@ def test_exit_codes_and_messages_speak_cli(
         "PUD": str(pud_file("en")),
         "CONFIG": str(data_path("tokenizers", "smollm2-135m")),
         "CORPUS": str(corpus),
+        "HFJSON": str(data_path("tokenizers", "smollm2-135m", "tokenizer.json")),
     }
     command = " ".join(f"'{swap.get(a, a)}'" for a in argv)
     proc = _shell(f"cd {tmp_path} && $T {command}", tiktoken_cache)

@@ -59,7 +59,7 @@ _RAISED_AS = re.compile(r"""\b(\w+Error)\(\s*["']([A-Z][A-Z0-9_]+)["']""")
 # Raised by the sharded tables in parallel/ as ParallelError while the embedding contract
 # raises them as EmbeddingError; they leave this set when parallel/ raises the
 # embedding contract's own errors.
-_PENDING_TWO_CLASSES = {"ID_OUT_OF_RANGE", "SHAPE_MISMATCH"}
+_PENDING_TWO_CLASSES: set[str] = set()
 
 
 def _classes_by_code() -> dict[str, set[str]]:

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tokembed.errors import UsageError
 
-__all__ = ["check_output", "write_atomic", "write_bytes_atomic"]
+__all__ = ["check_output", "replace_with", "write_atomic", "write_bytes_atomic"]
 
 # mkstemp creates 0600; what we write (tokenizers, reports, ledgers, shards) is meant to be read.
 _MODE = 0o644
@@ -36,6 +36,26 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, _MODE)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def replace_with(path: Path, write: Callable[[Path], None]) -> None:
+    """Replace ``path`` with what ``write(tmp)`` puts at a temporary sibling path, atomically.
+
+    For writers that stream to a path themselves (safetensors' ``save_file``), so a
+    large file is never held as one ``bytes`` object. The temporary file is removed
+    if ``write`` or the rename fails.
+    """
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.chmod(tmp, _MODE)
         os.replace(tmp, path)

@@ -26,7 +26,13 @@ from typing import Any
 
 from tokembed.errors import EmbeddingError, UsageError
 
-__all__ = ["ModelConfig", "model_config_from_dict", "read_model_config", "text_model_fields"]
+__all__ = [
+    "ModelConfig",
+    "config_path",
+    "model_config_from_dict",
+    "read_model_config",
+    "text_model_fields",
+]
 
 _WIDTH_KEYS = ("hidden_size", "n_embd", "d_model")
 
@@ -91,13 +97,11 @@ def model_config_from_dict(data: Mapping[str, Any], *, path: str | None = None) 
     )
 
 
-def read_model_config(source: str | Path) -> ModelConfig:
-    """:class:`ModelConfig` of the file ``source`` (a folder means its ``config.json``).
+def config_path(source: str | Path) -> Path:
+    """The ``config.json`` that ``source`` names (a folder means the file inside it).
 
     Raises:
         UsageError(FILE_NOT_FOUND): no file there.
-        EmbeddingError(INVALID_CONFIG): not UTF-8 JSON, not an object, or bad fields
-            (see :func:`model_config_from_dict`).
     """
     path = Path(source)
     if path.is_dir():
@@ -106,6 +110,18 @@ def read_model_config(source: str | Path) -> ModelConfig:
         raise UsageError(
             "FILE_NOT_FOUND", f"no such config: {path}", value=str(path), fix="check the path"
         )
+    return path
+
+
+def read_model_config(source: str | Path) -> ModelConfig:
+    """:class:`ModelConfig` of the file ``source`` (a folder means its ``config.json``).
+
+    Raises:
+        UsageError(FILE_NOT_FOUND): no file there.
+        EmbeddingError(INVALID_CONFIG): not UTF-8 JSON, not an object, or bad fields
+            (see :func:`model_config_from_dict`).
+    """
+    path = config_path(source)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are both ValueErrors

@@ -117,6 +117,21 @@ CODES: dict[str, str] = {
     "REPLICA_DIVERGED": "replicas of a tied table differ in values or optimizer state",
     "SHARD_LAYOUT_MISMATCH": "saved shards do not reconstruct the declared logical table",
     "SEQUENCE_NOT_DIVISIBLE": "a sequence-parallel dimension is not divisible by the group size",
+    # --- checkpoint --------------------------------------------------------
+    "TIE_NOT_SHARED": "tables claimed tied are distinct storages (equal values are not a tie)",
+    "UNDECLARED_TIE": "tables share one storage but the config or caller says they are untied",
+    "TIE_SHAPE_MISMATCH": "tables claimed tied have different row counts or layouts",
+    "TIE_WIDTH_MISMATCH": "a [V, D] lexical table is claimed tied to a [V, H] head with D != H",
+    "TIE_PARTITION_MISMATCH": "tied input and output shards cover different row intervals",
+    "VOCABULARY_IDENTITY_MISMATCH": "tables tied across roles lack one proven ordered vocabulary",
+    "ALIAS_GRAPH_LOST": "a declared alias is not one Parameter (same object and storage)",
+    "DIVERGENT_ALIAS_VALUES": "two keys of one alias group hold different values",
+    "STALE_OPTIMIZER_PARAMETER": "the optimizer holds a Parameter the model no longer uses",
+    "DUPLICATE_OPTIMIZER_REGISTRATION": "one Parameter is registered with the optimizer twice",
+    "OPTIMIZER_STATE_MISMATCH": "saved optimizer state does not fit the optimizer's parameters",
+    "REPLICA_GRADIENT_REDUCED_TWICE": "a tied replica's group also reduces the same gradient again",
+    "QUANTIZED_PACKS_NOT_TIED": "role packs of a tied table are not derived from one source tensor",
+    "MALFORMED_CHECKPOINT": "a checkpoint's metadata is missing, malformed or disagrees with it",
 }
 
 

@@ -6,7 +6,6 @@ import ast
 import inspect
 
 import numpy as np
-import pytest
 from _lookup_spec import (
     LECTURE_IDS,
     LECTURE_TABLE,
@@ -24,6 +23,7 @@ from _lookup_spec import (
     TIED_TOTAL,
 )
 
+from conftest import assert_within, rounding_bound
 from tokembed.embedding import oracles as O
 
 
@@ -96,10 +96,12 @@ def test_frequency_count_scopes_differ() -> None:
     )
     assert local[1].tolist() == [3.0, 2.5, 1.5]
     assert local[4].tolist() == [3.0, 2.5, 0.5]
-    np.testing.assert_allclose(glob[1], [5 / 3, 1.0, 2 / 3])
-    np.testing.assert_allclose(glob[4], [2.0, 1.0, 1 / 3])
+    # Sums of up to 8 small integers (<= 9) divided by a count: a few roundings each.
+    bound = rounding_bound(np.float64, terms=8 + 1, magnitude=9.0)
+    assert_within(glob[1], [5 / 3, 1.0, 2 / 3], bound)
+    assert_within(glob[4], [2.0, 1.0, 1 / 3], bound)
     assert glob[6].tolist() == local[6].tolist() == [0, 1, 3]  # count 1 in both scopes
-    assert not np.allclose(local, glob)
+    assert np.abs(local - glob).max() > 1.0  # the scopes differ by whole units
 
 
 def test_coalesced_sparse_rows() -> None:
@@ -125,7 +127,12 @@ def test_bag_sum_and_mean() -> None:
         [1.5, 0.5, 3.0],
     ]
     mean = O.bag_reduce(SPEC_TABLE, flat, offsets, mode="mean", **kw)
-    np.testing.assert_allclose(mean, [[0.5, 0.75, 0.375], [0.5, 0.5 / 3, 1.0]])
+    # A sum of at most 4 halves and ones, then one division.
+    assert_within(
+        mean,
+        [[0.5, 0.75, 0.375], [0.5, 0.5 / 3, 1.0]],
+        rounding_bound(np.float64, terms=4 + 1, magnitude=3.0),
+    )
     # without excluding PAD, bag 1's mean would divide by 4
     assert O.bag_reduce(SPEC_TABLE, flat, [0, 4], mode="mean")[1, 2] == 0.75
 
@@ -133,7 +140,10 @@ def test_bag_sum_and_mean() -> None:
 def test_max_norm_trace() -> None:
     renormed, changed = O.max_norm_renorm(NORM_TABLE, NORM_IDS, max_norm=2.0, eps=0.0)
     assert changed.tolist() == [1]
-    assert renormed[1].tolist() == pytest.approx([1.2, 1.6, 0.0, 0.0])
+    # A norm over 4 entries, a division and a product, values <= 5.
+    assert_within(
+        renormed[1], [1.2, 1.6, 0.0, 0.0], rounding_bound(np.float64, terms=4 + 2, magnitude=5.0)
+    )
     for row in (0, 2, 3, 4):  # selected-but-small, and unselected (row 3 norm 10)
         assert np.array_equal(renormed[row], NORM_TABLE[row])
 
@@ -143,12 +153,14 @@ def test_max_norm_trace() -> None:
 
 def test_tied_two_path_gradient() -> None:
     total = O.tied_two_path_gradient(TIED_IDS, TIED_GRAD_X, TIED_CONTEXTS, TIED_RESIDUAL, 4)
-    np.testing.assert_allclose(total, TIED_TOTAL, atol=1e-12)
+    # Each entry sums at most 2 lookups and 2 context products of values <= 2 (the
+    # decimals 0.1, 0.2... are themselves rounded).
+    bound = rounding_bound(np.float64, terms=4, magnitude=2.0 * 2)
+    assert_within(total, TIED_TOTAL, bound)
     output_only = np.array(TIED_RESIDUAL).T @ np.array(TIED_CONTEXTS)
-    np.testing.assert_allclose(
-        output_only, [[0.1, 0, -0.5], [-0.4, -0.7, 0.6], [0.2, 0.1, -0.8], [0.1, 0.6, 0.7]]
-    )
-    assert np.allclose(np.array(TIED_RESIDUAL).sum(axis=1), 0)
+    want = [[0.1, 0, -0.5], [-0.4, -0.7, 0.6], [0.2, 0.1, -0.8], [0.1, 0.6, 0.7]]
+    assert_within(output_only, want, bound)
+    assert_within(np.array(TIED_RESIDUAL).sum(axis=1), 0.0, bound)
 
 
 def test_lecture_lookup_and_tied_untied_scores() -> None:
@@ -170,19 +182,29 @@ def test_lecture_learning_step_and_finite_differences() -> None:
     assert _lecture_loss(LECTURE_TABLE) == 1.5
     grad = O.scatter_add_backward(LECTURE_IDS, O.gather(LECTURE_TABLE, LECTURE_IDS), 3)
     assert grad.tolist() == [[2, 0], [0, 0], [0, 1]]
-    np.testing.assert_allclose(O.central_difference(_lecture_loss, LECTURE_TABLE), grad, atol=1e-6)
+    # The loss is quadratic, so the central difference has no truncation error; left is
+    # the rounding of two losses (6 squares <= 4, summed) divided by 2h, h = 1e-6.
+    fd_bound = rounding_bound(np.float64, terms=6 + 2, magnitude=4.0) / 1e-6
+    assert_within(O.central_difference(_lecture_loss, LECTURE_TABLE), grad, fd_bound)
     stepped = LECTURE_TABLE - 0.1 * grad
-    np.testing.assert_allclose(stepped, [[0.8, 0], [2, 0], [0, 0.9]])
-    assert _lecture_loss(stepped) == pytest.approx(1.045, abs=1e-12)
+    # w - 0.1 g: one product and one difference of values <= 2 (0.1 is itself rounded).
+    step = rounding_bound(np.float64, terms=3, magnitude=2.0)
+    assert_within(stepped, [[0.8, 0], [2, 0], [0, 0.9]], step)
+    loss_bound = rounding_bound(np.float64, terms=6, magnitude=2.0) + 6 * 2 * step
+    assert_within(_lecture_loss(stepped), 1.045, loss_bound)
 
 
 def test_cross_entropy_residual_rows_sum_to_zero() -> None:
     d = O.cross_entropy_residual([[1.0, 2.0, 0.0]], [0])
-    np.testing.assert_allclose(d, [[0.2447 - 1, 0.6652, 0.0900]], atol=1e-4)
-    assert abs(d.sum()) < 1e-12
+    # The worked example prints 4 decimals: half a unit of the last place.
+    assert_within(d, [[0.2447 - 1, 0.6652, 0.0900]], 0.5e-4)
+    # Three exps (an ulp each), their sum and three divisions, values <= 1.
+    assert_within(d.sum(), 0.0, rounding_bound(np.float64, terms=3 + 3 + 3, magnitude=1.0))
 
 
 def test_sinusoidal_positions_first_rows() -> None:
     pe = O.sinusoidal_positions(3, 4)
     assert pe[0].tolist() == [0.0, 1.0, 0.0, 1.0]
-    np.testing.assert_allclose(pe[1], [np.sin(1), np.cos(1), np.sin(0.01), np.cos(0.01)])
+    # 1 / 10000^(2k/d) by another route (exp/log or power, an ulp or two each), then sin/cos.
+    want = [np.sin(1), np.cos(1), np.sin(0.01), np.cos(0.01)]
+    assert_within(pe[1], want, rounding_bound(np.float64, terms=4, magnitude=1.0))

@@ -26,8 +26,11 @@ reporting (segfault, ``os._exit``) or a run exceeding ``timeout`` also raises
 Results travel as ``torch.save`` bytes through a queue: tensors are then plain
 copies, not shared-memory handles that die with the child.
 
-Each rank runs with one intra-op thread (``OMP_NUM_THREADS=1``,
-``torch.set_num_threads(1)``): CI has 2 cores and 2-4 ranks per group.
+Numeric settings: every rank runs with :func:`rank_threads` intra-op threads
+(``$OMP_NUM_THREADS`` when the caller set it, else one: CI has 2 cores and 2-4
+ranks per group) and deterministic kernels, through
+:mod:`tokembed._determinism`. The thread variables are in the environment
+before the forkserver imports torch, so the BLAS libraries load with them.
 
 Example::
 
@@ -56,12 +59,20 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-__all__ = ["RankFailed", "run_ranks"]
+from tokembed._determinism import configure_torch, pinned_environment
+
+__all__ = ["RankFailed", "rank_threads", "run_ranks"]
 
 # Seconds the parent keeps waiting for the other ranks after one has failed:
 # enough for ranks that were about to finish, far below any collective timeout.
 _GRACE_S = 3.0
 _HOST = "127.0.0.1"
+
+
+def rank_threads() -> int:
+    """Intra-op threads per rank: ``$OMP_NUM_THREADS`` if set (first entry of a list), else 1."""
+    value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    return int(value) if value else 1
 
 
 def _context() -> Any:
@@ -83,10 +94,10 @@ def _child(
     fn: Callable[..., Any],
     args: tuple[Any, ...],
     results: Any,
+    threads: int,
 ) -> None:
-    os.environ["OMP_NUM_THREADS"] = "1"
-    torch.set_num_threads(1)
     try:
+        configure_torch(threads=threads)
         store = dist.TCPStore(
             _HOST, port, world_size, is_master=False, timeout=timedelta(seconds=timeout)
         )
@@ -135,6 +146,7 @@ def run_ranks(
     __tracebackhide__ = True  # pytest: show the child traceback, not this function
     assert world_size >= 1, world_size
     ctx = _context()
+    threads = rank_threads()
     store = dist.TCPStore(
         _HOST, 0, world_size + 1, is_master=True, wait_for_workers=False,
         timeout=timedelta(seconds=timeout),
@@ -143,13 +155,15 @@ def run_ranks(
     processes = [
         ctx.Process(
             target=_child,
-            args=(rank, world_size, store.port, timeout, fn, args, results),
+            args=(rank, world_size, store.port, timeout, fn, args, results, threads),
             daemon=True,
         )
         for rank in range(world_size)
     ]
-    for proc in processes:
-        proc.start()
+    # The forkserver starts with the first child and keeps the environment it saw.
+    with pinned_environment(threads=threads):
+        for proc in processes:
+            proc.start()
     values: dict[int, Any] = {}
     errors: dict[int, str] = {}
     deadline = time.monotonic() + timeout

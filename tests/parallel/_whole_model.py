@@ -1,27 +1,46 @@
 """Whole-model checks on real gloo ranks: one spawn per world size runs them all.
 
 ``world_results(world_size)`` spawns the ranks once per test session (cached) and
-returns, per rank, a dict of everything the test modules assert on: losses and
-gathered weights of sharded training (untied, tied, head-sharded, TP x DP),
-reshard round trips, collective ledgers and the error codes of refusals made in
-whole-model context. Spawning once keeps the distributed tests within the time
-budget on 2 cores (each child imports torch and transformers).
+returns, per rank, a dict of everything the test modules assert on: recorded
+training of sharded models (untied, tied, head-sharded, TP x DP) in fp32 and
+fp64 together with the unsharded reference trained on rank 0 from a copy taken
+before sharding (same process, same thread settings unless the reference is
+asked to run with another thread count), runs with injected bugs that the
+parity checks must reject, reshard round trips, collective ledgers and the
+error codes of refusals made in whole-model context. Spawning once keeps the
+distributed tests within the time budget on 2 cores (each child imports torch
+and transformers).
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
-from _harness import run_ranks
-from _llama import BATCH, HIDDEN, TINY_VOCAB, VOCAB, batches, build_llama, make_optimizer, train
+from _harness import rank_threads, run_ranks
+from _llama import (
+    BATCH,
+    HIDDEN,
+    PAD,
+    TINY_VOCAB,
+    VOCAB,
+    batches,
+    build_llama,
+    full_loss,
+    make_optimizer,
+    train,
+)
 from torch import nn
 
+from tokembed._determinism import intra_op_threads
 from tokembed.errors import TokembedError
+from tokembed.parallel._collectives import all_gather_uneven
 from tokembed.parallel.data_parallel import GradientReduction, reduce_gradients
 from tokembed.parallel.intervals import row_intervals
 from tokembed.parallel.ledger import count_collectives, memory_ledger
@@ -31,19 +50,44 @@ from tokembed.parallel.reshard import load_vocab_shards, save_vocab_shards
 from tokembed.parallel.shard import shard_input_embedding, shard_lm_head
 from tokembed.parallel.vocab_embedding import VocabParallelEmbedding
 
-__all__ = ["KINDS", "world_results"]
+__all__ = ["DTYPES", "KINDS", "world_results"]
 
 KINDS = ("sgd", "adamw")
+DTYPES = {"fp32": torch.float32, "fp64": torch.float64}
+
+LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def _hf_loss(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
-    return model(input_ids=ids, labels=ids).loss
+def _hf_loss(model: nn.Module, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    return model(input_ids=ids, labels=labels).loss
 
 
-def _vp_loss(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
+def _vp_loss(model: nn.Module, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     from tokembed.parallel.causal_lm import causal_lm_loss
 
-    return causal_lm_loss(model, ids)
+    return causal_lm_loss(model, ids, labels=labels)
+
+
+def _tables(model: nn.Module) -> dict[int, VocabParallelEmbedding | VocabParallelLMHead]:
+    return {
+        id(m.weight): m
+        for m in model.modules()
+        if isinstance(m, VocabParallelEmbedding | VocabParallelLMHead)
+    }
+
+
+def _gather_for(model: nn.Module) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor | None]:
+    """Full [V, d] tensors of the sharded tables' per-row tensors (collective on every rank)."""
+    tables = _tables(model)
+
+    def gather(p: torch.Tensor, local: torch.Tensor) -> torch.Tensor | None:
+        table = tables.get(id(p))
+        if table is None:
+            return None
+        sizes = [end - start for start, end in table.intervals]
+        return all_gather_uneven(local.detach(), sizes, group=table.group)
+
+    return gather
 
 
 def _gathered_state(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -58,19 +102,55 @@ def _gathered_state(model: nn.Module) -> dict[str, torch.Tensor]:
     return state
 
 
-def _run(
+def _case(
     *,
     tied: bool,
     kind: str,
+    dtype: torch.dtype,
     shard: Callable[[nn.Module], Any],
-    loss_fn: Callable[[nn.Module, torch.Tensor], torch.Tensor],
+    loss_fn: LossFn,
+    reference_threads: int | None,
     vocab: int = VOCAB,
+    pad: int | None = PAD,
+    data: list[torch.Tensor] | None = None,
+    after_backward: Callable[[nn.Module], Callable[[], None]] | None = None,
+    optimizer: Callable[[nn.Module], torch.optim.Optimizer] | None = None,
+    keep_model: bool = False,
 ) -> dict[str, Any]:
-    model = build_llama(tied=tied, vocab=vocab)
+    """Train a sharded model; with ``reference_threads``, also its unsharded copy here.
+
+    The copy is taken before sharding and trained on the full batches with the
+    full-logits loss under ``reference_threads`` intra-op threads.
+    """
+    model = build_llama(tied=tied, vocab=vocab, dtype=dtype, pad=pad)
+    full = copy.deepcopy(model) if reference_threads is not None else None
     shard(model)
-    opt = make_optimizer(kind, model.parameters())
-    losses = train(model, opt, batches(vocab=vocab), loss_fn)
-    return {"losses": losses, "state": _gathered_state(model)}
+    opt = optimizer(model) if optimizer is not None else make_optimizer(kind, model.parameters())
+    out: dict[str, Any] = {
+        "run": train(
+            model,
+            opt,
+            data if data is not None else batches(vocab=vocab, pad=pad),
+            loss_fn,
+            pad=pad,
+            after_backward=after_backward(model) if after_backward is not None else None,
+            gather=_gather_for(model),
+            state=_gathered_state,
+        )
+    }
+    if keep_model:
+        out["model"] = model
+    if full is not None:
+        assert reference_threads is not None
+        with intra_op_threads(reference_threads):
+            out["ref"] = train(
+                full,
+                make_optimizer(kind, full.parameters()),
+                batches(vocab=vocab, pad=pad),
+                full_loss,
+                pad=pad,
+            )
+    return out
 
 
 def _code(fn: Callable[[], object]) -> str | None:
@@ -81,43 +161,87 @@ def _code(fn: Callable[[], object]) -> str | None:
     return None
 
 
-def _parity(group: dist.ProcessGroup | None) -> dict[str, Any]:
+class _OffByOneEmbedding(VocabParallelEmbedding):
+    """Injected bug: the lookup's shard offset is one row too high."""
+
+    @property
+    def vocab_start(self) -> int:
+        return super().vocab_start + 1
+
+
+class _UnmaskedPadEmbedding(VocabParallelEmbedding):
+    """Injected bug: the owner of the PAD row forgets it, so PAD positions train that row."""
+
+    @property
+    def local_padding_idx(self) -> int | None:
+        return None
+
+
+def _shard_with(cls: type[VocabParallelEmbedding], group: dist.ProcessGroup | None) -> Any:
+    def shard(model: nn.Module) -> None:
+        model.set_input_embeddings(cls.from_embedding(model.get_input_embeddings(), group=group))
+
+    return shard
+
+
+def _parity(group: dist.ProcessGroup | None, reference_threads: int) -> dict[str, Any]:
+    """Every variant in fp32 and fp64; the reference is trained on rank 0 only."""
+    ref = reference_threads if dist.get_rank() == 0 else None
     out: dict[str, Any] = {}
-    for kind in KINDS:
-        out[f"untied-{kind}"] = _run(
-            tied=False,
-            kind=kind,
-            shard=lambda m: shard_input_embedding(m, group=group),
-            loss_fn=_hf_loss,
-        )
-        out[f"tied-{kind}"] = _run(
-            tied=True,
-            kind=kind,
-            shard=lambda m: shard_input_embedding(m, group=group, tie=True),
-            loss_fn=_vp_loss,
-        )
-        out[f"untied-head-{kind}"] = _run(
-            tied=False,
-            kind=kind,
-            shard=lambda m: (shard_lm_head(m, group=group), shard_input_embedding(m, group=group)),
-            loss_fn=_vp_loss,
-        )
-    # A vocabulary so small that at 4 ranks the last shard is empty.
-    out["tiny-untied-adamw"] = _run(
-        tied=False,
-        kind="adamw",
-        shard=lambda m: shard_input_embedding(m, group=group),
-        loss_fn=_hf_loss,
-        vocab=TINY_VOCAB,
-    )
-    out["tiny-tied-adamw"] = _run(
-        tied=True,
-        kind="adamw",
-        shard=lambda m: shard_input_embedding(m, group=group, tie=True),
-        loss_fn=_vp_loss,
-        vocab=TINY_VOCAB,
-    )
+    for dname, dtype in DTYPES.items():
+        # The model's own loss casts logits to fp32; fp64 runs use the full-logits loss.
+        own_loss = _hf_loss if dtype == torch.float32 else full_loss
+        for kind in KINDS:
+            common = {"kind": kind, "dtype": dtype, "reference_threads": ref}
+            out[f"untied-{kind}-{dname}"] = _case(
+                tied=False,
+                shard=lambda m: shard_input_embedding(m, group=group),
+                loss_fn=own_loss,
+                **common,
+            )
+            out[f"tied-{kind}-{dname}"] = _case(
+                tied=True,
+                shard=lambda m: shard_input_embedding(m, group=group, tie=True),
+                loss_fn=_vp_loss,
+                **common,
+            )
+            out[f"untied-head-{kind}-{dname}"] = _case(
+                tied=False,
+                shard=lambda m: (
+                    shard_lm_head(m, group=group),
+                    shard_input_embedding(m, group=group),
+                ),
+                loss_fn=_vp_loss,
+                **common,
+            )
+        # A vocabulary so small that at 4 ranks the last shard is empty.
+        for tied in (False, True):
+            name = "tied" if tied else "untied"
+            out[f"tiny-{name}-adamw-{dname}"] = _case(
+                tied=tied,
+                kind="adamw",
+                dtype=dtype,
+                shard=lambda m, tied=tied: shard_input_embedding(m, group=group, tie=tied),
+                loss_fn=_vp_loss if tied else own_loss,
+                reference_threads=ref,
+                vocab=TINY_VOCAB,
+                pad=None,
+            )
     return out
+
+
+def _bugs(group: dist.ProcessGroup | None, reference_threads: int) -> dict[str, Any]:
+    """fp32 AdamW runs (the widest tolerances) with one real bug injected each."""
+    ref = reference_threads if dist.get_rank() == 0 else None
+    common = {"tied": False, "kind": "adamw", "dtype": torch.float32, "reference_threads": ref}
+    return {
+        "wrong_offset": _case(
+            shard=_shard_with(_OffByOneEmbedding, group), loss_fn=_hf_loss, **common
+        ),
+        "pad_unmasked": _case(
+            shard=_shard_with(_UnmaskedPadEmbedding, group), loss_fn=_hf_loss, **common
+        ),
+    }
 
 
 def _model_facts(group: dist.ProcessGroup | None) -> dict[str, Any]:
@@ -219,46 +343,64 @@ def _tp_dp_groups() -> tuple[dist.ProcessGroup, dist.ProcessGroup]:
 
 def _replica_batches(replica: int) -> list[torch.Tensor]:
     half = BATCH[0] // 2
-    return [ids[replica * half : (replica + 1) * half] for ids in batches()]
+    return [ids[replica * half : (replica + 1) * half] for ids in batches(pad=PAD)]
 
 
-def _tp_dp_run(
-    tp: dist.ProcessGroup, dp: dist.ProcessGroup, *, tied: bool, kind: str
+@dataclass(frozen=True, kw_only=True)
+class _UncheckedReduction(GradientReduction):
+    """Injected bug: the convention check is skipped, so AVG of a global mean is let through."""
+
+    def __post_init__(self) -> None:
+        pass
+
+
+def _tp_dp_case(
+    tp: dist.ProcessGroup,
+    dp: dist.ProcessGroup,
+    *,
+    tied: bool,
+    kind: str,
+    dtype: torch.dtype,
+    reference_threads: int,
+    reduction: GradientReduction | None = None,
 ) -> dict[str, Any]:
-    """2 x 2: embedding sharded over TP, replicas of each shard reduced over DP."""
-    model = build_llama(tied=tied)
-    shard_input_embedding(model, group=tp, tie=tied)
-    # Each replica's loss is the mean over its own (equal-sized) half: AVG over DP
-    # then gives the global mean's gradient exactly once.
-    reduction = GradientReduction(collective="avg", loss_normalization="local_mean")
-    opt = OwnerCheckedOptimizer(make_optimizer(kind, model.parameters()), group=tp)
-    losses = train(
-        model,
-        opt,  # type: ignore[arg-type]
-        _replica_batches(dist.get_rank() // 2),
-        _vp_loss if tied else _hf_loss,
-        after_backward=lambda: reduce_gradients(
-            model.parameters(), group=dp, reduction=reduction, tensor_group=tp
+    """2 x 2: embedding sharded over TP, replicas of each shard reduced over DP.
+
+    Replica d trains on half d of every batch. Each replica's loss is the mean
+    over its own half (both halves hold the same number of non-PAD labels), so
+    AVG over DP gives the full batch's mean gradient exactly once. A
+    ``reduction`` other than that divides the loss by the DP size as a global
+    mean would.
+    """
+    replica = dist.get_rank() // 2
+    right = GradientReduction(collective="avg", loss_normalization="local_mean")
+    conv = right if reduction is None else reduction
+    base = _vp_loss if tied else (_hf_loss if dtype == torch.float32 else full_loss)
+    scale = dist.get_world_size(dp) if conv.loss_normalization == "global_mean" else 1
+
+    def loss_fn(model: nn.Module, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return base(model, ids, labels) / scale
+
+    def after_backward(model: nn.Module) -> Callable[[], None]:
+        return lambda: reduce_gradients(
+            model.parameters(), group=dp, reduction=conv, tensor_group=tp
+        )
+
+    return _case(
+        tied=tied,
+        kind=kind,
+        dtype=dtype,
+        shard=lambda m: shard_input_embedding(m, group=tp, tie=tied),
+        loss_fn=loss_fn,
+        # One reference per TP pair, on its first rank of the first replica.
+        reference_threads=reference_threads if dist.get_rank() == 0 else None,
+        data=_replica_batches(replica),
+        after_backward=after_backward,
+        optimizer=lambda m: OwnerCheckedOptimizer(  # type: ignore[return-value]
+            make_optimizer(kind, m.parameters()), group=tp
         ),
+        keep_model=True,
     )
-    return {"losses": losses, "state": _gathered_state(model), "model": model}
-
-
-def _double_averaging_run(tp: dist.ProcessGroup, dp: dist.ProcessGroup) -> dict[str, Any]:
-    """One SGD step with a global-mean loss and an AVG all-reduce anyway: R-fold too small."""
-    model = build_llama(tied=False)
-    shard_input_embedding(model, group=tp)
-    opt = make_optimizer("sgd", model.parameters())
-    ids = _replica_batches(dist.get_rank() // 2)[0]
-    # Local mean / DP size = this replica's share of the global mean.
-    loss = _hf_loss(model, ids) / dist.get_world_size(dp)
-    loss.backward()
-    for p in model.parameters():
-        assert p.grad is not None
-        dist.all_reduce(p.grad, group=dp)
-        p.grad /= dist.get_world_size(dp)  # the second division
-    opt.step()
-    return {"embedding": model.get_input_embeddings().gather_weight()}
 
 
 def _group_refusals(tp: dist.ProcessGroup, dp: dist.ProcessGroup) -> dict[str, str | None]:
@@ -319,34 +461,58 @@ def _reshard_across_sizes(
     }
 
 
-def _tp_dp_checks(directory: str) -> dict[str, Any]:
+def _tp_dp_checks(directory: str, reference_threads: int) -> dict[str, Any]:
     tp, dp = _tp_dp_groups()
     out: dict[str, Any] = {}
-    for tied, kind in ((False, "sgd"), (False, "adamw"), (True, "adamw")):
-        out[f"{'tied' if tied else 'untied'}-{kind}"] = _tp_dp_run(tp, dp, tied=tied, kind=kind)
-    trained = out["untied-sgd"]["model"]
+    for dname, dtype in DTYPES.items():
+        for tied, kind in ((False, "sgd"), (False, "adamw"), (True, "adamw")):
+            out[f"{'tied' if tied else 'untied'}-{kind}-{dname}"] = _tp_dp_case(
+                tp, dp, tied=tied, kind=kind, dtype=dtype, reference_threads=reference_threads
+            )
+    trained = out["untied-sgd-fp32"]["model"]
     for run in out.values():
         del run["model"]
-    out["double_averaging"] = _double_averaging_run(tp, dp)
+    out["double_averaging"] = _tp_dp_case(
+        tp,
+        dp,
+        tied=False,
+        kind="adamw",
+        dtype=torch.float32,
+        reference_threads=reference_threads,
+        reduction=_UncheckedReduction(collective="avg", loss_normalization="global_mean"),
+    )
+    del out["double_averaging"]["model"]
     out["refusals"] = _group_refusals(tp, dp)
     out["reshard"] = _reshard_across_sizes(tp, trained, directory)
     return out
 
 
-def _checks(rank: int, world_size: int, directory: str) -> dict[str, Any]:
+def _checks(
+    rank: int, world_size: int, directory: str, reference_threads: int, parity_only: bool
+) -> dict[str, Any]:
     _make_self_groups()
     out: dict[str, Any] = {"rank": rank, "intervals": row_intervals(VOCAB, world_size)}
-    out["parity"] = _parity(None)
+    out["parity"] = _parity(None, reference_threads)
+    if parity_only:
+        return out
+    out["bugs"] = _bugs(None, reference_threads)
     out["facts"] = _model_facts(None)
     out["ledger"] = _ledger(None)
     out["reshard_to_1"] = _reshard_same_world(None, f"{directory}/tp{world_size}")
     if world_size == 4:
-        out["tp_dp"] = _tp_dp_checks(directory)
+        out["tp_dp"] = _tp_dp_checks(directory, reference_threads)
     return out
 
 
 @functools.cache
-def world_results(world_size: int) -> list[dict[str, Any]]:
-    """Run every whole-model check on ``world_size`` gloo ranks (once per session)."""
+def world_results(world_size: int, reference_threads: int | None = None) -> list[dict[str, Any]]:
+    """Run every whole-model check on ``world_size`` gloo ranks (once per session).
+
+    The references train with the ranks' own thread count
+    (:func:`_harness.rank_threads`); given ``reference_threads``, they train
+    with that many intra-op threads instead and only the parity runs are made.
+    """
+    threads = rank_threads() if reference_threads is None else reference_threads
+    only = reference_threads is not None
     with tempfile.TemporaryDirectory() as directory:
-        return run_ranks(_checks, world_size, directory, timeout=300.0)
+        return run_ranks(_checks, world_size, directory, threads, only, timeout=600.0)

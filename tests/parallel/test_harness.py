@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import pytest
 import torch
 import torch.distributed as dist
-from _harness import RankFailed, run_ranks
+from _harness import RankFailed, rank_threads, run_ranks
 
 pytestmark = pytest.mark.distributed
 
 
-def _sum_and_threads(rank: int, world_size: int, base: int) -> tuple[int, int, str, torch.Tensor]:
+def _sum_and_settings(rank: int, world_size: int, base: int) -> tuple[Any, ...]:
     t = torch.tensor([base + rank])
     dist.all_reduce(t)
-    return int(t), torch.get_num_threads(), os.environ["OMP_NUM_THREADS"], torch.arange(rank + 1)
+    settings = (
+        torch.get_num_threads(),
+        os.environ["OMP_NUM_THREADS"],
+        os.environ["MKL_NUM_THREADS"],
+        torch.are_deterministic_algorithms_enabled(),
+    )
+    return int(t), settings, torch.arange(rank + 1)
 
 
 def _fail_on_rank_one(rank: int, world_size: int) -> None:
@@ -32,10 +39,12 @@ def _rank_one_never_returns(rank: int, world_size: int) -> None:
     dist.barrier()
 
 
-def test_results_come_back_in_rank_order_with_one_thread_each() -> None:
-    out = run_ranks(_sum_and_threads, 2, 10)
-    assert [o[:3] for o in out] == [(21, 1, "1"), (21, 1, "1")]
-    assert out[1][3].tolist() == [0, 1]
+def test_results_come_back_in_rank_order_under_pinned_settings() -> None:
+    out = run_ranks(_sum_and_settings, 2, 10)
+    # rank_threads(): $OMP_NUM_THREADS if the caller set it, else one per rank.
+    n = rank_threads()
+    assert [o[:2] for o in out] == [(21, (n, str(n), str(n), True))] * 2
+    assert out[1][2].tolist() == [0, 1]
 
 
 def test_child_traceback_is_reported_and_stuck_peer_is_killed() -> None:

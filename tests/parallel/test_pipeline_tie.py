@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from _harness import run_ranks
+from _parity import adam_ratio
 from torch import nn
 from torch.testing import assert_close
 
@@ -33,6 +34,10 @@ from tokembed.parallel import (
 pytestmark = pytest.mark.distributed
 
 V, D = 131, 6
+# fp64: with AdamW's 1/(sqrt(v) + eps) the fp32 rounding of near-zero gradient
+# entries would reach the weights at the size of a whole step.
+DTYPE = torch.float64
+LR = 0.05
 
 
 class _Stage:
@@ -50,7 +55,7 @@ class _Stage:
             )
             self.layer = copy.deepcopy(ref["a"])
         else:  # freshly initialized: sync_values must make it equal to the first stage
-            self.table = VocabParallelLMHead(D, V, group=self.tp_group)
+            self.table = VocabParallelLMHead(D, V, group=self.tp_group, dtype=DTYPE)
             self.layer = copy.deepcopy(ref["b"])
         self.tie = TiedReplica(
             self.table.weight,
@@ -61,13 +66,13 @@ class _Stage:
         self.tie.sync_values()
         steps_replica = self.stage == 0 or not authority_only
         params = [*([self.table.weight] if steps_replica else []), *self.layer.parameters()]
-        self.opt = torch.optim.Adam(params, lr=0.05)
+        self.opt = torch.optim.Adam(params, lr=LR)
         self.authority_only = authority_only
 
     def step(self, ids: torch.Tensor, target: torch.Tensor, reconcile: bool = True) -> float:
         self.opt.zero_grad()
         peer = self.rank + self.tp if self.stage == 0 else self.rank - self.tp
-        loss = torch.zeros(())
+        loss = torch.zeros((), dtype=DTYPE)
         if self.stage == 0:
             h = torch.tanh(self.layer(self.table(ids)))  # [B, L, D], replicated over TP
             dist.send(h.detach(), dst=peer)
@@ -75,7 +80,7 @@ class _Stage:
             dist.recv(grad, src=peer)
             h.backward(grad)
         else:
-            h = torch.empty(*ids.shape, D)
+            h = torch.empty(*ids.shape, D, dtype=DTYPE)
             dist.recv(h, src=peer)
             h.requires_grad_()
             assert isinstance(self.table, VocabParallelLMHead)
@@ -96,7 +101,30 @@ class _Stage:
 
 def _reference() -> dict[str, nn.Module]:
     torch.manual_seed(7)
-    return {"emb": nn.Embedding(V, D), "a": nn.Linear(D, D), "b": nn.Linear(D, D)}
+    return {
+        "emb": nn.Embedding(V, D, dtype=DTYPE),
+        "a": nn.Linear(D, D, dtype=DTYPE),
+        "b": nn.Linear(D, D, dtype=DTYPE),
+    }
+
+
+def _bounds(grads: list[torch.Tensor], loss: torch.Tensor, step: int) -> tuple[float, float]:
+    """Rounding bounds of one step's loss and of its Adam update, from fp64's eps.
+
+    The pipeline reorders the softmax sum over V (split over TP ranks), the dot
+    products over D and the mean over the 16 positions: two orders of those
+    ``V + 2 D + 16`` additions differ by at most that many eps times the size of
+    the terms (the loss; for gradients their largest entry G). Adam's update
+    ``lr m / (sqrt(v) + e)`` moves by at most ``lr d (1 + c) / e`` for a
+    gradient difference d, with ``c`` the largest |m| / sqrt(v) after the step
+    (see _parity), and never by more than ``2 lr c``.
+    """
+    terms = V + 2 * D + 16
+    eps = torch.finfo(DTYPE).eps
+    g = max(float(t.abs().max()) for t in grads)
+    c = adam_ratio(0.9, 0.999, step + 1)  # torch.optim.Adam's default betas and eps
+    update = min(LR * terms * eps * g * (1 + c) / 1e-8, 2 * LR * c)
+    return terms * eps * max(abs(float(loss)), 1.0), update
 
 
 def _batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -109,8 +137,10 @@ def _run_schedule(rank: int, world: int, authority_only: bool) -> dict[str, Any]
     stage = _Stage(rank, world, ref, authority_only)
     emb, a, b = ref["emb"], ref["a"], ref["b"]
     assert isinstance(emb, nn.Embedding)
-    ref_opt = torch.optim.Adam([*emb.parameters(), *a.parameters(), *b.parameters()], lr=0.05)
+    ref_params = [*emb.parameters(), *a.parameters(), *b.parameters()]
+    ref_opt = torch.optim.Adam(ref_params, lr=LR)
     out: dict[str, Any] = {}
+    drift = 0.0  # bound on the weights' difference so far
     for step in range(2):
         ids, target = _batch(step)
         ref_loss = F.cross_entropy(
@@ -119,13 +149,21 @@ def _run_schedule(rank: int, world: int, authority_only: bool) -> dict[str, Any]
         )
         ref_opt.zero_grad()
         ref_loss.backward()
+        grads = [p.grad for p in ref_params if p.grad is not None]
+        loss_bound, update_bound = _bounds(grads, ref_loss, step)
+        # To first order, weights apart by `drift` move the loss by drift * sum|grad|.
+        spread = drift * sum(float(g.abs().sum()) for g in grads)
         ref_opt.step()
         loss = stage.step(ids, target)
         if stage.stage == 1:
-            assert_close(torch.tensor(loss), ref_loss.detach(), rtol=1e-5, atol=1e-6)
+            got = torch.tensor(loss, dtype=DTYPE)
+            assert_close(got, ref_loss.detach(), rtol=0, atol=loss_bound + spread)
         stage.tie.check(None if authority_only else stage.opt)
+        # A stable step at most doubles an earlier difference (lr x curvature < 2).
+        drift = 2 * drift + update_bound
     gathered = stage.table.gather_weight()
-    assert_close(gathered, emb.weight.detach(), rtol=1e-5, atol=1e-6)
+    rounding = 2 * torch.finfo(DTYPE).eps * float(emb.weight.abs().max())
+    assert_close(gathered, emb.weight.detach(), rtol=0, atol=drift + rounding)
     if authority_only:
         return out
     # Failure 1: a step without reconciling input and output gradients.

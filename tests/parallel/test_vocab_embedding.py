@@ -16,6 +16,7 @@ from _harness import run_ranks
 from torch import nn
 from torch.testing import assert_close
 
+from conftest import rounding_bound
 from tokembed.errors import EmbeddingError, ParallelError
 from tokembed.parallel import VocabParallelEmbedding, row_intervals
 
@@ -74,7 +75,10 @@ def _max_norm_writes_persist_on_owner() -> None:
     assert_close(table, ref.weight.detach(), rtol=0, atol=0)
     untouched = [1, 2, 5, 6, 7]  # never looked up: no rewrite, not even local row 0
     assert_close(table[untouched], before[untouched], rtol=0, atol=0)
-    assert bool((table[[0, 3, 4, 8, 9]].norm(dim=1) <= 1.0 + 1e-6).all())
+    # Renormed rows have norm max_norm up to the rounding of a 5-entry norm, a division
+    # and a product in fp32.
+    limit = 1.0 + rounding_bound(torch.float32, terms=5 + 2, magnitude=1.0)
+    assert bool((table[[0, 3, 4, 8, 9]].norm(dim=1) <= limit).all())
 
 
 def _sequence_parallel(rank: int, world: int) -> tuple[int, ...]:

@@ -131,20 +131,38 @@ def split_spec(spec: str) -> tuple[str, str | None]:
     return spec, None
 
 
-def load_tokenizer(spec: str, encoding: str | None = None) -> Tokenizer:
-    """The tokenizer a ``-t`` value names (see the module docstring)."""
+def load_tokenizer(spec: str, encoding: str | None = None, *, among: bool = False) -> Tokenizer:
+    """The tokenizer a ``-t`` value names (see the module docstring).
+
+    ``--encoding`` applies to this one value, so giving it for a file that is not a rank
+    file is refused; ``among=True`` (one of several ``-t``) applies it only where it can.
+    """
     from tokembed.tokenizer.formats import load_tokenizer as load
 
     path, enc = split_spec(spec)
-    if enc is None and encoding is not None and _takes_encoding(path):
+    if enc is None and (not among or _takes_encoding(path)):
         enc = encoding
+    if enc is not None and _is_json_tokenizer(path):
+        flag = f"@{enc}" if encoding is None or enc != encoding else f"--encoding {enc}"
+        raise usage(
+            f"{flag} names the pattern and special tokens for a .tiktoken file or an encoding "
+            f"name, but {path} is a JSON tokenizer that has its own",
+            value=enc,
+            fix=f"drop {flag} for this tokenizer",
+        )
     return load(path, encoding=enc)
 
 
 def _takes_encoding(path: str) -> bool:
-    # --encoding applies to rank files and names; explicit FILE@ENC is checked by the loader.
     p = Path(path)
     return not p.exists() or p.suffix == ".tiktoken" or (p.is_dir() and any(p.glob("*.tiktoken")))
+
+
+def _is_json_tokenizer(path: str) -> bool:
+    p = Path(path)
+    if p.is_dir():
+        return (p / "tokenizer.json").is_file() or (p / "vocab.json").is_file()
+    return p.suffix == ".json" and p.is_file()
 
 
 def load_tokenizers(specs: Sequence[str], encoding: str | None = None) -> dict[str, Tokenizer]:
@@ -152,7 +170,7 @@ def load_tokenizers(specs: Sequence[str], encoding: str | None = None) -> dict[s
     out: dict[str, Tokenizer] = {}
     for spec in specs:
         path, enc = split_spec(spec)
-        tok = load_tokenizer(spec, encoding)
+        tok = load_tokenizer(spec, encoding, among=True)
         name = enc or tok.name or Path(path).stem
         base, k = name, 2
         while name in out:

@@ -316,7 +316,7 @@ def _inspect_option(spec: str, encoding: str | None) -> Any:
     from tokembed.measure.vocab_sizes import vocab_sizes_of
 
     path, enc = split_spec(spec)
-    tok = load_tokenizer(spec, encoding)
+    tok = load_tokenizer(spec, encoding, among=True)
     config = Path(path) / "config.json"
     model = read_model_config(config) if config.is_file() else None
     return vocab_sizes_of(tok, config=model, name=enc or tok.name or Path(path).name)

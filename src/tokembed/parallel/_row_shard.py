@@ -183,6 +183,8 @@ class RowShardedTable(RowIntervals, ShardedLookup, nn.Module):
         return (
             f"{self.num_embeddings}, {self.embedding_dim}, rows=[{self.vocab_start}, "
             f"{self.vocab_end}) of {self.world_size} ranks, padding_idx={self.padding_idx}, "
-            f"max_norm={self.max_norm}, input_scale={self.config.input_scale}, "
-            f"address_hash={self.config.address_hash}"
+            f"max_norm={self.max_norm}"
+            # Like nn.Embedding's repr, options left at their default are not listed.
+            + (f", input_scale={self.config.input_scale}" if self.config.input_scale else "")
+            + (f", address_hash={self.config.address_hash}" if self.config.address_hash else "")
         )

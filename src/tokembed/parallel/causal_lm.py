@@ -10,7 +10,7 @@ equal to ``ignore_index`` are skipped, mean over the remaining positions.
 
 Example::
 
-    shard_input_embedding(model, tp_group, tie=True)    # tied head sharded too
+    shard_input_embedding(model, group=tp_group, tie=True)  # tied head sharded too
     loss = causal_lm_loss(model, ids)                    # == model(ids, labels=ids).loss unsharded
     loss.backward()
 """
@@ -51,15 +51,16 @@ def causal_lm_loss(
             "INVALID_ARGUMENT",
             f"the output head is {type(head).__name__}, not a VocabParallelLMHead",
             value=type(head).__name__,
-            fix="call shard_lm_head(model, group) first, or use model(ids, labels=ids).loss",
+            fix="call shard_lm_head(model, group=group) first, or use model(ids, labels=ids).loss",
         )
     labels = input_ids if labels is None else labels
     hidden = model.base_model(  # type: ignore[operator]
         input_ids=input_ids, attention_mask=attention_mask
     ).last_hidden_state  # [B, L, d]
     local_logits = head(hidden[:, :-1])  # [B, L-1, V_r]
+    # No cast here: the loss promotes half precision to fp32 itself and keeps fp64 as fp64.
     return vocab_parallel_cross_entropy(
-        local_logits.float(),
+        local_logits,
         labels[:, 1:],
         group=head.group,
         vocab_start=head.vocab_start,

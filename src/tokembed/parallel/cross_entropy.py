@@ -36,13 +36,18 @@ from typing import Any, Literal
 import torch
 import torch.distributed as dist
 
-from tokembed.errors import ParallelError, UsageError
+from tokembed.errors import EmbeddingError, UsageError
 from tokembed.parallel._collectives import ProcessGroup
 from tokembed.parallel.intervals import validate_cover
 
 __all__ = ["vocab_parallel_cross_entropy"]
 
 Reduction = Literal["mean", "sum", "none"]
+
+
+def _loss_dtype(dtype: torch.dtype) -> torch.dtype:
+    """At least fp32: exp and the sums over V lose too much in fp16/bf16; fp64 stays fp64."""
+    return torch.promote_types(dtype, torch.float32)
 
 
 class _VocabParallelCrossEntropy(torch.autograd.Function):
@@ -57,8 +62,9 @@ class _VocabParallelCrossEntropy(torch.autograd.Function):
         smoothing: float,
         group: ProcessGroup | None,
     ) -> torch.Tensor:
-        local_v = logits.shape[1]
-        logits = logits.float()
+        local_v, input_dtype = logits.shape[1], logits.dtype
+        # Half-precision logits are summed in fp32; fp32 and fp64 keep their own precision.
+        logits = logits.to(_loss_dtype(logits.dtype))
         valid = target != ignore_index  # [N]
         owned = valid & (target >= vocab_start) & (target < vocab_start + local_v)  # [N]
         local_target = torch.where(owned, target - vocab_start, 0)  # [N]
@@ -87,7 +93,7 @@ class _VocabParallelCrossEntropy(torch.autograd.Function):
             loss = loss + smoothing * (log_z - sum_shifted / vocab_size)
         loss = torch.where(valid, loss, 0.0)  # [N]
 
-        ctx.smoothing, ctx.vocab_size = smoothing, vocab_size
+        ctx.smoothing, ctx.vocab_size, ctx.logits_dtype = smoothing, vocab_size, input_dtype
         ctx.save_for_backward(exp / sum_exp.unsqueeze(1), local_target, owned, valid)
         return loss
 
@@ -101,7 +107,7 @@ class _VocabParallelCrossEntropy(torch.autograd.Function):
         if ctx.smoothing:
             grad -= ctx.smoothing / ctx.vocab_size
         grad *= (grad_loss * valid).unsqueeze(1)
-        return grad, None, None, None, None, None, None
+        return grad.to(ctx.logits_dtype), None, None, None, None, None, None
 
 
 def vocab_parallel_cross_entropy(
@@ -119,7 +125,9 @@ def vocab_parallel_cross_entropy(
     ``local_logits``: [..., V_r], this rank's columns ``[vocab_start,
     vocab_start + V_r)``; ``target``: [...] global ids (same on every rank).
     Returns a scalar for "mean"/"sum", else [...] (0 at ignored positions).
-    The loss is computed in fp32 and returned in fp32.
+    The loss is computed and returned in the logits' dtype promoted to at least
+    fp32 (fp16/bf16 -> fp32, fp64 stays fp64); the logits' gradient has their
+    own dtype.
 
     Example::
 
@@ -127,8 +135,8 @@ def vocab_parallel_cross_entropy(
         >>> loss = vocab_parallel_cross_entropy(head(h), target, vocab_start=head.vocab_start)
 
     Raises:
-        ParallelError ID_OUT_OF_RANGE: a non-ignored target is outside [0, V).
-        ParallelError SHAPE_MISMATCH: logits and target shapes disagree.
+        EmbeddingError ID_OUT_OF_RANGE: a non-ignored target is outside [0, V).
+        EmbeddingError SHAPE_MISMATCH: logits and target shapes disagree.
         ParallelError SHARD_GAP / SHARD_OVERLAP: the ranks' ``[vocab_start,
             vocab_start + V_r)`` blocks do not tile ``[0, V)`` in rank order.
         UsageError INVALID_ARGUMENT: bad reduction or label_smoothing.
@@ -141,7 +149,7 @@ def vocab_parallel_cross_entropy(
             fix="use reduction in ('mean', 'sum', 'none') and 0 <= label_smoothing <= 1",
         )
     if local_logits.shape[:-1] != target.shape:
-        raise ParallelError(
+        raise EmbeddingError(
             "SHAPE_MISMATCH",
             f"logits {tuple(local_logits.shape)} do not match target {tuple(target.shape)}",
             value=(tuple(local_logits.shape), tuple(target.shape)),
@@ -161,7 +169,7 @@ def vocab_parallel_cross_entropy(
     bad = (target != ignore_index) & ((target < 0) | (target >= vocab_size))
     if bool(bad.any()):
         value = int(target[bad][0])
-        raise ParallelError(
+        raise EmbeddingError(
             "ID_OUT_OF_RANGE",
             f"target {value} is outside [0, {vocab_size}) and is not ignore_index={ignore_index}",
             value=value,

@@ -1,0 +1,351 @@
+"""Save and load checkpoints that keep their alias graph (safetensors underneath).
+
+:func:`save_checkpoint` stores one tensor per alias group (its canonical name),
+the alias map, shapes and dtypes, the tokenizer's address hash, the row layout
+of sharded tables and the optimizer's per-parameter state (format in
+:mod:`tokembed.checkpoint.format`). The file is written to a temporary sibling,
+fsynced and renamed; inputs are never overwritten.
+
+:func:`load_checkpoint` restores the topology before any value: the aliases
+recorded in the file, those the model already has and those its transformers
+config claims are applied, values are copied into the canonical Parameters, and
+identity is proven afterwards. It refuses, each with a code:
+
+* two stored keys of one alias group with different values (a checkpoint that
+  holds both ``embed_tokens`` and ``lm_head`` while the model ties them) —
+  DIVERGENT_ALIAS_VALUES;
+* a key the model needs and the file lacks (never a silently fresh row) —
+  MISSING_KEY; a key the model does not know — UNEXPECTED_KEY (with
+  ``strict=False`` both are reported instead);
+* a lossy dtype cast — UNSAFE_CAST; another shape — SHAPE_MISMATCH;
+* another tokenizer than the one in use — ADDRESS_HASH_MISMATCH;
+* a sharded table saved with other row intervals — SHARD_LAYOUT_MISMATCH;
+* an optimizer that holds a replaced Parameter or one Parameter twice.
+
+Large tensors are copied into the model in row blocks straight from the
+memory-mapped file, so loading needs no second copy of a table.
+
+Example::
+
+    >>> save_checkpoint(model, "ckpt.safetensors", optimizer=adam, tokenizer=tok)
+    >>> fresh = build_model()                     # independently constructed, untied
+    >>> report = load_checkpoint(fresh, "ckpt.safetensors", tokenizer=tok)
+    >>> report.retied, fresh.lm_head.weight is fresh.embed.weight
+    (['lm_head.weight'], True)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from tokembed._atomic import check_output, replace_with
+from tokembed.checkpoint._hf import hf_claims
+from tokembed.checkpoint._writer import write_safetensors
+from tokembed.checkpoint.alias import AliasGraph, alias_graph, apply_aliases, verify_aliases
+from tokembed.checkpoint.format import META_KEY, VERSION, read_metadata
+from tokembed.checkpoint.optimizer import PREFIX, optimizer_tensors, restore_optimizer
+from tokembed.embedding.materialize import is_safe_cast, tensor_sha256
+from tokembed.errors import CheckpointError, EmbeddingError, ParallelError
+
+__all__ = ["LoadReport", "load_checkpoint", "save_checkpoint"]
+
+# Row blocks of at most 64 MiB: large enough that the copy runs at memory bandwidth,
+# small enough that loading a 2 GiB table adds a few percent of it to the peak.
+_BLOCK_BYTES = 64 << 20
+
+
+def _hash_of(tokenizer: Any) -> str | None:
+    if tokenizer is None:
+        return None
+    return tokenizer if isinstance(tokenizer, str) else str(tokenizer.address_hash)
+
+
+def _shards(model: nn.Module) -> dict[str, dict[str, int]]:
+    layout = {}
+    for name, module in model.named_modules():
+        start, end = getattr(module, "vocab_start", None), getattr(module, "vocab_end", None)
+        if start is not None and end is not None and "weight" in module._parameters:
+            layout[f"{name}.weight" if name else "weight"] = {
+                "num_embeddings": int(module.num_embeddings),
+                "start": int(start),
+                "end": int(end),
+                "world_size": len(module.intervals),
+            }
+    return layout
+
+
+def _refuse_hidden_sharing(tensors: dict[str, torch.Tensor]) -> None:
+    seen: dict[tuple[int, int], str] = {}
+    for name, t in tensors.items():
+        if t.numel() == 0:
+            continue
+        key = (t.untyped_storage().data_ptr(), int(t.storage_offset()))
+        if key in seen:
+            raise CheckpointError(
+                "UNDECLARED_TIE",
+                f"{name!r} shares storage with {seen[key]!r} but they are two Parameter objects",
+                value=(seen[key], name),
+                fix="make them one Parameter (a declared alias) or clone one of them",
+            )
+        seen[key] = name
+
+
+def save_checkpoint(
+    model: nn.Module,
+    path: str | os.PathLike[str],
+    *,
+    optimizer: torch.optim.Optimizer | None = None,
+    tokenizer: Any = None,
+    digests: bool = False,
+    inputs: Iterable[str | os.PathLike[str]] = (),
+) -> Path:
+    """Write ``model`` (and ``optimizer``'s state) to one safetensors file; returns the path.
+
+    Args:
+        tokenizer: a tokenizer (its ``address_hash``) or the hash string the
+            rows belong to; recorded and checked by :func:`load_checkpoint`.
+        digests: also record each tensor's SHA-256 (``tokembed checkpoint verify``
+            then checks the bytes; costs one pass over the data).
+        inputs: files this save must not overwrite.
+
+    Raises:
+        UsageError OUTPUT_EXISTS: ``path`` is one of ``inputs`` or a folder.
+        CheckpointError UNDECLARED_TIE: two distinct Parameters share storage.
+        CheckpointError STALE_OPTIMIZER_PARAMETER / DUPLICATE_OPTIMIZER_REGISTRATION.
+    """
+    target = check_output(Path(path), inputs=[str(p) for p in inputs])
+    graph = alias_graph(model)
+    aliases = graph.aliases()
+    tensors = {k: v.detach() for k, v in model.state_dict().items() if k not in aliases}
+    _refuse_hidden_sharing(tensors)
+    opt_meta = None
+    if optimizer is not None:
+        state, opt_meta = optimizer_tensors(model, optimizer)
+        tensors.update(state)
+    meta = {
+        "version": VERSION,
+        "aliases": aliases,
+        "tensors": {
+            k: {"shape": list(v.shape), "dtype": str(v.dtype).removeprefix("torch.")}
+            | ({"sha256": tensor_sha256(v)} if digests else {})
+            for k, v in tensors.items()
+        },
+        "address_hash": _hash_of(tokenizer),
+        "shards": _shards(model),
+        "optimizer": opt_meta,
+    }
+    metadata = {"format": "pt", META_KEY: json.dumps(meta, sort_keys=True)}
+    target.parent.mkdir(parents=True, exist_ok=True)
+    replace_with(target, lambda tmp: write_safetensors(tmp, tensors, metadata))
+    return target
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadReport:
+    """What a load did: keys missing or unexpected (``strict=False``), aliases re-pointed.
+
+    ``states`` names each state-dict entry's materialization: ``"exact_load"``
+    (copied from the file) or ``"fresh"`` (missing under ``strict=False``: it keeps
+    the values the constructor gave it, and the caller must treat it as new).
+    """
+
+    states: dict[str, str]
+    missing: tuple[str, ...]
+    unexpected: tuple[str, ...]
+    retied: tuple[str, ...]
+    aliases: dict[str, str]
+    address_hash: str | None
+    optimizer_restored: bool
+
+
+def _graph_for(model: nn.Module, meta: dict[str, Any] | None) -> AliasGraph:
+    saved = AliasGraph.from_aliases(meta.get("aliases", {})) if meta else AliasGraph(groups=())
+    claims = hf_claims(model)
+    for alias, canonical in saved.aliases().items():
+        if claims.get((alias, canonical)) is False:
+            raise CheckpointError(
+                "UNDECLARED_TIE",
+                f"the checkpoint ties {alias!r} to {canonical!r} but the model's config unties "
+                "them: restoring the alias would change the architecture silently",
+                value=(alias, canonical),
+                fix="set config.tie_word_embeddings=True and rebuild the model, or load into a "
+                "tied model and convert with tokembed.checkpoint.untie",
+            )
+    claimed = AliasGraph.from_aliases({a: c for (a, c), tied in claims.items() if tied})
+    return saved.merged(alias_graph(model)).merged(claimed)
+
+
+def _check_binding(meta: dict[str, Any] | None, tokenizer: Any, model: nn.Module) -> None:
+    expected, found = _hash_of(tokenizer), (meta or {}).get("address_hash")
+    if expected is not None and found != expected:
+        raise EmbeddingError(
+            "ADDRESS_HASH_MISMATCH",
+            f"the checkpoint's rows belong to tokenizer {found!r}, the one in use is {expected!r}",
+            value=found,
+            fix="load with the tokenizer the checkpoint was trained with, or migrate the "
+            "vocabulary explicitly",
+        )
+    mine = _shards(model)
+    for name, saved in ((meta or {}).get("shards") or {}).items():
+        if mine.get(name) != saved:
+            raise ParallelError(
+                "SHARD_LAYOUT_MISMATCH",
+                f"{name!r} was saved as rows {saved}, this rank holds {mine.get(name)}",
+                value=name,
+                fix="load each rank's file into the same tensor-parallel layout, or reshard "
+                "with tokembed.parallel.load_vocab_shards",
+            )
+
+
+def _copy_into(dst: torch.Tensor, f: Any, key: str) -> None:
+    """Copy saved ``key`` into ``dst`` after shape and cast checks, in row blocks."""
+    sl = f.get_slice(key)
+    shape = tuple(sl.get_shape())
+    src_dtype = _torch_dtype(sl.get_dtype())
+    if shape != tuple(dst.shape):
+        raise EmbeddingError(
+            "SHAPE_MISMATCH",
+            f"{key!r} is saved as {list(shape)}, the model has {list(dst.shape)}",
+            value=(key, shape),
+            fix="load into the architecture the checkpoint was saved from; use growth for a "
+            "larger vocabulary",
+        )
+    if not is_safe_cast(src_dtype, dst.dtype):
+        raise EmbeddingError(
+            "UNSAFE_CAST",
+            f"{key!r} is saved as {src_dtype}; the model's {dst.dtype} would lose information",
+            value=(key, str(src_dtype), str(dst.dtype)),
+            fix=f"build the model in {src_dtype} (or wider), or convert explicitly and record it",
+        )
+    with torch.no_grad():
+        if dst.dim() == 0 or dst.numel() * dst.element_size() <= _BLOCK_BYTES:
+            dst.copy_(f.get_tensor(key))
+            return
+        rows = max(1, _BLOCK_BYTES // (dst[0].numel() * dst.element_size()))
+        for start in range(0, shape[0], rows):
+            dst[start : start + rows].copy_(sl[start : start + rows])
+
+
+def _torch_dtype(code: str) -> torch.dtype:
+    from tokembed.checkpoint.format import _dtype_name
+
+    dtype: torch.dtype = getattr(torch, _dtype_name(code))
+    return dtype
+
+
+def _same_values(f: Any, keys: list[str]) -> bool:
+    first = f.get_tensor(keys[0])
+    return all(torch.equal(first, f.get_tensor(k)) for k in keys[1:])
+
+
+def _target(model: nn.Module, name: str) -> torch.Tensor:
+    path, _, leaf = name.rpartition(".")
+    module = model.get_submodule(path) if path else model
+    found: torch.Tensor | None = module._parameters.get(leaf)
+    if found is None:
+        found = module._buffers.get(leaf)
+    assert found is not None, name
+    return found
+
+
+def load_checkpoint(
+    model: nn.Module,
+    path: str | os.PathLike[str],
+    *,
+    optimizer: torch.optim.Optimizer | None = None,
+    tokenizer: Any = None,
+    strict: bool = True,
+) -> LoadReport:
+    """Restore aliases, then values, then (optionally) optimizer state; prove the aliases.
+
+    Also reads foreign safetensors files (e.g. transformers' ``model.safetensors``):
+    their ties come from the model and its config. ``optimizer`` must be built
+    from the model after its aliases exist (load once without it first when
+    the model is freshly constructed and untied).
+
+    Raises:
+        CheckpointError DIVERGENT_ALIAS_VALUES, ALIAS_GRAPH_LOST,
+            STALE_OPTIMIZER_PARAMETER, DUPLICATE_OPTIMIZER_REGISTRATION,
+            OPTIMIZER_STATE_MISMATCH, MALFORMED_CHECKPOINT.
+        EmbeddingError MISSING_KEY / UNEXPECTED_KEY (strict), SHAPE_MISMATCH,
+            UNSAFE_CAST, ADDRESS_HASH_MISMATCH.
+        ParallelError SHARD_LAYOUT_MISMATCH.
+    """
+    from safetensors import safe_open
+
+    meta = read_metadata(path)
+    _check_binding(meta, tokenizer, model)
+    graph = _graph_for(model, meta)
+    names = list(model.state_dict().keys())
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(graph.canonical(name), []).append(name)
+    for canonical in list(groups):
+        groups[canonical] = list(dict.fromkeys([canonical, *groups[canonical]]))
+    missing: list[str] = []
+    with safe_open(str(path), "pt", device="cpu") as f:
+        keys = set(f.keys())
+        sources: dict[str, str] = {}
+        for canonical, members in groups.items():
+            present = [m for m in members if m in keys]
+            if not present:
+                missing.extend(members)
+            elif len(present) > 1 and not _same_values(f, present):
+                raise CheckpointError(
+                    "DIVERGENT_ALIAS_VALUES",
+                    f"{present} are one tied parameter in the model but hold different values in "
+                    f"{path}: an untied or corrupted checkpoint",
+                    value=present,
+                    fix="untie the model before loading (tokembed.checkpoint.untie), or choose "
+                    "the canonical values explicitly with tokembed.checkpoint.tie(keep=...)",
+                )
+            else:
+                sources[canonical] = present[0]
+        unexpected = sorted(k for k in keys - set(names) if not k.startswith(PREFIX))
+        if strict and missing:
+            raise EmbeddingError(
+                "MISSING_KEY",
+                f"{path} lacks {missing[:5]}{' ...' if len(missing) > 5 else ''}: loading would "
+                "leave freshly initialized values",
+                value=missing,
+                fix="load the checkpoint that holds these tensors, or pass strict=False and "
+                "initialize them on purpose",
+            )
+        if strict and unexpected:
+            raise EmbeddingError(
+                "UNEXPECTED_KEY",
+                f"{path} holds tensors the model does not know: {unexpected[:5]}",
+                value=unexpected,
+                fix="load into the architecture it was saved from, or pass strict=False",
+            )
+        retied = apply_aliases(model, graph)
+        for canonical, key in sources.items():
+            _copy_into(_target(model, canonical), f, key)
+        verify_aliases(model, graph)
+        if optimizer is not None:
+            opt_meta = (meta or {}).get("optimizer")
+            if opt_meta is None:
+                raise CheckpointError(
+                    "OPTIMIZER_STATE_MISMATCH",
+                    f"{path} holds no optimizer state",
+                    value=str(path),
+                    fix="load without optimizer=, or save with save_checkpoint(optimizer=...)",
+                )
+            restore_optimizer(model, optimizer, opt_meta, f.get_tensor, keys)
+    return LoadReport(
+        states={n: "fresh" if n in missing else "exact_load" for n in names},
+        missing=tuple(missing),
+        unexpected=tuple(unexpected),
+        retied=tuple(retied),
+        aliases=graph.aliases(),
+        address_hash=(meta or {}).get("address_hash"),
+        optimizer_restored=optimizer is not None,
+    )
