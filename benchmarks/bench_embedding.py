@@ -14,6 +14,12 @@ compared with the fastest of them as well as with its like:
   spent in the warm-up and not timed). ``--no-compile`` leaves it out.
 Ours runs dense and ``sparse=True`` (the same option as nn.Embedding's).
 
+The traced forms are compared like with like (``--no-traced`` leaves them out):
+* ``torch.compile(fullgraph=True)`` of TokenEmbedding vs of ``nn.Embedding``
+  (Inductor); the checks are traced tensor asserts there, no host read;
+* ``torch.export`` of TokenEmbedding vs of ``nn.Embedding``, each run through
+  ``ExportedProgram.module()`` (the exported graph holds the asserts).
+
 Usage: .venv/bin/python benchmarks/bench_embedding.py [--repeats 15] [--forward-only]
 """
 
@@ -26,9 +32,11 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from _env import load_line, machine_line
 from tokembed.embedding.lookup import TokenEmbedding
+from tokembed.embedding.lookup_checks import admit_lookup_ids
 
 _Fn = Callable[[torch.Tensor], torch.Tensor]
 
@@ -37,6 +45,8 @@ def _step(
     fn: _Fn, ids: torch.Tensor, weight: torch.Tensor, grad: torch.Tensor, backward: bool
 ) -> float:
     weight.grad = None
+    for param in getattr(fn, "parameters", list)():  # an exported module holds its own
+        param.grad = None
     start = time.perf_counter()
     out = fn(ids)
     if backward:
@@ -63,6 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--forward-only", action="store_true")
     parser.add_argument("--no-compile", action="store_true", help="leave out torch.compile")
+    parser.add_argument(
+        "--no-traced",
+        action="store_true",
+        help="leave out compiled (fullgraph) and exported TokenEmbedding vs nn.Embedding",
+    )
     args = parser.parse_args(argv)
     print(machine_line())
     print(load_line("start"), flush=True)
@@ -89,6 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     }
     if not args.no_compile:
         impls["peer torch.compile(F.embedding), dense"] = torch.compile(peer)
+    if not args.no_traced:
+        plain = nn.Embedding(args.vocab, args.dim, padding_idx=0, device="meta")
+        plain.weight = weight
+        impls["ours torch.compile(TokenEmbedding, fullgraph)"] = torch.compile(ours, fullgraph=True)
+        impls["peer torch.compile(nn.Embedding, fullgraph)"] = torch.compile(plain, fullgraph=True)
+        impls["ours torch.export(TokenEmbedding)"] = torch.export.export(ours, (ids,)).module()
+        impls["peer torch.export(nn.Embedding)"] = torch.export.export(plain, (ids,)).module()
     expected = peer(ids)
     first: dict[str, float] = {}  # first forward + first step: Inductor compiles in them
     for name, fn in impls.items():
@@ -105,30 +127,42 @@ def main(argv: list[str] | None = None) -> int:
             times[name].append(_step(fn, ids, weight, grad, backward))
             grad_bytes[name] = _grad_bytes(weight)
     # The checks alone (dtype/device, fused aminmax, one host read), timed in isolation.
-    check = [_time(lambda: ours._check_values(ids)) for _ in range(args.repeats)]
+    device = weight.device
+    check = [
+        _time(lambda: admit_lookup_ids(ids, ours.config, device=device))
+        for _ in range(args.repeats)
+    ]
     what = "forward" if args.forward_only else "forward+backward"
     print(
         f"{what}  B={args.batch} L={args.length} V={args.vocab} d={args.dim} float32"
         f" cpu, torch threads={torch.get_num_threads()} (torch's default, not set here)"
         f" repeats={args.repeats}"
     )
-    print(f"  {'':44}{'median':>10}{'min':>10}{'grad':>12}")
+    print(f"  {'':46}{'median':>10}{'min':>10}{'grad':>12}")
     for name, ts in times.items():
         print(
-            f"  {name:44}{statistics.median(ts) * 1e3:8.2f}ms{min(ts) * 1e3:8.2f}ms"
+            f"  {name:46}{statistics.median(ts) * 1e3:8.2f}ms{min(ts) * 1e3:8.2f}ms"
             f"{grad_bytes[name] / 2**20:9.1f}MiB"
         )
     for name, seconds in first.items():
         if "compile" in name:
             print(f"  ({name}: first forward+step incl. compilation {seconds:.1f} s, not timed)")
     med = {name: statistics.median(ts) for name, ts in times.items()}
-    pairs = (
+    pairs = [
         ("ours TokenEmbedding (checked), dense grad", "peer F.embedding, dense grad"),
         ("ours TokenEmbedding (checked), sparse=True", "peer F.embedding, sparse=True"),
-    )
+    ]
+    if not args.no_traced:
+        pairs += [
+            (
+                "ours torch.compile(TokenEmbedding, fullgraph)",
+                "peer torch.compile(nn.Embedding, fullgraph)",
+            ),
+            ("ours torch.export(TokenEmbedding)", "peer torch.export(nn.Embedding)"),
+        ]
     for o, p in pairs:
         print(
-            f"  ratio {o[len('ours ') :]:40} / {p[len('peer ') :]}: {med[o] / med[p]:.3f} (median)"
+            f"  ratio {o[len('ours ') :]:42} / {p[len('peer ') :]}: {med[o] / med[p]:.3f} (median)"
         )
     peers = {n: t for n, t in med.items() if n.startswith("peer")}
     best_peer = min(peers, key=peers.__getitem__)
@@ -144,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{med[best_ours] / med[best_peer]:.3f}"
     )
     print(
-        f"  {'id checks alone':44}{statistics.median(check) * 1e3:8.3f}ms{min(check) * 1e3:8.3f}ms"
+        f"  {'id checks alone':46}{statistics.median(check) * 1e3:8.3f}ms{min(check) * 1e3:8.3f}ms"
     )
     print(load_line("end"))
     return 0

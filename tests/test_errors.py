@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import pickle
 import re
 from pathlib import Path
 
 import pytest
 
-from tokembed.errors import CODES, TokembedError, UsageError
+from tokembed.errors import (
+    BUILTIN_OF,
+    CODES,
+    DisallowedSpecialError,
+    EmbeddingError,
+    TokembedError,
+    TokenizerError,
+    UnknownTokenError,
+    UsageError,
+)
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "tokembed"
 _RAISED = re.compile(r"""Error\(\s*["']([A-Z][A-Z0-9_]+)["']""")
@@ -83,3 +93,34 @@ def test_distributed_agreement_reraises_under_the_one_class() -> None:
     for code, cls in _AGREED.items():
         if code not in _PENDING_TWO_CLASSES:
             assert classes.get(code, {cls.__name__}) == {cls.__name__}, code
+
+
+@pytest.mark.parametrize(("code", "builtin"), sorted(BUILTIN_OF.items()))
+def test_coded_error_is_also_the_builtin_torch_or_tiktoken_raises(
+    code: str, builtin: type[Exception]
+) -> None:
+    family = {"INVALID_ARGUMENT": UsageError}.get(code, EmbeddingError)
+    if code in {"SPECIAL_TOKEN_DISALLOWED", "UNKNOWN_TOKEN_ID", "UNKNOWN_PIECE"}:
+        family = TokenizerError
+    err = family(code, "message", value=7, fix="do this")
+    assert isinstance(err, family)
+    assert isinstance(err, builtin)
+    assert str(err) == f"{code}: message — do this"  # KeyError's repr form does not win
+    if family is not TokenizerError:  # the tokenizer's mixes have public names of their own
+        assert type(err).__name__ == family.__name__  # tracebacks name the family
+    back = pickle.loads(pickle.dumps(err))
+    assert (type(back), back.code, back.value, back.fix) == (type(err), code, 7, "do this")
+    with pytest.raises(builtin):
+        raise err
+
+
+def test_builtin_mixing_reuses_the_tokenizer_public_classes() -> None:
+    # One mechanism: the table decides, and the tokenizer's named classes are its entries.
+    assert type(TokenizerError("UNKNOWN_TOKEN_ID", "x")) is UnknownTokenError
+    assert type(TokenizerError("SPECIAL_TOKEN_DISALLOWED", "x")) is DisallowedSpecialError
+    assert type(EmbeddingError("ID_OUT_OF_RANGE", "x")) is type(
+        EmbeddingError("PAD_ID_INVALID", "y")
+    )
+    plain = EmbeddingError("GROWTH_PREFIX_CHANGED", "x")  # no built-in counterpart
+    assert type(plain) is EmbeddingError
+    assert set(BUILTIN_OF) <= set(CODES)

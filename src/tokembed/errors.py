@@ -21,6 +21,7 @@ Example::
 from __future__ import annotations
 
 __all__ = [
+    "BUILTIN_OF",
     "CODES",
     "CheckpointError",
     "DisallowedSpecialError",
@@ -143,6 +144,32 @@ CODES: dict[str, str] = {
 }
 
 
+# The built-in type torch, NumPy or tiktoken raise in the same situation. An error with
+# one of these codes is an instance of both its tokembed class and this type (as NumPy's
+# AxisError is both a ValueError and an IndexError), so `except IndexError` written
+# around an nn.Embedding lookup still catches an out-of-range id.
+BUILTIN_OF: dict[str, type[Exception]] = {
+    # --- usage
+    "INVALID_ARGUMENT": ValueError,
+    # --- tokenizer (tiktoken's types)
+    "SPECIAL_TOKEN_DISALLOWED": ValueError,
+    "UNKNOWN_TOKEN_ID": KeyError,
+    "UNKNOWN_PIECE": KeyError,
+    # --- embedding (torch's types for nn.Embedding / F.embedding_bag)
+    "INDEX_DTYPE_MISMATCH": RuntimeError,
+    "ID_OUT_OF_RANGE": IndexError,
+    "PAD_ID_INVALID": IndexError,
+    "DEVICE_MISMATCH": RuntimeError,
+    "OPERATOR_CONTRACT_MISMATCH": RuntimeError,
+    "INVALID_BAG_OFFSETS": RuntimeError,
+    "SHAPE_MISMATCH": RuntimeError,
+    "SPARSE_WITH_FREQ_SCALING": RuntimeError,
+    "PAD_ROW_NOT_ZERO": RuntimeError,
+    "ADDRESS_HASH_MISMATCH": ValueError,
+    "FREQ_COUNT_SCOPE_UNDECLARED": ValueError,
+}
+
+
 class TokembedError(Exception):
     """Base of every error tokembed raises on purpose.
 
@@ -153,6 +180,15 @@ class TokembedError(Exception):
     """
 
     exit_code: int = 1
+
+    def __new__(cls, code: str, *args: object, **kwargs: object) -> TokembedError:
+        # A code with a built-in type makes an instance of the class that derives from
+        # both (one per family and built-in type, made once), so the raise site keeps
+        # naming the one family class of its code.
+        builtin = BUILTIN_OF.get(code)
+        if builtin is not None and not issubclass(cls, builtin):
+            cls = _with_builtin(cls, builtin)
+        return super().__new__(cls, code, *args, **kwargs)
 
     def __init__(
         self,
@@ -172,7 +208,14 @@ class TokembedError(Exception):
     def __reduce__(self) -> tuple[object, ...]:
         # Rebuild with keywords so errors raised in worker processes unpickle in the
         # parent (the default reduce passes only args=(str,) and fails there).
-        return (_rebuild, (type(self), self.code, self.message, self.value, self.fix))
+        # The family class is named, not its made-on-demand built-in subclass (which is
+        # not importable); __new__ makes that subclass again from the code.
+        return (_rebuild, (self._family, self.code, self.message, self.value, self.fix))
+
+    @property
+    def _family(self) -> type[TokembedError]:
+        cls = type(self)
+        return _FAMILY_OF.get(cls, cls)
 
     def __str__(self) -> str:
         text = f"{self.code}: {self.message}"
@@ -231,3 +274,24 @@ def _rebuild(
     cls: type[TokembedError], code: str, message: str, value: object, fix: str | None
 ) -> TokembedError:
     return cls(code, message, value=value, fix=fix)
+
+
+# (family class, built-in type) -> the class deriving from both; seeded with the
+# tokenizer's public classes, so a TokenizerError made with an unknown-id code is an
+# UnknownTokenError: one class per code, whichever name the raise site uses.
+_MIXED: dict[tuple[type[TokembedError], type[Exception]], type[TokembedError]] = {
+    (TokenizerError, ValueError): DisallowedSpecialError,
+    (TokenizerError, KeyError): UnknownTokenError,
+}
+_FAMILY_OF: dict[type[TokembedError], type[TokembedError]] = {}
+
+
+def _with_builtin(family: type[TokembedError], builtin: type[Exception]) -> type[TokembedError]:
+    mixed = _MIXED.get((family, builtin))
+    if mixed is None:
+        # The family comes first in the MRO, so its one-line str() wins over KeyError's repr.
+        mixed = type(family.__name__, (family, builtin), {"__module__": __name__})
+        mixed.__qualname__ = family.__qualname__  # tracebacks name the family
+        _MIXED[family, builtin] = mixed
+        _FAMILY_OF[mixed] = family
+    return mixed

@@ -322,7 +322,6 @@ def test_input_scale_applied_once_and_recorded() -> None:
         (torch.tensor([[2314.0, 4812.0]]), "INDEX_DTYPE_MISMATCH"),  # floats / embedded rows
         (torch.randn(1, 2, 3), "INDEX_DTYPE_MISMATCH"),  # already embedded floats
         (F.one_hot(torch.tensor([[1, 2]]), 8).float(), "INDEX_DTYPE_MISMATCH"),
-        (F.one_hot(torch.tensor([[1, 2, 6]]), 8), "OPERATOR_CONTRACT_MISMATCH"),  # int one-hot
         (torch.tensor([[1, 8]]), "ID_OUT_OF_RANGE"),  # tokenizer emits beyond V
         (torch.tensor([[1, 4, -1]]), "PAD_ID_INVALID"),  # LLaMA pad -1 as an address
         (torch.tensor([[1, 2]], device="meta"), "DEVICE_MISMATCH"),
@@ -333,6 +332,31 @@ def test_lookup_refusals(bad: object, code: str) -> None:
     with pytest.raises(EmbeddingError) as e:
         emb(bad)  # type: ignore[arg-type]
     assert e.value.code == code
+
+
+def test_one_hot_guard_is_an_opt_in_policy() -> None:
+    # Integer one-hot selectors are also a valid id batch (rows 0 and 1), so only a
+    # table built with one_hot_guard=True refuses them; nn.Embedding never does.
+    selectors = F.one_hot(torch.tensor([[1, 2, 6]]), 8)
+    guarded = _spec_embedding(padding_idx=0, one_hot_guard=True)
+    with pytest.raises(EmbeddingError) as e:
+        guarded(selectors)
+    assert e.value.code == "OPERATOR_CONTRACT_MISMATCH"
+    plain = _spec_embedding(padding_idx=0)
+    assert torch.equal(plain(selectors), F.embedding(selectors, plain.weight, 0))
+    small = TokenEmbedding(3, 2)  # last axis == V and one 1 per row: still ids by default
+    assert small(torch.tensor([[0, 1, 0]])).shape == (1, 3, 2)
+
+
+def test_pad_convention_naming_is_switchable() -> None:
+    named = TokenEmbedding(8, 3)
+    with pytest.raises(IndexError) as e:
+        named(torch.tensor([[1, -1]]))
+    assert _code(e) == "PAD_ID_INVALID"
+    plain = TokenEmbedding(8, 3, name_pad_convention=False)
+    with pytest.raises(IndexError) as e:
+        plain(torch.tensor([[1, -1]]))
+    assert _code(e) == "ID_OUT_OF_RANGE"
 
 
 def test_out_of_range_message_names_first_position_and_role() -> None:
@@ -431,7 +455,7 @@ def test_batch_and_table_pad_ids_must_agree(batch_pad: int | None, table_pad: in
     assert e.value.code == "PAD_ID_INVALID"
 
 
-@pytest.mark.parametrize("padding_idx", [-1, 8])
+@pytest.mark.parametrize("padding_idx", [-9, 8])
 def test_padding_idx_must_be_a_row(padding_idx: int) -> None:
     with pytest.raises(EmbeddingError) as e:
         TokenEmbedding(8, 3, padding_idx=padding_idx)
@@ -492,7 +516,9 @@ def test_pad_row_receives_no_lookup_gradient() -> None:
         ),
         ({"count_scope": "global"}, "INVALID_ARGUMENT"),
         ({"zero_pad_row": True}, "INVALID_ARGUMENT"),
-        ({"max_norm": 0.0}, "INVALID_ARGUMENT"),
+        ({"max_norm": -1.0}, "INVALID_ARGUMENT"),
+        ({"norm_type": 0.0}, "INVALID_ARGUMENT"),
+        ({"checks": "never"}, "INVALID_ARGUMENT"),
         ({"input_scale": float("nan")}, "INVALID_ARGUMENT"),
         ({"address_hash": "sha256:xyz"}, "INVALID_ARGUMENT"),
         ({"require_address": True}, "INVALID_ARGUMENT"),

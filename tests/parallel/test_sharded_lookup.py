@@ -54,8 +54,14 @@ def _outcome(fn: Callable[[], object]) -> str:
 
 def _reference() -> TokenEmbedding:
     torch.manual_seed(0)
-    return TokenEmbedding(
-        V, D, padding_idx=PAD, zero_pad_row=True, input_scale=SCALE, address_hash=HASH_A
+    return TokenEmbedding(  # one_hot_guard (opt-in) travels with the config to every shard
+        V,
+        D,
+        padding_idx=PAD,
+        zero_pad_row=True,
+        input_scale=SCALE,
+        address_hash=HASH_A,
+        one_hot_guard=True,
     )
 
 

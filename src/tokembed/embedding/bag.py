@@ -24,7 +24,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tokembed.embedding.contracts import INDEX_DTYPES, first_bad_position, validate_ids
+from tokembed.embedding.contracts import (
+    INDEX_DTYPES,
+    first_bad_position,
+    validate_ids,
+    value_check_mode,
+)
+from tokembed.embedding.lookup_config import LookupConfig, normalize_padding_idx
 from tokembed.errors import EmbeddingError, UsageError
 
 __all__ = ["BagMode", "TokenEmbeddingBag", "validate_bag_offsets"]
@@ -85,84 +91,180 @@ def validate_bag_offsets(
         )
 
 
-class TokenEmbeddingBag(nn.Module):
-    """``nn.EmbeddingBag`` semantics (``weight`` key) with ids and offsets checked.
+def _assert_offsets(offsets: torch.Tensor, num_inputs: int, *, include_last: bool) -> None:
+    # validate_bag_offsets as tensor asserts (no host read): traced by compile/export.
+    if offsets.numel() == 0:
+        return
+    ok = (offsets[0] == 0) & (offsets[-1] <= num_inputs) & (offsets.diff() >= 0).all()
+    if include_last:
+        ok = ok & (offsets[-1] == num_inputs)
+    torch._assert_async(
+        ok,
+        "INVALID_BAG_OFFSETS: offsets must start at 0, never decrease and end inside the"
+        " input (at its length with include_last_offset)",
+    )
 
-    ``forward(ids, offsets=None, per_sample_weights=None) -> [num_bags, d]``: 1-D ids
+
+class TokenEmbeddingBag(nn.EmbeddingBag):
+    """``nn.EmbeddingBag`` (a subclass, same constructor, ``from_pretrained`` and
+    ``weight`` key) with ids and offsets checked.
+
+    ``forward(input, offsets=None, per_sample_weights=None) -> [num_bags, d]``: 1-D ids
     need offsets; 2-D ids ``[B, n]`` are B fixed-size bags and take none. PAD
-    entries (``padding_idx``) are excluded from sum, mean's denominator and max.
+    entries (``padding_idx``; a negative k means row V + k) are excluded from sum,
+    mean's denominator and max. The id range is the current weight's row count.
+    ``weight=`` is accepted as this package's name for ``_weight``. Under
+    torch.compile and torch.export the value checks are traced
+    tensor asserts (torch's RuntimeError, the code in its message).
+
+    Example::
+
+        >>> bag = TokenEmbeddingBag.from_pretrained(torch.eye(3), mode="sum")
+        >>> bag(torch.tensor([[0, 2]])).tolist()
+        [[1.0, 0.0, 1.0]]
 
     Raises (forward): INDEX_DTYPE_MISMATCH, ID_OUT_OF_RANGE, DEVICE_MISMATCH,
-    INVALID_BAG_OFFSETS (EmbeddingError).
+    INVALID_BAG_OFFSETS, SHAPE_MISMATCH (EmbeddingError; also RuntimeError or
+    IndexError, as torch raises there).
     """
 
     def __init__(
         self,
         num_embeddings: int,
         embedding_dim: int,
-        *,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
         mode: BagMode = "mean",
-        padding_idx: int | None = None,
+        sparse: bool = False,
+        _weight: torch.Tensor | None = None,
         include_last_offset: bool = False,
-        weight: torch.Tensor | None = None,
+        padding_idx: int | None = None,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        *,
+        weight: torch.Tensor | None = None,
     ) -> None:
-        super().__init__()
         if mode not in ("sum", "mean", "max"):
             raise UsageError("INVALID_ARGUMENT", f"unknown mode {mode!r}", value=mode, fix="")
-        if padding_idx is not None and not 0 <= padding_idx < num_embeddings:
-            raise EmbeddingError(
-                "PAD_ID_INVALID",
-                f"padding_idx={padding_idx} is not a row of a {num_embeddings}-row table",
-                value=padding_idx,
-                fix="pick a real row for PAD",
+        if weight is not None and _weight is not None:
+            raise UsageError(
+                "INVALID_ARGUMENT",
+                "both weight and _weight were given",
+                value=None,
+                fix="pass one of them (weight is this class's name for _weight)",
             )
-        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        self.mode: BagMode = mode
-        self.padding_idx = padding_idx
-        self.include_last_offset = include_last_offset
-        if weight is None:
-            weight = torch.empty(num_embeddings, embedding_dim, device=device, dtype=dtype)
-            nn.init.normal_(weight)
-            if padding_idx is not None:
-                weight[padding_idx] = 0
-        elif tuple(weight.shape) != (num_embeddings, embedding_dim):
+        weight = _weight if weight is None else weight
+        if weight is not None and tuple(weight.shape) != (num_embeddings, embedding_dim):
             raise EmbeddingError(
                 "SHAPE_MISMATCH",
                 f"supplied weight has shape {tuple(weight.shape)}",
                 value=tuple(weight.shape),
                 fix=f"pass a [{num_embeddings}, {embedding_dim}] table",
             )
-        self.weight = weight if isinstance(weight, nn.Parameter) else nn.Parameter(weight)
+        # LookupConfig validates the options shared with the lookup (sizes, norms, PAD).
+        LookupConfig(
+            num_embeddings=num_embeddings,
+            embedding_dim=embedding_dim,
+            max_norm=max_norm,
+            norm_type=norm_type,
+            padding_idx=normalize_padding_idx(padding_idx, num_embeddings),
+        )
+        super().__init__(
+            num_embeddings,
+            embedding_dim,
+            max_norm,
+            norm_type,
+            scale_grad_by_freq,
+            mode,
+            sparse,
+            None,
+            include_last_offset,
+            padding_idx,
+            device,
+            dtype,
+        )
+        if weight is not None:
+            # Used as is, like nn.Embedding(_weight=...): no copy, PAD row kept.
+            self.weight = weight if isinstance(weight, nn.Parameter) else nn.Parameter(weight)
+
+    @classmethod
+    def from_pretrained(  # type: ignore[override]
+        cls,
+        embeddings: torch.Tensor,
+        freeze: bool = True,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        mode: BagMode = "mean",
+        sparse: bool = False,
+        include_last_offset: bool = False,
+        padding_idx: int | None = None,
+    ) -> TokenEmbeddingBag:
+        """nn.EmbeddingBag.from_pretrained: a bag table over ``embeddings`` (shared).
+
+        Raises:
+            EmbeddingError SHAPE_MISMATCH: ``embeddings`` is not 2-D.
+        """
+        if embeddings.dim() != 2:
+            raise EmbeddingError(
+                "SHAPE_MISMATCH",
+                f"embeddings must be 2-D [V, d], got shape {tuple(embeddings.shape)}",
+                value=tuple(embeddings.shape),
+                fix="pass a [num_embeddings, embedding_dim] tensor",
+            )
+        rows, cols = embeddings.shape
+        bag = cls(
+            rows,
+            cols,
+            max_norm,
+            norm_type,
+            scale_grad_by_freq,
+            mode,
+            sparse,
+            nn.Parameter(embeddings, requires_grad=not freeze),  # shares the storage
+            include_last_offset,
+            padding_idx,
+        )
+        return bag
 
     def forward(
         self,
-        ids: torch.Tensor,
+        input: torch.Tensor,
         offsets: torch.Tensor | None = None,
         per_sample_weights: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        validate_ids(ids, self.num_embeddings, device=self.weight.device)
-        if ids.dim() == 2:
+        validate_ids(input, self.weight.shape[0], device=self.weight.device)
+        if input.dim() == 2:
             if offsets is not None:
                 raise _bad_offsets("2-D ids are fixed-size bags; offsets must be None", "2-D")
-        elif ids.dim() == 1:
+        elif input.dim() == 1:
             if offsets is None:
                 raise _bad_offsets("1-D ids need offsets to say where each bag starts", None)
-            validate_bag_offsets(offsets, ids.numel(), include_last_offset=self.include_last_offset)
+            mode = value_check_mode(offsets)
+            if mode == "eager":
+                validate_bag_offsets(
+                    offsets, input.numel(), include_last_offset=self.include_last_offset
+                )
+            elif mode == "assert":
+                _assert_offsets(offsets, input.numel(), include_last=self.include_last_offset)
         else:
             raise EmbeddingError(
                 "SHAPE_MISMATCH",
-                f"bag ids must be 1-D (with offsets) or 2-D, got {ids.dim()}-D",
-                value=ids.dim(),
+                f"bag ids must be 1-D (with offsets) or 2-D, got {input.dim()}-D",
+                value=input.dim(),
                 fix="flatten the bags and pass offsets",
             )
         return F.embedding_bag(
-            ids,
+            input,
             self.weight,
             offsets,
-            mode=self.mode,
-            per_sample_weights=per_sample_weights,
-            include_last_offset=self.include_last_offset,
-            padding_idx=self.padding_idx,
+            self.max_norm,
+            self.norm_type,
+            self.scale_grad_by_freq,
+            self.mode,
+            self.sparse,
+            per_sample_weights,
+            self.include_last_offset,
+            self.padding_idx,
         )

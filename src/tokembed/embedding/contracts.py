@@ -22,25 +22,82 @@ Example::
 
 from __future__ import annotations
 
-from typing import NoReturn
+import warnings
+from typing import Literal, NoReturn
 
 import torch
+from torch._subclasses.fake_tensor import is_fake
 
 from tokembed.errors import EmbeddingError, UsageError
 
 __all__ = [
     "INDEX_DTYPES",
+    "assert_in_range",
     "check_index_tensor",
     "first_bad_position",
     "raise_out_of_range",
     "same_device",
     "validate_ids",
+    "value_check_mode",
 ]
 
 # F.embedding / nn.Embedding accept exactly these index dtypes (torch 2.x
 # embedding kernel dispatches on Int and Long); anything else is either not an
 # address (float features, bool masks, one-hot rows) or would need a cast copy.
 INDEX_DTYPES: frozenset[torch.dtype] = frozenset({torch.int32, torch.int64})
+
+
+def value_check_mode(
+    ids: torch.Tensor, checks: Literal["auto", "async", "off"] = "auto"
+) -> Literal["eager", "assert", "skip"]:
+    """How checks that need ``ids``' values run here: read back ("eager"), as traced
+    tensor asserts ("assert": torch.compile, torch.export, or ``checks="async"``), or
+    not at all ("skip": ``checks="off"``, meta, fake and vmap-batched tensors, which
+    have no values to read). Under torch.jit.trace the example input is checked
+    eagerly and a TracerWarning says the traced graph will not hold the checks.
+
+    Example::
+
+        >>> value_check_mode(torch.tensor([1]))
+        'eager'
+    """
+    if checks == "off":
+        return "skip"
+    # is_compiling first: dynamo folds it to a constant and never traces what follows.
+    # It is also true while torch.export traces, strict or not.
+    if torch.compiler.is_compiling():
+        return "assert"
+    if torch.jit.is_tracing():
+        # TorchScript's tracer drops aten::_assert_async (it has no output), so the
+        # checks cannot live in a traced graph: check the example, and say so.
+        warnings.warn(
+            "torch.jit.trace does not record tokembed's value checks (range, PAD row,"
+            " one-hot); the traced module keeps only the gather's own bounds check."
+            " Use torch.export or torch.compile to keep them",
+            torch.jit.TracerWarning,
+            stacklevel=3,
+        )
+        return "skip" if checks == "off" else "eager"
+    # vmap: aten._assert_async has no batching rule and a batched tensor no host
+    # values; the gather's own bounds check still refuses an out-of-range id there.
+    if torch._C._functorch.is_batchedtensor(ids) or ids.device.type == "meta" or is_fake(ids):
+        return "skip"
+    return "assert" if checks == "async" else "eager"
+
+
+def assert_in_range(ids: torch.Tensor, num_embeddings: int, *, what: str = "ids") -> None:
+    """The range check as a tensor assert (no host read; traced by compile and export).
+
+    Raises torch's RuntimeError whose message starts with ID_OUT_OF_RANGE, when it runs.
+    """
+    if ids.numel() == 0:
+        return
+    low, high = torch.aminmax(ids)
+    torch._assert_async(
+        (low >= 0) & (high < num_embeddings),
+        f"ID_OUT_OF_RANGE: an entry of {what} is outside [0, {num_embeddings}) (a -1 is"
+        " the LLaMA-style PAD convention, not a row)",
+    )
 
 
 def same_device(a: torch.device, b: torch.device) -> bool:
@@ -153,6 +210,11 @@ def validate_ids(
         )
     check_index_tensor(ids, device=device, what=what)
     if ids.numel() == 0:
+        return
+    mode = value_check_mode(ids)
+    if mode != "eager":
+        if mode == "assert":
+            assert_in_range(ids, num_embeddings, what=what)
         return
     # One fused reduction gives both bounds; reading its two results together is
     # the single host sync. On CUDA an unchecked bad id becomes a device-side

@@ -9,7 +9,8 @@ exactly what the single-device table refuses, with the same codes:
   on the table's device or routed there by ``id_route="copy"``
   (INDEX_DTYPE_MISMATCH, DEVICE_MISMATCH), inside ``[0, V)`` (ID_OUT_OF_RANGE;
   a ``-1`` is named PAD_ID_INVALID because it is the LLaMA-style PAD
-  convention, not a row), not one-hot selectors (OPERATOR_CONTRACT_MISMATCH),
+  convention, not a row), with ``one_hot_guard`` not one-hot selectors
+  (OPERATOR_CONTRACT_MISMATCH),
   and, with ``zero_pad_row``, the PAD row the caller holds is still zero
   (PAD_ROW_NOT_ZERO);
 * :func:`scale_lookup` — the input scale, applied once and stamped;
@@ -18,7 +19,11 @@ exactly what the single-device table refuses, with the same codes:
   row is not zero under ``zero_pad_row``.
 
 Cost: the range check, the one-hot guard and the PAD-row check share one fused
-``aminmax`` and one host read; nothing is copied.
+``aminmax`` and one host read; nothing is copied. Under torch.compile
+and torch.export (or with ``checks="async"``) the same checks are
+tensor asserts (``torch._assert_async``) in the graph, raising torch's
+RuntimeError with the code in its message; meta, fake and vmap-batched ids skip
+the checks that need values (see :data:`~tokembed.embedding.lookup_config.CheckMode`).
 
 Example::
 
@@ -35,7 +40,13 @@ from typing import Any, NoReturn, Protocol
 import torch
 
 from tokembed.embedding.addressed import AddressedIds, SupportsAddressHash, admit_ids
-from tokembed.embedding.contracts import check_index_tensor, raise_out_of_range, same_device
+from tokembed.embedding.contracts import (
+    assert_in_range,
+    check_index_tensor,
+    raise_out_of_range,
+    same_device,
+    value_check_mode,
+)
 from tokembed.embedding.lookup_config import LookupConfig
 from tokembed.embedding.stamps import apply_input_scale
 from tokembed.errors import EmbeddingError
@@ -153,8 +164,43 @@ def bind_config(
     return replace(config, address_hash=address_hash)
 
 
+def _looks_one_hot_shape(ids: torch.Tensor, config: LookupConfig) -> bool:
+    v = config.num_embeddings
+    return config.one_hot_guard and ids.dim() >= 2 and ids.shape[-1] == v > 2
+
+
+def _one_hot_error(ids: torch.Tensor, config: LookupConfig) -> EmbeddingError:
+    return EmbeddingError(
+        "OPERATOR_CONTRACT_MISMATCH",
+        f"ids of shape {tuple(ids.shape)} look like one-hot selectors over"
+        f" V = {config.num_embeddings}; a lookup takes the ids themselves",
+        value=tuple(ids.shape),
+        fix="pass selectors.argmax(-1), use one_hot_lookup, or build with one_hot_guard=False",
+    )
+
+
+def _assert_values(ids: torch.Tensor, config: LookupConfig, pad_row: torch.Tensor | None) -> None:
+    # The same checks as tensor asserts: traced into the graph (compile, export),
+    # no host read. They raise torch's RuntimeError carrying the code.
+    assert_in_range(ids, config.num_embeddings, what=config.role)
+    if config.zero_pad_row and pad_row is not None:
+        torch._assert_async(
+            ~pad_row.detach().any(),
+            f"PAD_ROW_NOT_ZERO: row {config.padding_idx} must be zero under zero_pad_row=True",
+        )
+    if _looks_one_hot_shape(ids, config):
+        one_hot = (ids.amax() <= 1) & (ids.sum(-1) == 1).all()
+        torch._assert_async(~one_hot, str(_one_hot_error(ids, config)))
+
+
 def _check_values(ids: torch.Tensor, config: LookupConfig, pad_row: torch.Tensor | None) -> None:
     if ids.numel() == 0:
+        return
+    mode = value_check_mode(ids, config.checks)
+    if mode == "skip":
+        return
+    if mode == "assert":
+        _assert_values(ids, config, pad_row)
         return
     # One fused aminmax + one host read: range, -1 and one-hot guards all use it, and
     # the PAD-row flag rides along (stack) so zero_pad_row costs no second sync.
@@ -170,7 +216,7 @@ def _check_values(ids: torch.Tensor, config: LookupConfig, pad_row: torch.Tensor
         try:
             raise_out_of_range(ids, config.num_embeddings, low=low_v, high=high_v, what=config.role)
         except EmbeddingError as error:
-            if error.value != -1:
+            if error.value != -1 or not config.name_pad_convention:
                 raise
             raise EmbeddingError(
                 "PAD_ID_INVALID",
@@ -181,19 +227,11 @@ def _check_values(ids: torch.Tensor, config: LookupConfig, pad_row: torch.Tensor
             ) from error
     if watch_pad and values[2]:
         raise_pad_row_not_zero(config)
-    # Values in {0, 1} along a last axis of width V look like one-hot selectors fed to a
-    # lookup (which would read rows 0 and 1 V times); row sums confirm it (a second
-    # pass, only then).
-    v = config.num_embeddings
-    looks_one_hot = ids.dim() >= 2 and ids.shape[-1] == v > 2 and high_v <= 1
-    if looks_one_hot and bool((ids.sum(-1) == 1).all()):
-        raise EmbeddingError(
-            "OPERATOR_CONTRACT_MISMATCH",
-            f"ids of shape {tuple(ids.shape)} look like one-hot selectors over V = {v};"
-            " a lookup takes the ids themselves",
-            value=tuple(ids.shape),
-            fix="pass selectors.argmax(-1), or use one_hot_lookup for the conceptual form",
-        )
+    # With one_hot_guard: values in {0, 1} along a last axis of width V look like
+    # one-hot selectors fed to a lookup (which would read rows 0 and 1 V times); row
+    # sums confirm it (a second pass, only then).
+    if _looks_one_hot_shape(ids, config) and high_v <= 1 and bool((ids.sum(-1) == 1).all()):
+        raise _one_hot_error(ids, config)
 
 
 def admit_lookup_ids(

@@ -28,30 +28,79 @@ from tokembed.errors import EmbeddingError, UsageError
 if TYPE_CHECKING:
     from torch import nn
 
-__all__ = ["CountScope", "IdRoute", "LookupConfig", "LookupPolicy", "config_of"]
+__all__ = [
+    "CheckMode",
+    "CountScope",
+    "IdRoute",
+    "LookupConfig",
+    "LookupPolicy",
+    "TablePolicy",
+    "config_of",
+    "normalize_padding_idx",
+]
 
 IdRoute = Literal["refuse", "copy"]
+# How the checks that need the ids' values run: "auto" reads them back once per batch
+# and raises coded errors in eager mode, and emits traceable tensor asserts
+# (torch._assert_async) under torch.compile and torch.export;
+# "async" emits those asserts in eager mode too (no host read); "off" leaves only
+# the checks that need no values (type, dtype, device), as nn.Embedding.
+CheckMode = Literal["auto", "async", "off"]
+
+
+def normalize_padding_idx(padding_idx: int | None, num_embeddings: int) -> int | None:
+    """nn.Embedding's reading of ``padding_idx``: a negative k names row V + k.
+
+    Example::
+
+        >>> normalize_padding_idx(-1, 8)
+        7
+
+    Raises:
+        EmbeddingError PAD_ID_INVALID: outside [-V, V) (torch asserts the same range).
+    """
+    if padding_idx is None:
+        return None
+    if not -num_embeddings <= padding_idx < num_embeddings:
+        from tokembed.errors import EmbeddingError
+
+        raise EmbeddingError(
+            "PAD_ID_INVALID",
+            f"padding_idx={padding_idx} is not a row of a {num_embeddings}-row table",
+            value=padding_idx,
+            fix="pick a real row for PAD (often 0; a negative k means row V + k)",
+        )
+    return padding_idx + num_embeddings if padding_idx < 0 else padding_idx
 
 
 def _invalid(message: str, value: object, fix: str) -> UsageError:
     return UsageError("INVALID_ARGUMENT", message, value=value, fix=fix)
 
 
-class LookupPolicy(TypedDict, total=False):
-    """The policy fields of :class:`LookupConfig` as keyword arguments (all optional)."""
+class TablePolicy(TypedDict, total=False):
+    """The policy fields nn.Embedding lacks, as keyword arguments (all optional)."""
 
-    padding_idx: int | None
     zero_pad_row: bool
-    max_norm: float | None
-    norm_type: float
-    scale_grad_by_freq: bool
     count_scope: CountScope | None
-    sparse: bool
     input_scale: float | None
     address_hash: str | None
     require_address: bool
     id_route: IdRoute
     role: str
+    checks: CheckMode
+    name_pad_convention: bool
+    one_hot_guard: bool
+
+
+class LookupPolicy(TablePolicy, total=False):
+    """The policy fields of :class:`LookupConfig` as keyword arguments (all optional):
+    nn.Embedding's five options plus :class:`TablePolicy`."""
+
+    padding_idx: int | None
+    max_norm: float | None
+    norm_type: float
+    scale_grad_by_freq: bool
+    sparse: bool
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,7 +112,12 @@ class LookupConfig:
     with ``scale_grad_by_freq``), ``input_scale`` (content multiplier such as
     sqrt(d_model), applied once), ``address_hash`` / ``require_address`` (tokenizer
     binding), ``id_route`` ("refuse" ids on another device, or "copy" them) and
-    ``role`` (what the ids address, e.g. "position_ids": the name errors use).
+    ``role`` (what the ids address, e.g. "position_ids": the name errors use),
+    ``checks`` (:data:`CheckMode`), ``name_pad_convention`` (a ``-1`` id is refused
+    as PAD_ID_INVALID, naming the LLaMA-style PAD convention, rather than as a plain
+    ID_OUT_OF_RANGE) and ``one_hot_guard`` (refuse an integer batch whose last axis
+    has width V and holds exactly one 1 per row: one-hot selectors passed as ids;
+    off by default because such a batch is also a valid id batch).
 
     Raises:
         UsageError INVALID_ARGUMENT, EmbeddingError PAD_ID_INVALID,
@@ -84,17 +138,25 @@ class LookupConfig:
     require_address: bool = False
     id_route: IdRoute = "refuse"
     role: str = "ids"
+    checks: CheckMode = "auto"
+    name_pad_convention: bool = True
+    one_hot_guard: bool = False
 
     def __post_init__(self) -> None:
         for name in ("num_embeddings", "embedding_dim"):
             size = getattr(self, name)
-            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-                raise _invalid(f"{name} must be a positive int, got {size!r}", size, "pass >= 1")
+            # nn.Embedding accepts empty tables (zero rows or zero width).
+            if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+                raise _invalid(f"{name} must be an int >= 0, got {size!r}", size, "pass >= 0")
         self._check_pad()
-        if self.max_norm is not None and not (math.isfinite(self.max_norm) and self.max_norm > 0):
-            raise _invalid(f"max_norm must be > 0, got {self.max_norm}", self.max_norm, "or None")
-        if not (math.isfinite(self.norm_type) and self.norm_type > 0):
+        # As torch: max_norm=0 renormalizes every selected row to zero; norm_type=inf is
+        # the max-abs norm.
+        if self.max_norm is not None and not self.max_norm >= 0:
+            raise _invalid(f"max_norm must be >= 0, got {self.max_norm}", self.max_norm, "or None")
+        if not self.norm_type > 0:
             raise _invalid(f"norm_type must be > 0, got {self.norm_type}", self.norm_type, "use 2")
+        if self.checks not in ("auto", "async", "off"):
+            raise _invalid(f"unknown checks mode {self.checks!r}", self.checks, "auto|async|off")
         self._check_frequency()
         if self.input_scale is not None and not (
             math.isfinite(self.input_scale) and self.input_scale > 0
