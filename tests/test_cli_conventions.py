@@ -15,7 +15,10 @@ from conftest import REPO, data_path, pud_file
 from tokembed.cli import _build_parser, main
 
 # Subcommands that print results (all of them) and those that read text or ids.
-_PRINTS = ("train", "encode", "decode", "export", "demo", "measure", "inspect", "report", "memory")
+_PRINTS = (
+    "train", "encode", "decode", "export", "demo", "measure", "inspect", "report", "memory",
+    "ties", "checkpoint verify",
+)  # fmt: skip
 
 
 def _shell(command: str, cache: Path) -> subprocess.CompletedProcess[str]:
@@ -36,9 +39,19 @@ def _shell(command: str, cache: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _subcommands() -> dict[str, argparse.ArgumentParser]:
-    parser = _build_parser()
-    (sub,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return dict(sub.choices)
+    """Every runnable subcommand, groups such as ``checkpoint verify`` by their full name."""
+    found: dict[str, argparse.ArgumentParser] = {}
+
+    def walk(parser: argparse.ArgumentParser, prefix: str) -> None:
+        groups = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not groups and prefix:
+            found[prefix] = parser
+        for group in groups:
+            for name, child in group.choices.items():
+                walk(child, f"{prefix} {name}".strip())
+
+    walk(_build_parser(), "")
+    return found
 
 
 def test_every_subcommand_takes_quiet_and_json() -> None:
