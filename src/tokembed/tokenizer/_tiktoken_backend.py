@@ -24,7 +24,7 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Any
 
-from tokembed.tokenizer.merges import merge_incrementally, merges_ordered
+from tokembed.tokenizer.merges import merge_all, merges_ordered
 from tokembed.tokenizer.model import BPETables
 from tokembed.tokenizer.pretokenize import PATTERNS, Pretokenizer
 
@@ -43,7 +43,7 @@ def _merge_consistent(tables: BPETables) -> bool:
     byte_ids, pieces, merges = tables.byte_ids, tables.pieces, tables.merges
     for _, _, result in merges:
         ids: list[int] = [byte_ids[b] for b in pieces[result]]  # type: ignore[misc]
-        if merge_incrementally(ids, get, merges) != [result]:
+        if merge_all(ids, get, merges) != [result]:
             return False
     return True
 
