@@ -17,6 +17,12 @@ Stages that are not presets therefore run with a time limit that grows with the
 text (2 s plus 1 s per 50,000 characters, far above what a linear pattern
 needs); past it, splitting raises INVALID_PATTERN instead of hanging.
 
+Whose regex engine defines the chunks is part of a pre-tokenizer: ``engine``
+is ``"tiktoken"`` (rank files, and the default for training) or
+``"huggingface"`` (``tokenizer.json``). Splitting here runs the ``regex`` module
+on patterns rewritten by ``_dialect`` so that its Unicode tables agree with that
+engine's on every code point.
+
 This module does not normalize text and does not know about special tokens.
 
 Example::
@@ -29,11 +35,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import regex
 
 from tokembed.errors import UsageError
+from tokembed.tokenizer._dialect import ENGINES, Engine, dialect_pattern
 
 __all__ = ["PATTERNS", "Piece", "Pretokenizer", "iter_pieces", "time_limit"]
 
@@ -60,7 +68,7 @@ PATTERNS: dict[str, str] = {
 }
 PATTERNS["gpt2"] = PATTERNS["r50k"]
 
-_LINEAR = frozenset(PATTERNS.values())  # presets: no nested quantifiers, no limit needed
+_LINEAR = set(PATTERNS.values())  # presets (and their dialect forms): no limit needed
 _BASE_SECONDS = 2.0
 _CHARS_PER_SECOND = 50_000
 
@@ -139,7 +147,8 @@ def _split_isolated(compiled: regex.Pattern[str], text: str) -> list[str]:
 
 @dataclass(frozen=True, kw_only=True)
 class Pretokenizer:
-    """Ordered regex stages; ``name`` records a preset name when one was used.
+    """Ordered regex stages; ``name`` records a preset name when one was used; ``engine``
+    names the regex engine whose reading of the stages is the truth.
 
     Raises:
         UsageError(INVALID_PATTERN): a stage does not compile, or no stage is given;
@@ -148,6 +157,7 @@ class Pretokenizer:
 
     stages: tuple[str, ...]
     name: str | None = None
+    engine: Engine = "tiktoken"
     _compiled: tuple[regex.Pattern[str], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -158,22 +168,48 @@ class Pretokenizer:
                 value=self.stages,
                 fix="pass a preset name such as 'teaching' or one regex",
             )
+        if self.engine not in ENGINES:
+            raise UsageError(
+                "INVALID_ARGUMENT",
+                f"unknown regex engine {self.engine!r}",
+                value=self.engine,
+                fix=f"pass engine= one of {', '.join(ENGINES)}",
+            )
         object.__setattr__(self, "_compiled", tuple(_compile(s) for s in self.stages))
 
     @classmethod
-    def preset(cls, name_or_regex: str) -> Pretokenizer:
+    def preset(cls, name_or_regex: str, *, engine: Engine = "tiktoken") -> Pretokenizer:
         """A preset by name, or a single-stage pre-tokenizer for any other string (a regex)."""
         if name_or_regex in PATTERNS:
-            return cls(stages=(PATTERNS[name_or_regex],), name=name_or_regex)
-        return cls(stages=(name_or_regex,))
+            return cls(stages=(PATTERNS[name_or_regex],), name=name_or_regex, engine=engine)
+        return cls(stages=(name_or_regex,), engine=engine)
+
+    @cached_property
+    def patterns(self) -> tuple[str, ...]:
+        """The stages as the ``regex`` module must read them to split like ``engine``."""
+        out = []
+        for stage in self.stages:
+            pattern = dialect_pattern(stage, self.engine)
+            if stage in _LINEAR:
+                _LINEAR.add(pattern)
+            out.append(pattern)
+        return tuple(out)
+
+    @cached_property
+    def _splitters(self) -> tuple[regex.Pattern[str], ...]:
+        return tuple(
+            c if p == c.pattern else regex.compile(p)
+            for p, c in zip(self.patterns, self._compiled, strict=True)
+        )
 
     def split(self, text: str) -> list[str]:
         """Chunks of ``text``; ``"".join(self.split(t)) == t`` always holds."""
-        chunks = _split_isolated(self._compiled[0], text)
-        for compiled in self._compiled[1:]:
+        splitters = self._splitters
+        chunks = _split_isolated(splitters[0], text)
+        for compiled in splitters[1:]:
             chunks = [piece for chunk in chunks for piece in _split_isolated(compiled, chunk)]
         return chunks
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready description (used by file formats and the address hash)."""
-        return {"name": self.name, "stages": list(self.stages)}
+        """JSON-ready description (used by file formats)."""
+        return {"name": self.name, "stages": list(self.stages), "engine": self.engine}
