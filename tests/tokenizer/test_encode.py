@@ -12,12 +12,8 @@ from hypothesis import strategies as st
 from conftest import PUD_LANGS, data_path, pud_text
 from tokembed.errors import TokenizerError
 from tokembed.tokenizer import BPETables, Pretokenizer, Tokenizer, address_hash
-from tokembed.tokenizer.encode import (
-    _LONG_WHITESPACE,
-    _SAFE_RUN,
-    FastEncoder,
-    encode_chunk_reference,
-)
+from tokembed.tokenizer._long_runs import LIMIT, has_long_run
+from tokembed.tokenizer.encode import FastEncoder, encode_chunk_reference
 
 
 @pytest.fixture
@@ -236,24 +232,25 @@ def test_runs_equal_reference_on_qwen(parts: list[str]) -> None:
 
 
 @pytest.mark.parametrize("name", ["cl100k_base.tiktoken", "r50k_base.tiktoken"])
-def test_whitespace_run_past_the_safe_length_takes_our_path(name: str) -> None:
-    """A run longer than tiktoken's safe length is encoded by our path, with tiktoken's ids."""
+def test_long_runs_skip_tiktokens_core_with_its_ids(name: str) -> None:
+    """Texts with a run longer than LIMIT take our path; the ids stay tiktoken's."""
     import tiktoken
 
     from tokembed.tokenizer.formats.ranks import parse_ranks
 
     tok = _real(name)
     assert tok.backend == "tiktoken"
-    text = "x" + " " * (_SAFE_RUN + 10) + "a\n\t" + "\t" * _SAFE_RUN + "b"
-    assert _LONG_WHITESPACE.search(text) is not None
     peer = tiktoken.Encoding(
         "peer",
         pat_str=tok.pretokenizer.stages[0],
         mergeable_ranks=parse_ranks(data_path("tokenizers", name).read_bytes()),
         special_tokens={},
     )
-    ids = tok.encode_ordinary(text)
-    assert ids == peer.encode_ordinary(text) == tok.encode_ordinary_reference(text)
+    n = 3 * LIMIT
+    for text in ("x" + " " * n + "a\n\t" + "\t" * n + "b", "a" * n, "中" * n, "7" * n, "!?" * n):
+        assert has_long_run(text)
+        ids = tok.encode_ordinary(text)
+        assert ids == peer.encode_ordinary(text) == tok.encode_ordinary_reference(text)
 
 
 @pytest.mark.slow

@@ -10,9 +10,9 @@ present (``merges``). They differ only in speed:
   has ~8M chunks but ~217k unique ones), merges a long chunk with a heap
   (``merges.merge_all``, O(n log n) where the reference is quadratic) and, when
   the vocabulary fits tiktoken's model (see ``_tiktoken_backend``), runs on
-  tiktoken's Rust core instead, except for text that would overflow that core's
-  stack (a whitespace run of about a million characters panics inside its regex
-  engine): such text takes our own path, which gives the same ids.
+  tiktoken's Rust core instead, except for text with a very long run of one
+  character class, on which that core is quadratic or overflows its stack
+  (``_long_runs``): such text takes our own path, which gives the same ids.
 
 Errors: a lone surrogate raises LONE_SURROGATE; a byte without an id raises
 UNREPRESENTABLE_BYTE naming the character and its offset. Nothing is dropped.
@@ -31,9 +31,8 @@ from __future__ import annotations
 import re
 from itertools import pairwise, repeat
 
-import regex
-
 from tokembed.errors import TokenizerError
+from tokembed.tokenizer._long_runs import has_long_run
 from tokembed.tokenizer._tiktoken_backend import tiktoken_encoding
 from tokembed.tokenizer._utf8 import lone_surrogate_error, utf8
 from tokembed.tokenizer.merges import (
@@ -52,11 +51,6 @@ _NONE = (NO_RANK, -1)
 _CACHE_LIMIT = 1 << 21
 # Longer chunks are not cached: they rarely repeat and would pin memory.
 _CACHED_CHUNK = 1 << 12
-# tiktoken 0.14's regex engine recurses once per backtracking step over a whitespace
-# run and overflows its stack near 970,000 characters (a PanicException, which is
-# a BaseException). Texts with a run a fifteenth of that length go to our own path.
-_SAFE_RUN = 1 << 16
-_LONG_WHITESPACE = regex.compile(rf"(?<!\s)\s{{{_SAFE_RUN}}}")
 
 
 class _MissingByte(Exception):
@@ -151,7 +145,7 @@ class FastEncoder:
         if self._tiktoken is not None:
             if _SURROGATE.search(text) is not None:
                 _check_text(self.tables, text)
-            if len(text) < _SAFE_RUN or _LONG_WHITESPACE.search(text) is None:
+            if not has_long_run(text):
                 return self._tiktoken.encode_ordinary(text)
         cache = self._cache
         out: list[int] = []
