@@ -10,9 +10,9 @@ present (``merges``). They differ only in speed:
   has ~8M chunks but ~217k unique ones), merges a long chunk with a heap
   (``merges.merge_all``, O(n log n) where the reference is quadratic) and, when
   the vocabulary fits tiktoken's model (see ``_tiktoken_backend``), runs on
-  tiktoken's Rust core instead, except for text with a very long run of one
-  character class, on which that core is quadratic or overflows its stack
-  (``_long_runs``): such text takes our own path, which gives the same ids.
+  tiktoken's Rust core instead, except for text with a whitespace run long
+  enough to overflow that core's stack (``_long_runs``): such text takes our
+  own path, which gives the same ids.
 
 Errors: a lone surrogate raises LONE_SURROGATE; a byte without an id raises
 UNREPRESENTABLE_BYTE naming the character and its offset. Nothing is dropped.
@@ -32,7 +32,7 @@ import re
 from itertools import pairwise, repeat
 
 from tokembed.errors import TokenizerError
-from tokembed.tokenizer._long_runs import has_long_run
+from tokembed.tokenizer._long_runs import has_long_whitespace
 from tokembed.tokenizer._tiktoken_backend import tiktoken_encoding
 from tokembed.tokenizer._utf8 import lone_surrogate_error, utf8
 from tokembed.tokenizer.merges import (
@@ -145,7 +145,7 @@ class FastEncoder:
         if self._tiktoken is not None:
             if _SURROGATE.search(text) is not None:
                 _check_text(self.tables, text)
-            if not has_long_run(text):
+            if not has_long_whitespace(text):
                 return self._tiktoken.encode_ordinary(text)
         cache = self._cache
         out: list[int] = []
