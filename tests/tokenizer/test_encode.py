@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from functools import cache
+
 import pytest
 from _core_data import pud_tokenizer, ruslit_tokenizer
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from conftest import PUD_LANGS, pud_text
+from conftest import PUD_LANGS, data_path, pud_text
 from tokembed.errors import TokenizerError
 from tokembed.tokenizer import BPETables, Pretokenizer, Tokenizer, address_hash
+from tokembed.tokenizer._long_runs import LIMIT, has_long_whitespace
 from tokembed.tokenizer.encode import FastEncoder, encode_chunk_reference
 
 
@@ -183,3 +188,77 @@ def test_address_hash(pud_tok: Tokenizer) -> None:
         pretokenizer=pud_tok.pretokenizer, tables=pud_tok.tables, name="x", metadata={"a": "b"}
     )
     assert renamed.address_hash == pud_tok.address_hash
+
+
+@cache
+def _real(name: str) -> Tokenizer:
+    """A real vocabulary from the shared data, by its file name."""
+    from tokembed.tokenizer.formats import load_tokenizer
+
+    path = data_path("tokenizers", name)
+    if path.suffix == ".tiktoken":
+        return load_tokenizer(path, encoding=path.stem)
+    return load_tokenizer(path)
+
+
+def _long_texts() -> list[str]:
+    # One chunk each for every pattern: a run of one character, CJK, digits, whitespace.
+    return ["a" * 1500, "中" * 700, "1" * 1500, " " * 1500 + "x", "\n" * 900, "ab" * 700]
+
+
+@pytest.mark.parametrize("name", ["qwen.tiktoken", "smollm2-135m"])
+def test_long_chunks_on_own_encoder_equal_reference(name: str) -> None:
+    tok = _real(name)
+    assert tok.backend == "cached"
+    for text in _long_texts():
+        assert tok.encode_ordinary(text) == tok.encode_ordinary_reference(text), text[:3]
+
+
+def test_long_lines_of_real_text_equal_reference(pud_tok: Tokenizer) -> None:
+    """Whole lines as chunks (up to ~600 bytes) from every PUD language, heap vs reference."""
+    tok = Tokenizer(pretokenizer=Pretokenizer.preset(r"[^\n]+|\n"), tables=pud_tok.tables)
+    assert tok.backend == "cached"
+    for lang in PUD_LANGS:
+        text = "".join(pud_text(lang).splitlines(keepends=True)[:25])
+        assert tok.encode_ordinary(text) == tok.encode_ordinary_reference(text), lang
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["a", "ab", " ", "中", "1", "\n", "ё", "!"]), max_size=300))
+def test_runs_equal_reference_on_qwen(parts: list[str]) -> None:
+    tok = _real("qwen.tiktoken")
+    text = "".join(p * 7 for p in parts)
+    assert tok.encode_ordinary(text) == tok.encode_ordinary_reference(text)
+
+
+@pytest.mark.parametrize("name", ["cl100k_base.tiktoken", "r50k_base.tiktoken"])
+def test_long_whitespace_skips_tiktokens_core_with_its_ids(name: str) -> None:
+    """Texts with a whitespace run longer than LIMIT take our path; the ids stay tiktoken's."""
+    import tiktoken
+
+    from tokembed.tokenizer.formats.ranks import parse_ranks
+
+    tok = _real(name)
+    assert tok.backend == "tiktoken"
+    peer = tiktoken.Encoding(
+        "peer",
+        pat_str=tok.pretokenizer.stages[0],
+        mergeable_ranks=parse_ranks(data_path("tokenizers", name).read_bytes()),
+        special_tokens={},
+    )
+    text = "x" + " " * (LIMIT + 10) + "a\n\t" + "\t" * LIMIT + "b \n" * 100
+    assert has_long_whitespace(text)
+    ids = tok.encode_ordinary(text)
+    assert ids == peer.encode_ordinary(text) == tok.encode_ordinary_reference(text)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name", ["cl100k_base.tiktoken", "r50k_base.tiktoken", "o200k_base.tiktoken"]
+)
+def test_a_megabyte_of_whitespace_does_not_crash_tiktokens_core(name: str) -> None:
+    """tiktoken 0.14 overflows its stack (PanicException) on these texts; we must not."""
+    tok = _real(name)
+    text = " " * 1_000_000 + ("" if name.startswith("o200k") else "a")
+    ids = tok.encode(text)
+    assert tok.decode(ids) == text

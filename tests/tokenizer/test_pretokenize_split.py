@@ -29,3 +29,21 @@ def test_presets_on_pud(name: str) -> None:
 def test_gappy_and_empty_matching_patterns(text: str) -> None:
     for pattern in (r"a+", r"a*", r"b|(?=a)", r"\s+(?!\S)|\s+", PATTERNS["teaching"]):
         assert Pretokenizer.preset(pattern).split(text) == _scan(pattern, text)
+
+
+def test_catastrophic_backtracking_is_bounded_with_a_clear_error() -> None:
+    import time
+
+    from tokembed.errors import UsageError
+    from tokembed.tokenizer.pretokenize import time_limit
+
+    pre = Pretokenizer.preset(r"(a|a)+$")
+    assert time_limit(r"(a|a)+$", 100) == 2.002
+    assert time_limit(PATTERNS["cl100k"], 10**9) is None
+    start = time.monotonic()
+    with pytest.raises(UsageError) as e:
+        pre.split("a" * 40 + "!")
+    assert e.value.code == "INVALID_PATTERN"
+    assert "backtracks" in str(e.value)
+    assert time.monotonic() - start < 60  # unbounded, this takes about 2^40 steps
+    assert pre.split("aaa") == ["aaa"]  # the same pattern on benign text still works

@@ -160,3 +160,25 @@ def test_bad_pattern_and_empty_corpus_and_surrogate() -> None:
     with pytest.raises(UsageError) as e4:
         train_reference("x", merges=-1, pretokenizer=TEACHING)
     assert e4.value.code == "INVALID_ARGUMENT"
+
+
+@pytest.mark.parametrize(
+    ("text", "pattern"),
+    [
+        ("a" * 5000, "teaching"),
+        (" " * 5000 + "x", "cl100k"),
+        ("ab" * 2500 + " " + "abc" * 900, "teaching"),
+        ("1" * 4000, r"\p{N}+|\P{N}+"),
+    ],
+)
+def test_long_chunks_equal_reference(text: str, pattern: str) -> None:
+    """One chunk of thousands of bytes: rebuilt once per merge, not shifted per occurrence."""
+    expected = train_reference(text, merges=40, pretokenizer=Pretokenizer.preset(pattern))
+    assert _fast(text, 40, pattern) == expected
+
+
+def test_whole_text_as_one_chunk_equals_reference() -> None:
+    # A pattern that matches nothing leaves the whole text as one chunk (a gap).
+    text = "".join(pud_text("ru").splitlines(keepends=True)[:20])
+    expected = train_reference(text, merges=60, pretokenizer=Pretokenizer.preset("(?!)"))
+    assert _fast(text, 60, "(?!)") == expected

@@ -130,19 +130,20 @@ def count_chunks(
     from tqdm import tqdm
 
     stages = pretokenizer.stages
+    first_pattern = pretokenizer.patterns[0]  # what workers compile: the engine's reading
     counts: Counter[str] | None = None
     texts = list(texts) if workers > 1 else texts
     # Text that fits in one block would make one task: spawning a pool for it only
     # adds start-up time (~0.4 s on PUD Russian, 3x the whole count), so count here.
-    if workers > 1 and sum(map(len, texts)) > _BLOCK and _LOOKS_BACK.search(stages[0]) is None:
-        counts = _count_parallel(texts, stages[0], workers)
+    if workers > 1 and sum(map(len, texts)) > _BLOCK and _LOOKS_BACK.search(first_pattern) is None:
+        counts = _count_parallel(texts, first_pattern, workers)
     if counts is None:
         counts = Counter()
-        first_stage = Pretokenizer(stages=stages[:1])
+        first_stage = Pretokenizer(stages=stages[:1], engine=pretokenizer.engine)
         for text in tqdm(texts, disable=not progress, unit="text", desc="counting"):
             counts.update(first_stage.split(text))
     if len(stages) > 1:  # later stages split each first-stage chunk; order is kept
-        rest = Pretokenizer(stages=stages[1:])
+        rest = Pretokenizer(stages=stages[1:], engine=pretokenizer.engine)
         refined: Counter[str] = Counter()
         for chunk, n in counts.items():
             for sub in rest.split(chunk):

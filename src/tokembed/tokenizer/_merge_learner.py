@@ -63,12 +63,15 @@ class _Learner:
 
     def _offset_of(self, w: int, pair: _Pair) -> int | None:
         """Byte offset of the first occurrence of ``pair`` in chunk ``w``, or None."""
-        ids, length, off = self.words[w], self.length, 0
+        ids = self.words[w]
         a, b = pair
-        for i in range(len(ids) - 1):
-            if ids[i] == a and ids[i + 1] == b:
-                return off
-            off += length[ids[i]]
+        n = len(ids) - 1
+        i = -1
+        # index() and sum(map()) run in C: a chunk may be a whole file (empty pattern).
+        for _ in range(ids.count(a)):
+            i = ids.index(a, i + 1)
+            if i < n and ids[i + 1] == b:
+                return sum(map(self.length.__getitem__, ids[:i]))
         return None
 
     def _exact_first(self, pair: _Pair) -> tuple[int, int]:
@@ -150,12 +153,21 @@ class _Learner:
                 continue  # stale membership: the pair left this chunk earlier
             f = freq[w]
             replaced += f * len(pos)
-            for k, i in enumerate(pos):
-                i -= k  # each earlier replacement shortened the list by one
+            # The chunk is rebuilt once (``out``): replacing in place costs a list
+            # shift per occurrence, quadratic in a long chunk ('a' x 300,000).
+            # ``out`` holds the chunk as rewritten so far, so out[-1] is the left
+            # neighbour after earlier replacements; the right neighbour is still
+            # the original ids[i + 2].
+            out: list[int] = []
+            done = 0
+            has_next = len(ids) - 2  # i < has_next: a right neighbour exists
+            for i in pos:
+                out += ids[done:i]
+                done = i + 2
                 # Two neighbours, written out (not looped) because this is the hot path:
                 # (prev, a) -> (prev, new) and (b, next) -> (new, next).
-                if i:
-                    prev = ids[i - 1]
+                if out:
+                    prev = out[-1]
                     old = (prev, a)
                     if old != pair:  # an overlapping occurrence ("aaa") is already gone
                         c = count[old] - f
@@ -174,7 +186,7 @@ class _Learner:
                         if w <= first[new][0]:
                             first[new] = (w, 0)
                     grown.add(new)
-                if i + 2 < len(ids):
+                if i < has_next:
                     nxt = ids[i + 2]
                     old = (b, nxt)
                     if old != pair:
@@ -194,7 +206,9 @@ class _Learner:
                         if w <= first[new][0]:
                             first[new] = (w, 0)
                     grown.add(new)
-                ids[i : i + 2] = (new_id,)
+                out.append(new_id)
+            out += ids[done:]
+            words[w] = out
         uni[a] -= replaced
         uni[b] -= replaced
         uni.append(replaced)

@@ -24,7 +24,8 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Any
 
-from tokembed.tokenizer.merges import merge_incrementally, merges_ordered
+from tokembed.tokenizer._dialect import dialect_pattern
+from tokembed.tokenizer.merges import merge_all, merges_ordered
 from tokembed.tokenizer.model import BPETables
 from tokembed.tokenizer.pretokenize import PATTERNS, Pretokenizer
 
@@ -43,7 +44,7 @@ def _merge_consistent(tables: BPETables) -> bool:
     byte_ids, pieces, merges = tables.byte_ids, tables.pieces, tables.merges
     for _, _, result in merges:
         ids: list[int] = [byte_ids[b] for b in pieces[result]]  # type: ignore[misc]
-        if merge_incrementally(ids, get, merges) != [result]:
+        if merge_all(ids, get, merges) != [result]:
             return False
     return True
 
@@ -73,9 +74,17 @@ def _tiktoken_ranks(tables: BPETables, *, verified: bool = False) -> dict[bytes,
 def tiktoken_encoding(
     tables: BPETables, pretokenizer: Pretokenizer, *, verified: bool = False
 ) -> Any | None:
-    """A ``tiktoken.Encoding`` exact for these tables and pre-tokenizer, or None."""
+    """A ``tiktoken.Encoding`` exact for these tables and pre-tokenizer, or None.
+
+    A pre-tokenizer whose truth is another engine runs here only when that
+    engine's Unicode tables agree with tiktoken's on the stage's every class.
+    """
     if len(pretokenizer.stages) != 1 or pretokenizer.stages[0] not in _EXACT_PATTERNS:
         return None
+    if pretokenizer.engine != "tiktoken":
+        stage = pretokenizer.stages[0]
+        if dialect_pattern(stage, pretokenizer.engine) != dialect_pattern(stage, "tiktoken"):
+            return None
     try:
         import tiktoken
     except ImportError:

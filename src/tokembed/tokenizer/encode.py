@@ -7,8 +7,12 @@ present (``merges``). They differ only in speed:
 
 * :func:`encode_ordinary_reference` runs that loop on every chunk, as written;
 * :class:`FastEncoder` caches chunk → ids (natural text repeats chunks: RusLit40
-  has ~8M chunks but ~217k unique ones) and, when the vocabulary fits tiktoken's
-  model (see ``_tiktoken_backend``), runs on tiktoken's Rust core instead.
+  has ~8M chunks but ~217k unique ones), merges a long chunk with a heap
+  (``merges.merge_all``, O(n log n) where the reference is quadratic) and, when
+  the vocabulary fits tiktoken's model (see ``_tiktoken_backend``), runs on
+  tiktoken's Rust core instead, except for text with a whitespace run long
+  enough to overflow that core's stack (``_long_runs``): such text takes our
+  own path, which gives the same ids.
 
 Errors: a lone surrogate raises LONE_SURROGATE; a byte without an id raises
 UNREPRESENTABLE_BYTE naming the character and its offset. Nothing is dropped.
@@ -28,9 +32,14 @@ import re
 from itertools import pairwise, repeat
 
 from tokembed.errors import TokenizerError
+from tokembed.tokenizer._long_runs import has_long_whitespace
 from tokembed.tokenizer._tiktoken_backend import tiktoken_encoding
 from tokembed.tokenizer._utf8 import lone_surrogate_error, utf8
-from tokembed.tokenizer.merges import NO_RANK, merge_incrementally, merges_ordered, replace_pair
+from tokembed.tokenizer.merges import (
+    NO_RANK,
+    merge_all,
+    replace_pair,
+)
 from tokembed.tokenizer.model import BPETables
 from tokembed.tokenizer.pretokenize import Pretokenizer
 
@@ -40,6 +49,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _NONE = (NO_RANK, -1)
 # ~2M chunks x ~150 bytes ≈ 300 MB at worst; RusLit40 needs 217k entries.
 _CACHE_LIMIT = 1 << 21
+# Longer chunks are not cached: they rarely repeat and would pin memory.
+_CACHED_CHUNK = 1 << 12
 
 
 class _MissingByte(Exception):
@@ -120,7 +131,6 @@ class FastEncoder:
         self._cache: dict[str, list[int]] = {}
         self._rank = {pair: rank for pair, (rank, _) in tables.pair_ranks.items()}
         self._merges = tables.merges
-        self._ordered = merges_ordered(tables)
 
     @property
     def backend(self) -> str:
@@ -128,33 +138,26 @@ class FastEncoder:
         return "cached" if self._tiktoken is None else "tiktoken"
 
     def _encode_chunk(self, data: bytes) -> list[int]:
-        """Same result as the reference; one occurrence per step when ``_ordered``."""
-        ids = _byte_ids(self.tables, data)
-        get, merges = self._rank.get, self._merges
-        if self._ordered:
-            return merge_incrementally(ids, get, merges)
-        while len(ids) > 1:
-            rank = min(map(get, pairwise(ids), repeat(NO_RANK)))
-            if rank == NO_RANK:
-                break
-            left, right, result = merges[rank]
-            ids = replace_pair(ids, (left, right), result)
-        return ids
+        """Same result as the reference, in O(n log n) for long chunks."""
+        return merge_all(_byte_ids(self.tables, data), self._rank.get, self._merges)
 
     def encode_ordinary(self, text: str) -> list[int]:
         if self._tiktoken is not None:
             if _SURROGATE.search(text) is not None:
                 _check_text(self.tables, text)
-            return self._tiktoken.encode_ordinary(text)
+            if not has_long_whitespace(text):
+                return self._tiktoken.encode_ordinary(text)
         cache = self._cache
         out: list[int] = []
         try:
             for chunk in self.pretokenizer.split(text):
                 ids = cache.get(chunk)
                 if ids is None:
-                    if len(cache) >= _CACHE_LIMIT:
-                        cache.clear()
-                    ids = cache[chunk] = self._encode_chunk(utf8(chunk))
+                    ids = self._encode_chunk(utf8(chunk))
+                    if len(chunk) <= _CACHED_CHUNK:
+                        if len(cache) >= _CACHE_LIMIT:
+                            cache.clear()
+                        cache[chunk] = ids
                 out += ids
         except (_MissingByte, TokenizerError):
             _check_text(self.tables, text)

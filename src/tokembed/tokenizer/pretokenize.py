@@ -12,6 +12,17 @@ Presets: ``teaching`` (a cl100k-like pattern without possessive digit runs, the 
 package's ``tiktoken_ext.openai_public``), and ``gpt2-hf`` (the GPT-2 pattern as
 Hugging Face's ByteLevel pre-tokenizer writes it).
 
+A user regex can backtrack exponentially (``(a+)+$`` on a long run of ``a``).
+Stages that are not presets therefore run with a time limit that grows with the
+text (2 s plus 1 s per 50,000 characters, far above what a linear pattern
+needs); past it, splitting raises INVALID_PATTERN instead of hanging.
+
+Whose regex engine defines the chunks is part of a pre-tokenizer: ``engine``
+is ``"tiktoken"`` (rank files, and the default for training) or
+``"huggingface"`` (``tokenizer.json``). Splitting here runs the ``regex`` module
+on patterns rewritten by ``_dialect`` so that its Unicode tables agree with that
+engine's on every code point.
+
 This module does not normalize text and does not know about special tokens.
 
 Example::
@@ -24,13 +35,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import regex
 
 from tokembed.errors import UsageError
+from tokembed.tokenizer._dialect import ENGINES, Engine, dialect_pattern
 
-__all__ = ["PATTERNS", "Piece", "Pretokenizer", "iter_pieces"]
+__all__ = ["PATTERNS", "Piece", "Pretokenizer", "iter_pieces", "time_limit"]
 
 # "teaching" is cl100k's pattern in its simplest readable form (the default for
 # training); r50k/cl100k/o200k are copied from the tiktoken package
@@ -55,6 +68,10 @@ PATTERNS: dict[str, str] = {
 }
 PATTERNS["gpt2"] = PATTERNS["r50k"]
 
+_LINEAR = set(PATTERNS.values())  # presets (and their dialect forms): no limit needed
+_BASE_SECONDS = 2.0
+_CHARS_PER_SECOND = 50_000
+
 
 def _compile(pattern: str) -> regex.Pattern[str]:
     try:
@@ -72,21 +89,42 @@ def _compile(pattern: str) -> regex.Pattern[str]:
 Piece = tuple[int, int, bool, str]
 
 
+def time_limit(pattern: str, n_chars: int) -> float | None:
+    """Seconds a stage may spend on ``n_chars`` characters (None: presets are not limited)."""
+    return None if pattern in _LINEAR else _BASE_SECONDS + n_chars / _CHARS_PER_SECOND
+
+
+def _too_slow(compiled: regex.Pattern[str], n_chars: int) -> UsageError:
+    return UsageError(
+        "INVALID_PATTERN",
+        f"pre-tokenization regex ran past its limit of {time_limit(compiled.pattern, n_chars):.0f} s "
+        f"on {n_chars:,} characters; it backtracks catastrophically on this text",
+        value=compiled.pattern,
+        fix="remove nested quantifiers such as (a+)+ or use possessive/atomic forms (a++)",
+    )
+
+
 def iter_pieces(compiled: regex.Pattern[str], text: str, base: int = 0) -> Iterator[Piece]:
     """Matches and the non-empty gaps between them, in order, with offsets from ``base``.
 
     This is the one definition of isolated splitting; empty matches carry no
     text and are skipped (they would otherwise loop forever).
+
+    Raises:
+        UsageError(INVALID_PATTERN): a non-preset pattern exceeded :func:`time_limit`.
     """
     pos = 0
-    for m in compiled.finditer(text):
-        start, end = m.span()
-        if start == end:
-            continue
-        if start > pos:
-            yield base + pos, base + start, False, text[pos:start]
-        yield base + start, base + end, True, m.group()
-        pos = end
+    try:
+        for m in compiled.finditer(text, timeout=time_limit(compiled.pattern, len(text))):
+            start, end = m.span()
+            if start == end:
+                continue
+            if start > pos:
+                yield base + pos, base + start, False, text[pos:start]
+            yield base + start, base + end, True, m.group()
+            pos = end
+    except TimeoutError:
+        raise _too_slow(compiled, len(text)) from None
     if pos < len(text):
         yield base + pos, base + len(text), False, text[pos:]
 
@@ -96,7 +134,12 @@ def _split_isolated(compiled: regex.Pattern[str], text: str) -> list[str]:
     if compiled.groups == 0:
         # Fast path (~1.6x on RusLit40): when the matches alone tile the text there
         # are no gaps, and C-level findall gives the same chunks (minus empty ones).
-        found: list[str] = compiled.findall(text)
+        try:
+            found: list[str] = compiled.findall(
+                text, timeout=time_limit(compiled.pattern, len(text))
+            )
+        except TimeoutError:
+            raise _too_slow(compiled, len(text)) from None
         if sum(map(len, found)) == len(text):
             return [c for c in found if c] if "" in found else found
     return [piece[3] for piece in iter_pieces(compiled, text)]
@@ -104,14 +147,17 @@ def _split_isolated(compiled: regex.Pattern[str], text: str) -> list[str]:
 
 @dataclass(frozen=True, kw_only=True)
 class Pretokenizer:
-    """Ordered regex stages; ``name`` records a preset name when one was used.
+    """Ordered regex stages; ``name`` records a preset name when one was used; ``engine``
+    names the regex engine whose reading of the stages is the truth.
 
     Raises:
-        UsageError(INVALID_PATTERN): a stage does not compile, or no stage is given.
+        UsageError(INVALID_PATTERN): a stage does not compile, or no stage is given;
+            from :meth:`split`, a stage that is not a preset ran past its time limit.
     """
 
     stages: tuple[str, ...]
     name: str | None = None
+    engine: Engine = "tiktoken"
     _compiled: tuple[regex.Pattern[str], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -122,22 +168,48 @@ class Pretokenizer:
                 value=self.stages,
                 fix="pass a preset name such as 'teaching' or one regex",
             )
+        if self.engine not in ENGINES:
+            raise UsageError(
+                "INVALID_ARGUMENT",
+                f"unknown regex engine {self.engine!r}",
+                value=self.engine,
+                fix=f"pass engine= one of {', '.join(ENGINES)}",
+            )
         object.__setattr__(self, "_compiled", tuple(_compile(s) for s in self.stages))
 
     @classmethod
-    def preset(cls, name_or_regex: str) -> Pretokenizer:
+    def preset(cls, name_or_regex: str, *, engine: Engine = "tiktoken") -> Pretokenizer:
         """A preset by name, or a single-stage pre-tokenizer for any other string (a regex)."""
         if name_or_regex in PATTERNS:
-            return cls(stages=(PATTERNS[name_or_regex],), name=name_or_regex)
-        return cls(stages=(name_or_regex,))
+            return cls(stages=(PATTERNS[name_or_regex],), name=name_or_regex, engine=engine)
+        return cls(stages=(name_or_regex,), engine=engine)
+
+    @cached_property
+    def patterns(self) -> tuple[str, ...]:
+        """The stages as the ``regex`` module must read them to split like ``engine``."""
+        out = []
+        for stage in self.stages:
+            pattern = dialect_pattern(stage, self.engine)
+            if stage in _LINEAR:
+                _LINEAR.add(pattern)
+            out.append(pattern)
+        return tuple(out)
+
+    @cached_property
+    def _splitters(self) -> tuple[regex.Pattern[str], ...]:
+        return tuple(
+            c if p == c.pattern else regex.compile(p)
+            for p, c in zip(self.patterns, self._compiled, strict=True)
+        )
 
     def split(self, text: str) -> list[str]:
         """Chunks of ``text``; ``"".join(self.split(t)) == t`` always holds."""
-        chunks = _split_isolated(self._compiled[0], text)
-        for compiled in self._compiled[1:]:
+        splitters = self._splitters
+        chunks = _split_isolated(splitters[0], text)
+        for compiled in splitters[1:]:
             chunks = [piece for chunk in chunks for piece in _split_isolated(compiled, chunk)]
         return chunks
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready description (used by file formats and the address hash)."""
-        return {"name": self.name, "stages": list(self.stages)}
+        """JSON-ready description (used by file formats)."""
+        return {"name": self.name, "stages": list(self.stages), "engine": self.engine}

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from tokembed.errors import TokenizerError, UsageError
 from tokembed.tokenizer._batch import progress_enabled
 from tokembed.tokenizer._count import count_chunks
+from tokembed.tokenizer._dialect import Engine
 from tokembed.tokenizer._merge_learner import learn_merges
 from tokembed.tokenizer.model import BPETables
 from tokembed.tokenizer.pretokenize import Pretokenizer
@@ -46,6 +47,10 @@ class TrainConfig:
     Attributes:
         merges: number of merges to learn (fewer if the corpus runs out of pairs).
         pattern: pre-tokenization preset name or a regex.
+        engine: whose regex engine the chunks must match: ``"tiktoken"`` (the fast
+            encoder's and ``export_tiktoken``'s) or ``"huggingface"`` (what a
+            ``tokenizer.json`` from ``export_hf`` will split by). The two differ
+            only on code points their Unicode tables classify differently.
         specials: special-token name → id, or None for "next id after the merges".
         workers: processes counting chunks (1 = this process). Workers are spawned,
             so a script using workers > 1 needs the ``if __name__ == "__main__":`` guard.
@@ -58,6 +63,7 @@ class TrainConfig:
 
     merges: int
     pattern: str = "teaching"
+    engine: Engine = "tiktoken"
     specials: Mapping[str, int | None] = field(default_factory=dict)
     workers: int = 1
     progress: bool = True
@@ -77,7 +83,7 @@ class TrainConfig:
 
     @property
     def pretokenizer(self) -> Pretokenizer:
-        return Pretokenizer.preset(self.pattern)
+        return Pretokenizer.preset(self.pattern, engine=self.engine)
 
 
 def train(texts: Iterable[str], *, config: TrainConfig) -> Tokenizer:

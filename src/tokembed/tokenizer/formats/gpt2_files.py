@@ -62,7 +62,9 @@ def load_vocab_merges(folder: str | Path) -> Tokenizer:
         str(merges_path), vocab=vocab, merges=lines, specials=specials
     )
     return Tokenizer(
-        pretokenizer=build_pretokenizer(str(folder), [PATTERNS["gpt2-hf"]], name="gpt2-hf"),
+        pretokenizer=build_pretokenizer(
+            str(folder), [PATTERNS["gpt2-hf"]], name="gpt2-hf", engine="huggingface"
+        ),
         tables=build_tables(str(folder), pieces=pieces, merges=merges, specials=specials),
         name=folder.name or None,
         metadata={"source_format": "gpt2-vocab-merges", "source": folder.name},

@@ -165,7 +165,7 @@ def from_hf_document(data: Any, *, source: str) -> Tokenizer:
         raise malformed(source, "model needs 'vocab' (object) and 'merges' (list)")
     pieces, id_merges = tables_from_vocab(source, vocab=vocab, merges=merges, specials=specials)
     return Tokenizer(
-        pretokenizer=build_pretokenizer(source, stages),
+        pretokenizer=build_pretokenizer(source, stages, engine="huggingface"),
         tables=build_tables(source, pieces=pieces, merges=id_merges, specials=specials),
         name=Path(source).parent.name or None,
         metadata={"source_format": "huggingface", "source": Path(source).name},

@@ -120,7 +120,7 @@ def load_tiktoken(path: str | Path, *, encoding: str | None = None) -> Tokenizer
     except TokenizerError as exc:  # a special id that is also a rank: wrong encoding name
         raise malformed(str(path), f"{exc.code}: {exc.message}", value=exc.value) from exc
     return Tokenizer(
-        pretokenizer=build_pretokenizer(str(path), [spec.pattern]),
+        pretokenizer=build_pretokenizer(str(path), [spec.pattern], engine="tiktoken"),
         tables=tables,
         name=spec.name,
         metadata={"source_format": "tiktoken", "encoding": spec.name, "source": path.name},

@@ -1,0 +1,184 @@
+"""Pathological text: encoding and training throughput must not fall as one chunk grows.
+
+For every real tokenizer in ``../shared/data/tokenizers`` and four inputs that
+make a single pre-tokenization chunk as long as the text (a run of one letter,
+whitespace, digits, CJK), encode 10 KB, 100 KB and 1 MB with ours
+(``Tokenizer.encode_ordinary``, whichever engine it picks) and with the peer
+that defines the vocabulary: tiktoken (``tiktoken.Encoding`` built from the rank
+file with its own pattern, ``encode_ordinary``) for rank files, Hugging Face
+``tokenizers`` (``Tokenizer.from_file``/``BPE.from_file``, ``encode(...).ids``)
+for ``tokenizer.json`` and GPT-2's files. Then training (``train`` with the
+cl100k pattern, 20 merges) against ``tokenizers``' ``BpeTrainer`` on the same
+texts (up to 100 KB: that trainer is quadratic on one long word).
+
+Linear work shows as a constant MB/s down a column: the ``1MB/10KB`` column is
+the throughput at 1 MB divided by that at 10 KB (1.0 = linear; a quadratic
+algorithm gives about 0.01). A peer that crashes (tiktoken's regex overflows its
+stack on a million spaces) prints ``crash``.
+
+    python benchmarks/bench_pathological.py            # 10 KB, 100 KB, 1 MB
+    python benchmarks/bench_pathological.py --quick    # 10 KB and 100 KB
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+DATA = Path(
+    os.environ.get("TOKEMBED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+)
+TOKENIZERS = DATA / "tokenizers"
+INPUTS = {"letter": "a", "spaces": " ", "digits": "7", "cjk": "中"}
+SIZES = {"10KB": 10_000, "100KB": 100_000, "1MB": 1_000_000}
+
+
+def _text(unit: str, n_bytes: int) -> str:
+    return unit * (n_bytes // len(unit.encode()))
+
+
+def _timed(fn: Callable[[str], Any], text: str) -> float | None:
+    """Seconds of ``fn(text)``, or None when the call raises (a crash of the peer)."""
+    t0 = time.perf_counter()
+    try:
+        fn(text)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # tiktoken's PanicException derives from BaseException
+        return None
+    return time.perf_counter() - t0
+
+
+def _peers() -> list[tuple[str, Any, Callable[[str], Any] | None, str]]:
+    """(name, our tokenizer, peer's encode or None, peer's name) per real vocabulary."""
+    from tokembed.tokenizer import load_tokenizer
+
+    out: list[tuple[str, Any, Callable[[str], Any] | None, str]] = []
+    for path in sorted(TOKENIZERS.glob("*.tiktoken")):
+        tok = load_tokenizer(path, encoding=path.stem)
+        peer: Callable[[str], Any] | None = None
+        try:
+            import tiktoken
+
+            from tokembed.tokenizer.formats.ranks import parse_ranks
+
+            enc = tiktoken.Encoding(
+                path.stem,
+                pat_str=tok.pretokenizer.stages[0],
+                mergeable_ranks=parse_ranks(path.read_bytes()),
+                special_tokens={},
+            )
+            peer = enc.encode_ordinary
+        except ImportError:
+            pass
+        out.append((path.stem, tok, peer, "tiktoken"))
+    for folder in sorted(p for p in TOKENIZERS.iterdir() if p.is_dir()):
+        tok = load_tokenizer(folder)
+        hf: Callable[[str], Any] | None = None
+        try:
+            from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+            if (folder / "tokenizer.json").is_file():
+                peer_tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+            else:
+                bpe = models.BPE.from_file(str(folder / "vocab.json"), str(folder / "merges.txt"))
+                peer_tok = Tokenizer(bpe)
+                peer_tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+                peer_tok.decoder = decoders.ByteLevel()
+            hf = lambda text, t=peer_tok: t.encode(text, add_special_tokens=False).ids  # noqa: E731
+        except ImportError:
+            pass
+        out.append((folder.name, tok, hf, "HF tokenizers"))
+    return out
+
+
+def _row(
+    label: str, ours: list[float | None], peer: list[float | None] | None, sizes: list[int]
+) -> None:
+    """One line: MB/s of ours and the peer per size, our linearity, the time ratio at the end."""
+
+    def mbs(dt: float | None, n: int) -> str:
+        if dt is None:
+            return "crash"
+        return "skip" if dt != dt else f"{n / dt / 1e6:.2f}"  # NaN: not run
+
+    theirs = peer if peer is not None else [None] * len(sizes)
+    cells = [
+        f"{mbs(o, n)} / {mbs(p, n) if peer is not None else 'n/a'}"
+        for o, p, n in zip(ours, theirs, sizes, strict=True)
+    ]
+    first, last = ours[0], ours[-1]
+    lin = f"{(sizes[-1] / last) / (sizes[0] / first):.2f}" if first and last else "-"
+    end = theirs[-1]
+    ratio = f"{end / last:.2f}" if end and last and end == end else "-"
+    print(f"{label:<30}" + "".join(f"{c:>22}" for c in cells) + f"{lin:>8}{ratio:>11}")
+
+
+def _header(sizes: list[str], what: str) -> None:
+    print(
+        f"\n{what}\nMB/s as ours / peer per size; lin. = MB/s at the largest size over MB/s "
+        "at 10 KB (1.0 = linear); peer/ours = time ratio at the largest size (> 1: ours faster)"
+    )
+    print(f"{'':<30}" + "".join(f"{s:>22}" for s in sizes) + f"{'lin.':>8}{'peer/ours':>11}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="10 KB and 100 KB only")
+    args = parser.parse_args()
+    names = ["10KB", "100KB"] if args.quick else list(SIZES)
+    sizes = [SIZES[s] for s in names]
+
+    from tokembed.tokenizer._long_runs import has_long_whitespace
+
+    has_long_whitespace(" " * 70_000)  # build its lookup table outside the timing
+    _header(names, "encode")
+    for vocab, tok, peer, peer_name in _peers():
+        for kind, unit in INPUTS.items():
+            texts = [_text(unit, n) for n in sizes]
+            tok.encode_ordinary(texts[0][:100])  # build the engine outside the timing
+            ours = [_timed(tok.encode_ordinary, t) for t in texts]
+            theirs = None if peer is None else [_timed(peer, t) for t in texts]
+            _row(f"{vocab} [{tok.backend}] {kind}", ours, theirs, [len(t.encode()) for t in texts])
+        print(f"  peer for {vocab}: {peer_name}")
+
+    from tokembed.tokenizer import TrainConfig, train
+
+    _header(names, "train (cl100k pattern, 20 merges; peer: HF BpeTrainer, ByteLevel)")
+    for kind, unit in INPUTS.items():
+        texts = [_text(unit, n) for n in sizes]
+        config = TrainConfig(merges=20, pattern="cl100k", progress=False)
+        ours = [_timed(lambda t: train([t], config=config), t) for t in texts]  # noqa: B023
+        # HF's trainer is quadratic on one long word (10 KB: 0.2 s, 100 KB: 7.9 s here),
+        # so 1 MB would take over ten minutes: it is skipped above 100 KB.
+        theirs = [_timed(_hf_train, t) if len(t) <= 100_000 else float("nan") for t in texts]
+        _row(f"train {kind}", ours, theirs, [len(t.encode()) for t in texts])
+
+
+def _hf_train(text: str) -> None:
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
+
+    from tokembed.tokenizer import PATTERNS
+    from tokembed.tokenizer.formats._onig import to_onig
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(to_onig(PATTERNS["cl100k"])), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    trainer = trainers.BpeTrainer(
+        vocab_size=256 + 20,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator([text], trainer=trainer)
+
+
+if __name__ == "__main__":
+    main()
