@@ -31,6 +31,7 @@ __all__ = [
     "OneLineParser",
     "activity",
     "add_json",
+    "add_pattern_options",
     "add_quiet",
     "add_tokenizer_option",
     "as_json",
@@ -217,3 +218,29 @@ def as_json(data: Any) -> str:
     import json
 
     return json.dumps(data, indent=2, ensure_ascii=False)
+
+
+def _pattern_preset(text: str) -> str:
+    """A pre-tokenization preset name (tiktoken's encoding names are accepted for theirs)."""
+    from tokembed.tokenizer.pretokenize import PATTERNS
+
+    name = text.removesuffix("_base")
+    if name not in PATTERNS:
+        raise argparse.ArgumentTypeError(
+            f"unknown --pattern preset {text!r}; presets: {', '.join(sorted(PATTERNS))} "
+            "(pass a regular expression with --regex)"
+        )
+    return name
+
+
+def add_pattern_options(p: argparse.ArgumentParser) -> None:
+    """``--pattern PRESET`` or ``--regex REGEX`` (one of them) for commands that train."""
+    how = p.add_mutually_exclusive_group()
+    how.add_argument(
+        "--pattern",
+        type=_pattern_preset,
+        default="teaching",
+        metavar="PRESET",
+        help="pre-tokenization preset: teaching (default), gpt2, r50k, cl100k, o200k, gpt2-hf",
+    )
+    how.add_argument("--regex", metavar="REGEX", help="pre-tokenization regex of your own")

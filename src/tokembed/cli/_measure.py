@@ -10,6 +10,7 @@ from typing import Any
 from tokembed.cli._common import (
     activity,
     add_json,
+    add_pattern_options,
     add_quiet,
     add_tokenizer_option,
     as_json,
@@ -37,15 +38,7 @@ def _add_demo(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--max-bytes", type=int, default=None, help="cap on corpus bytes (whole files)")
     p.add_argument("--merges", type=int, default=16384, help="merges to learn (default 16384)")
     p.add_argument("--holdout", type=float, default=0.1, help="fraction of files held out")
-    how = p.add_mutually_exclusive_group()
-    how.add_argument(
-        "--pattern",
-        type=_pattern_preset,
-        default="teaching",
-        metavar="PRESET",
-        help="pre-tokenization preset (teaching, gpt2, r50k, cl100k, o200k, gpt2-hf)",
-    )
-    how.add_argument("--regex", metavar="REGEX", help="pre-tokenization regex of your own")
+    add_pattern_options(p)
     p.add_argument("--workers", type=int, default=1)
     p.add_argument(
         "-o",
@@ -63,12 +56,6 @@ def _add_demo(sub: argparse._SubParsersAction[Any]) -> None:
     add_json(p)
     add_quiet(p)
     p.set_defaults(handler=_run_demo)
-
-
-def _pattern_preset(text: str) -> str:
-    from tokembed.cli._tokenizer import pattern_preset
-
-    return pattern_preset(text)
 
 
 def _demo_report_path(args: argparse.Namespace) -> Path | None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from tokembed.cli._common import (
     add_json,
+    add_pattern_options,
     add_quiet,
     add_tokenizer_option,
     as_json,
@@ -21,7 +22,7 @@ from tokembed.cli._common import (
 )
 from tokembed.errors import TokembedError
 
-__all__ = ["pattern_preset", "register"]
+__all__ = ["register"]
 
 # The library's fixes name Python arguments; on the command line they are these flags.
 _ENCODE_FIXES = {
@@ -42,19 +43,6 @@ def _special_option(text: str) -> tuple[str, int | None]:
     return name, int(value) if sep else None
 
 
-def pattern_preset(text: str) -> str:
-    """A pre-tokenization preset name (tiktoken's encoding names are accepted for theirs)."""
-    from tokembed.tokenizer.pretokenize import PATTERNS
-
-    name = text.removesuffix("_base")
-    if name not in PATTERNS:
-        raise argparse.ArgumentTypeError(
-            f"unknown --pattern preset {text!r}; presets: {', '.join(sorted(PATTERNS))} "
-            "(pass a regular expression with --regex)"
-        )
-    return name
-
-
 def _add_train(sub: argparse._SubParsersAction[Any]) -> None:
     p = sub.add_parser(
         "train",
@@ -65,15 +53,7 @@ def _add_train(sub: argparse._SubParsersAction[Any]) -> None:
     )
     p.add_argument("corpus", nargs="+", help="text or .conllu files, folders, globs, or '-'")
     p.add_argument("--merges", type=int, required=True, help="number of merges to learn")
-    how = p.add_mutually_exclusive_group()
-    how.add_argument(
-        "--pattern",
-        type=pattern_preset,
-        default="teaching",
-        metavar="PRESET",
-        help="pre-tokenization preset: teaching (default), gpt2, r50k, cl100k, o200k, gpt2-hf",
-    )
-    how.add_argument("--regex", metavar="REGEX", help="pre-tokenization regex of your own")
+    add_pattern_options(p)
     p.add_argument(
         "--special",
         action="append",
