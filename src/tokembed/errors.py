@@ -107,6 +107,18 @@ CODES: dict[str, str] = {
     "NOT_AN_EMBEDDING": "the module to shard is not an nn.Embedding",
     "REPLICA_DIVERGED": "replicas of a tied table differ in values or optimizer state",
     "SHARD_LAYOUT_MISMATCH": "saved shards do not reconstruct the declared logical table",
+    # --- migrate -----------------------------------------------------------
+    "NOT_APPEND_ONLY": "a change required to be append-only moves, removes or rewrites an old id",
+    "SEMANTICS_CHANGED": "the pre-tokenizer changed, so equal pieces are not proved equal symbols",
+    "APPROXIMATE_AS_EXACT": "an initialized row is recorded as an exact copy of an old row",
+    "ROW_MAP_INVALID": "a row map is not injective or names rows outside the tables",
+    "ROW_COUNT_MISMATCH": "a vocabulary table's rows disagree with its tokenizer's id range",
+    "TABLE_ROLE_SWAPPED": "a table bound to one vocabulary is used where another's table belongs",
+    "TABLE_SIZED_FOR_OTHER_VOCAB": "a table has the row count of another vocabulary than its own",
+    "TIE_NOT_SHARED": "a declared tie is two tensors, not one parameter and storage",
+    "VOCAB_AXIS_STALE": "a vocabulary-indexed tensor was left at the old vocabulary size",
+    "PRESERVED_ROW_CHANGED": "a row or moment the row map preserves differs from its source",
+    "OPTIMIZER_STEP_RESET": "a migrated optimizer state lost its step (age) or its moments",
 }
 
 
