@@ -119,6 +119,7 @@ CODES: dict[str, str] = {
     "VOCAB_AXIS_STALE": "a vocabulary-indexed tensor was left at the old vocabulary size",
     "PRESERVED_ROW_CHANGED": "a row or moment the row map preserves differs from its source",
     "OPTIMIZER_STEP_RESET": "a migrated optimizer state lost its step (age) or its moments",
+    "FROZEN_ROW_MOVED": "a row declared frozen changed during training",
 }
 
 
