@@ -120,6 +120,7 @@ CODES: dict[str, str] = {
     "PRESERVED_ROW_CHANGED": "a row or moment the row map preserves differs from its source",
     "OPTIMIZER_STEP_RESET": "a migrated optimizer state lost its step (age) or its moments",
     "FROZEN_ROW_MOVED": "a row declared frozen changed during training",
+    "PROBABILITY_SHIFT": "new rows moved old-token probabilities beyond the declared budget",
 }
 
 
