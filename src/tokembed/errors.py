@@ -121,6 +121,11 @@ CODES: dict[str, str] = {
     "OPTIMIZER_STEP_RESET": "a migrated optimizer state lost its step (age) or its moments",
     "FROZEN_ROW_MOVED": "a row declared frozen changed during training",
     "PROBABILITY_SHIFT": "new rows moved old-token probabilities beyond the declared budget",
+    "STALE_PACK": "a derived (quantized, packed) artifact was not regenerated from the migrated table",
+    "VERSION_PAIR_REJECTED": "a tokenizer/model pair is not an admitted version pair",
+    "ROLLBACK_INCOMPLETE": "a rollback restores the model without its tokenizer (or keeps foreign ids)",
+    "MANIFEST_MISMATCH": "a release manifest does not bind the artifacts presented with it",
+    "GATE_NOT_PASSED": "a release stage was entered before the gates it needs passed",
 }
 
 
