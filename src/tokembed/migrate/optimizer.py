@@ -44,7 +44,7 @@ __all__ = [
 _CHUNK = 8192
 
 
-def _bits(t: torch.Tensor) -> torch.Tensor:
+def as_bits(t: torch.Tensor) -> torch.Tensor:
     width = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
     return t.detach().view(width)
 
@@ -65,8 +65,8 @@ def check_preserved(old: torch.Tensor, new: torch.Tensor, rows: RowMap, name: st
     """Refuse (PRESERVED_ROW_CHANGED) unless every exact edge copied its row bit for bit."""
     src, dst = rows.index_tensors()
     for k in range(0, len(src), _CHUNK):
-        a = _bits(old.index_select(0, src[k : k + _CHUNK]))
-        b = _bits(new.index_select(0, dst[k : k + _CHUNK]))
+        a = as_bits(old.index_select(0, src[k : k + _CHUNK]))
+        b = as_bits(new.index_select(0, dst[k : k + _CHUNK]))
         if not torch.equal(a, b):
             bad = int((a != b).reshape(a.shape[0], -1).any(dim=1).nonzero()[0, 0]) + k
             raise CheckpointError(
