@@ -50,7 +50,10 @@ def test_source_and_target_tables_swapped_are_refused() -> None:
     swapped = VocabRoles(input="src_embed.weight", output="generator.weight", bias="generator.bias")
     with pytest.raises(CheckpointError) as err:
         migrate_model(model, _grow(20, 2), roles=swapped, bindings=BINDINGS, old_hash=TGT)
-    assert (err.value.code, err.value.value) == ("TABLE_ROLE_SWAPPED", ("src_embed.weight", "tgt_embed.weight"))
+    assert (err.value.code, err.value.value) == (
+        "TABLE_ROLE_SWAPPED",
+        ("src_embed.weight", "tgt_embed.weight"),
+    )
     assert model.src_embed.weight.shape[0] == 20  # nothing written
 
 
@@ -59,16 +62,23 @@ def test_target_generator_built_with_the_source_vocabulary_is_refused() -> None:
     model = Seq2Seq(30, 20, generator_rows=30)
     with pytest.raises(CheckpointError) as err:
         check_bindings(model, BINDINGS, {SRC: 30, TGT: 20})
-    assert (err.value.code, err.value.value) == ("TABLE_SIZED_FOR_OTHER_VOCAB", ("generator.weight", 30, 20))
+    assert (err.value.code, err.value.value) == (
+        "TABLE_SIZED_FOR_OTHER_VOCAB",
+        ("generator.weight", 30, 20),
+    )
     with pytest.raises(CheckpointError) as err:
-        migrate_model(model, _grow(20, 2), roles=TARGET, bindings=BINDINGS, vocabularies={SRC: 30, TGT: 20})
+        migrate_model(
+            model, _grow(20, 2), roles=TARGET, bindings=BINDINGS, vocabularies={SRC: 30, TGT: 20}
+        )
     assert err.value.code == "TABLE_SIZED_FOR_OTHER_VOCAB"
 
 
 def test_table_of_an_unknown_tokenizer_is_an_address_mismatch() -> None:
     model = Seq2Seq(20, 20)
     with pytest.raises(EmbeddingError) as err:
-        migrate_model(model, _grow(20, 2), roles=TARGET, bindings=BINDINGS, old_hash="sha256:" + "3" * 64)
+        migrate_model(
+            model, _grow(20, 2), roles=TARGET, bindings=BINDINGS, old_hash="sha256:" + "3" * 64
+        )
     assert err.value.code == "ADDRESS_HASH_MISMATCH"
 
 

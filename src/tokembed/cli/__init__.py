@@ -12,7 +12,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from tokembed.cli import _measure, _memory, _tokenizer
+from tokembed.cli import _measure, _memory, _migrate, _tokenizer
 from tokembed.cli._common import OneLineParser
 from tokembed.errors import TokembedError
 
@@ -31,7 +31,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 # Each area of the command line is one module with a `register(sub)` function.
-_AREAS = (_memory, _tokenizer, _measure)
+_AREAS = (_memory, _tokenizer, _measure, _migrate)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
