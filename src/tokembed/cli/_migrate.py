@@ -51,6 +51,7 @@ def _run_migrate(args: argparse.Namespace) -> int:
     from tokembed.migrate import NewRows, classify_change, decompositions, migrate_model, row_map
     from tokembed.migrate._checkpoint import _load_model, _model_hash, _write_folder
     from tokembed.migrate.release import build_manifest, model_digest, model_tensors
+    from tokembed.migrate.roles import parameter, vocab_roles
     from tokembed.tokenizer.formats import load_tokenizer, save_tokenizer
 
     if getattr(args, "quiet", False):
@@ -61,7 +62,7 @@ def _run_migrate(args: argparse.Namespace) -> int:
     change = classify_change(old_tok, new_tok)
     model_path = Path(args.model)
     model = _load_model(model_path)
-    rows_now = model.get_input_embeddings().weight.shape[0]
+    rows_now = parameter(model, vocab_roles(model).input).shape[0]
     rows = row_map(change, old_rows=rows_now, accept_overlap=args.accept_overlap)
     random = None
     if args.init == "constructor":
