@@ -60,8 +60,9 @@ def test_migrate_writes_model_manifest_and_report(
     new = AutoModelForCausalLM.from_pretrained(out)
     assert new.lm_head.weight is new.model.embed_tokens.weight
     assert torch.equal(new.model.embed_tokens.weight[:301], old.model.embed_tokens.weight)
-    mean = old.model.embed_tokens.weight.detach().double().mean(0).float()
-    assert torch.equal(new.model.embed_tokens.weight[301:].detach(), mean.expand(2, -1))
+    mean = old.model.embed_tokens.weight.detach().double().mean(0)
+    gap = (new.model.embed_tokens.weight[301:].detach() - mean.float()).abs().max()
+    assert float(gap) <= torch.finfo(torch.float32).eps * float(mean.abs().max())
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["aliases"] == {"lm_head.weight": "model.embed_tokens.weight"}
     # Migrating the migrated model again from the old tokenizer: its recorded hash refuses it.

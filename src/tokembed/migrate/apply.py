@@ -8,8 +8,10 @@ A tied output is not converted twice: the one canonical table is migrated and
 then assigned to the output module, and the tie is proved by identity. Module
 metadata follows (``num_embeddings``, ``out_features``, ``padding_idx`` through
 the map, ``config.vocab_size``). With an optimizer, each table's state moves
-to the new Parameter right after the table (so the peak is the model plus one
-table), the step is kept and new rows' moments are zero.
+to the new Parameter right after the table, the step is kept and new rows'
+moments are zero. Each replaced Parameter is emptied as soon as its table is
+migrated, so the peak is the model plus one table (keep a clone if you need
+the old values).
 
 What it refuses before writing anything: a model bound to another tokenizer
 (``model_hash``), tables whose roles or sizes disagree with their bindings, a
@@ -223,8 +225,12 @@ def migrate_model(
             out_module, out_attr = _owner(model, roles.output)
             setattr(out_module, out_attr, new)  # restore the tie: one Parameter, not a copy
             _set_metadata(out_module, rows)
+        # Release the replaced table now, not when the optimizer lets go of it: the
+        # moments moved next then peak at one extra table, not two.
+        shape = old.shape
+        old.data = old.data.new_empty((0, *shape[1:]))
         if optimizer is not None and move_state(
-            optimizer, old, new, rows, name=name, row_age=row_age, verify=verify
+            optimizer, old, new, rows, name=name, row_age=row_age, verify=verify, shape=shape
         ):
             moved.append(name)
         del old, new

@@ -73,6 +73,8 @@ BIAS_RULES: tuple[str, ...] = ("mean", "zeros", "prior")
 # transformers scales the old covariance by this before sampling (modeling_utils,
 # _init_added_embeddings_weights_with_mean): new rows sit within ~3e-5 std of the mean.
 _HF_COV_SCALE = 1e-9
+# Rows per float64 partial sum of the mean: a few MB of temporary memory at d = 4096.
+_MEAN_CHUNK = 256
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,6 +175,15 @@ def decompositions(
     return out
 
 
+def _mean64(old: torch.Tensor) -> torch.Tensor:
+    """Mean row accumulated in float64 chunk by chunk (a float64 copy of the table would
+    double the peak memory of a large migration)."""
+    total = torch.zeros(old.shape[1], dtype=torch.float64)
+    for chunk in old.detach().split(_MEAN_CHUNK):
+        total += chunk.sum(dim=0, dtype=torch.float64)
+    return total / old.shape[0]
+
+
 def _hf_mean_cov(old: torch.Tensor, count: int, generator: torch.Generator) -> torch.Tensor:
     """transformers' mean/covariance draw, with our generator instead of the global one."""
     x = old.detach().to(torch.float32)
@@ -200,6 +211,8 @@ def init_rows(
     ``sources`` (for ``decomposition``) maps each new id to old ids
     (:func:`decompositions`). Means are taken over all V0 old rows, as
     transformers does, accumulated in float64 (float32 for ``mean_cov``, its rule).
+    Values are computed before the caller allocates the new table, so a large
+    migration peaks at one extra table.
     """
     new_ids = rows.new_row_ids
     count, width = len(new_ids), old.shape[1]
@@ -210,7 +223,7 @@ def init_rows(
         assert init.random is not None  # checked in NewRows
         return initialize_(old.new_empty(count, width), init.random, generator=gen)
     if init.name == "mean":
-        return old.detach().to(torch.float64).mean(dim=0).to(old.dtype).expand(count, -1).clone()
+        return _mean64(old).to(old.dtype).expand(count, -1).clone()
     if init.name == "mean_cov":
         return _hf_mean_cov(old, count, gen)
     if sources is None or any(v not in sources or not sources[v] for v in new_ids):

@@ -39,9 +39,14 @@ __all__ = [
     "snapshot_state",
 ]
 
-# Rows per chunk when copying or comparing through an index: bounds the temporary
-# copy to a few MB instead of a second table.
-_CHUNK = 8192
+# Bytes per chunk when copying or comparing through an index: a few MB of temporary
+# memory instead of a second table (and small enough to be returned to the OS at once).
+_CHUNK_BYTES = 4 << 20
+
+
+def _chunk_rows(t: torch.Tensor) -> int:
+    row_bytes = max(1, t[0].numel() * t.element_size()) if t.shape[0] else 1
+    return max(1, _CHUNK_BYTES // row_bytes)
 
 
 def as_bits(t: torch.Tensor) -> torch.Tensor:
@@ -56,17 +61,23 @@ def copy_exact_(new: torch.Tensor, old: torch.Tensor, rows: RowMap) -> torch.Ten
             new[: rows.old_rows].copy_(old)
             return new
         src, dst = rows.index_tensors()
-        for k in range(0, len(src), _CHUNK):
-            new.index_copy_(0, dst[k : k + _CHUNK], old.index_select(0, src[k : k + _CHUNK]))
+        step = _chunk_rows(old)
+        for k in range(0, len(src), step):
+            new.index_copy_(0, dst[k : k + step], old.index_select(0, src[k : k + step]))
     return new
 
 
 def check_preserved(old: torch.Tensor, new: torch.Tensor, rows: RowMap, name: str) -> None:
     """Refuse (PRESERVED_ROW_CHANGED) unless every exact edge copied its row bit for bit."""
     src, dst = rows.index_tensors()
-    for k in range(0, len(src), _CHUNK):
-        a = as_bits(old.index_select(0, src[k : k + _CHUNK]))
-        b = as_bits(new.index_select(0, dst[k : k + _CHUNK]))
+    step = _chunk_rows(old)
+    for k in range(0, len(src), step):
+        if rows.is_prefix:  # compare views: no temporary copies
+            a = as_bits(old[k : k + step])
+            b = as_bits(new[k : k + a.shape[0]])
+        else:
+            a = as_bits(old.index_select(0, src[k : k + step]))
+            b = as_bits(new.index_select(0, dst[k : k + step]))
         if not torch.equal(a, b):
             bad = int((a != b).reshape(a.shape[0], -1).any(dim=1).nonzero()[0, 0]) + k
             raise CheckpointError(
@@ -77,8 +88,8 @@ def check_preserved(old: torch.Tensor, new: torch.Tensor, rows: RowMap, name: st
             )
 
 
-def _rows_of(value: object, param: torch.Tensor) -> bool:
-    return isinstance(value, torch.Tensor) and value.dim() >= 1 and value.shape == param.shape
+def _rows_of(value: object, shape: torch.Size) -> bool:
+    return isinstance(value, torch.Tensor) and value.dim() >= 1 and value.shape == shape
 
 
 def move_state(
@@ -90,12 +101,15 @@ def move_state(
     name: str = "table",
     row_age: bool = False,
     verify: bool = True,
+    shape: torch.Size | None = None,
 ) -> bool:
     """Re-register ``new`` in place of ``old`` and move ``old``'s state by ``rows``.
 
     Returns False when the optimizer does not hold ``old`` (nothing to do). The
     old moments are released one by one, so the peak is one extra moment table.
+    ``shape`` is ``old``'s shape when its storage was already released.
     """
+    shape = old.shape if shape is None else shape
     groups = [g for g in optimizer.param_groups if any(p is old for p in g["params"])]
     if not groups:
         return False
@@ -107,7 +121,7 @@ def move_state(
     moved: dict[str, object] = {}
     for key in list(state):
         value = state.pop(key)
-        if _rows_of(value, old):
+        if _rows_of(value, shape):
             assert isinstance(value, torch.Tensor)
             grown = value.new_zeros((rows.new_rows, *value.shape[1:]))
             copy_exact_(grown, value, rows)
