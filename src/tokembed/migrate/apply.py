@@ -209,7 +209,7 @@ def migrate_model(
         old = getattr(module, attr)
         if isinstance(rule, NewRows):
             values = init_rows(old.detach(), rows, rule, sources=sources)
-            records += init_records(rows, rule, sources=sources)
+            records += init_records(rows, rule, sources=sources, embedding_dim=old.shape[1])
         else:
             values = bias_rows(old.detach(), rows, rule, value=bias_value)
             records += [InitRecord(row=v, initializer=f"bias_{rule}") for v in rows.new_row_ids]

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from tokembed.embedding.init import Initializer, initialize_
+from tokembed.embedding.init import Initializer, initialize_, initializer_ledger
 from tokembed.errors import CheckpointError, EmbeddingError, TokenizerError, UsageError
 from tokembed.migrate.rowmap import RowMap
 
@@ -291,11 +291,22 @@ def init_records(
     init: NewRows,
     *,
     sources: Mapping[int, Sequence[int]] | None = None,
+    embedding_dim: int | None = None,
 ) -> list[InitRecord]:
-    """One :class:`InitRecord` per new row of ``rows`` for ``init``."""
+    """One :class:`InitRecord` per new row of ``rows`` for ``init``.
+
+    For ``constructor`` with ``embedding_dim`` the record carries the expected
+    squared row norm of the rule (:func:`~tokembed.embedding.init.initializer_ledger`),
+    so a fresh row can be compared with the trained rows it joins.
+    """
     params: dict[str, object] = {"seed": init.seed}
     if init.random is not None and init.name == "constructor":
         params.update(random=init.random.name, std=init.random.sigma)
+        if embedding_dim is not None:
+            led = initializer_ledger(
+                init.random, num_embeddings=rows.new_rows, embedding_dim=embedding_dim
+            )
+            params["expected_sq_row_norm"] = led.sq_row_norm
     if init.name == "mean_cov":
         params["covariance_scale"] = _HF_COV_SCALE
     return [
