@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +14,13 @@ from tokembed.errors import ParallelError
 from tokembed.migrate import NewRows, RowMap, init_rows, migrate_rows
 from tokembed.migrate.optimizer import move_state
 from tokembed.migrate.shards import check_reconstruction, migrate_vocab_parallel
-from tokembed.parallel import VocabParallelEmbedding, VocabParallelLMHead, row_intervals
+from tokembed.parallel import (
+    VocabParallelEmbedding,
+    VocabParallelLMHead,
+    load_rows,
+    row_intervals,
+    save_vocab_shards,
+)
 
 pytestmark = pytest.mark.distributed
 
@@ -46,7 +53,7 @@ def _reference() -> tuple[torch.Tensor, dict[str, Any]]:
     return new.detach(), dict(opt.state[new])
 
 
-def _migrate_on_ranks(rank: int, world_size: int, tied: bool) -> dict[str, Any]:
+def _migrate_on_ranks(rank: int, world_size: int, tied: bool, directory: str) -> dict[str, Any]:
     full = nn.Embedding(V0, D)
     with torch.no_grad():
         full.weight.copy_(_table())
@@ -57,6 +64,7 @@ def _migrate_on_ranks(rank: int, world_size: int, tied: bool) -> dict[str, Any]:
     opt.step()
     values = init_rows(emb.gather_weight(), _rows(), NewRows(name="mean"))
     new_emb, new_head = migrate_vocab_parallel(emb, _rows(), values, head=head, optimizer=opt)
+    save_vocab_shards(new_emb, directory)  # the migrated shards as files, one per rank
     state = opt.state[new_emb.weight]
     sizes = [e - s for s, e in new_emb.intervals]
     from tokembed.parallel._collectives import all_gather_uneven
@@ -74,9 +82,14 @@ def _migrate_on_ranks(rank: int, world_size: int, tied: bool) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("world_size", [2, 4])
-def test_shards_equal_the_single_process_migration(world_size: int) -> None:
+def test_shards_equal_the_single_process_migration(world_size: int, tmp_path: Path) -> None:
     table, state = _reference()
-    for out in run_ranks(_migrate_on_ranks, world_size, True):
+    results = run_ranks(_migrate_on_ranks, world_size, True, str(tmp_path))
+    # Saved at this size, read back at the other: the files hold the migrated logical table.
+    other = 6 - world_size
+    pieces = [load_rows(tmp_path, s, e) for s, e in row_intervals(len(SOURCE), other)]
+    assert torch.equal(torch.cat(pieces), table)
+    for out in results:
         assert torch.equal(out["table"], table)
         assert torch.equal(out["exp_avg"], state["exp_avg"])
         assert torch.equal(out["exp_avg_sq"], state["exp_avg_sq"])

@@ -93,7 +93,7 @@ class RowMap:
         kept = {j for j, _ in self.pairs}
         return tuple(j for j in range(self.old_rows) if j not in kept)
 
-    @property
+    @cached_property
     def is_prefix(self) -> bool:
         """True when old row j lands at new row j for every j (pure growth)."""
         return self.new_rows >= self.old_rows and self.source[: self.old_rows] == tuple(
@@ -102,11 +102,15 @@ class RowMap:
 
     def index_tensors(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(old rows, new rows) of the exact edges as int64 tensors, ordered by new row."""
+        return self._index
+
+    @cached_property
+    def _index(self) -> tuple[torch.Tensor, torch.Tensor]:
         import torch
 
-        old = torch.tensor([j for j, _ in self.pairs], dtype=torch.int64)
-        new = torch.tensor([v for _, v in self.pairs], dtype=torch.int64)
-        return old, new
+        edges = torch.tensor(self.pairs, dtype=torch.int64).reshape(-1, 2)  # [E, 2]
+        # Cached for the many copy and compare passes of one migration; callers only read them.
+        return edges[:, 0].clone(), edges[:, 1].clone()
 
     def map_ids(self, ids: torch.Tensor) -> torch.Tensor:
         """Old ids -> new ids; raises ROW_MAP_INVALID for an old id that was dropped."""
