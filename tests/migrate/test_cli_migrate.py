@@ -99,3 +99,40 @@ def test_model_smaller_than_the_old_tokenizer_exits_1(
     assert main([*argv, "--quiet"]) == 1
     assert capsys.readouterr().err.startswith("tokembed: ROW_COUNT_MISMATCH")
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.slow
+def test_migrate_smollm2_gguf_with_added_specials(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from _smollm2 import ADDED, extended, gguf_file, tokenizer
+    from transformers import AutoModelForCausalLM
+
+    from conftest import data_path
+
+    gguf = gguf_file()
+    old = tokenizer()
+    new = save_tokenizer(extended(old), tmp_path / "smollm2-chat.json")
+    argv = [
+        "migrate",
+        "--old",
+        str(data_path("tokenizers", "smollm2-135m")),
+        "--new",
+        str(new),
+        str(gguf),
+    ]
+    assert (
+        main([*argv, "-o", str(tmp_path / "out"), "--init", "decomposition", "--json", "--quiet"])
+        == 0
+    )
+    report = json.loads(capsys.readouterr().out)
+    assert report["change"]["kind"] == "append-only"
+    assert report["migration"]["new_rows"] == 49152 + len(ADDED)
+    ledger = report["migration"]["init_ledger"]
+    assert [r["initializer"] for r in ledger] == ["decomposition"] * len(ADDED)
+    assert all(
+        len(r["sources"]) > 1 for r in ledger
+    )  # each special's spelling is several old pieces
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "out")
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    assert model.model.embed_tokens.weight.shape == (49152 + len(ADDED), 576)
