@@ -1,4 +1,4 @@
-"""Decoding: bytes, strict/replace text, streams; round trip for every valid str (lecture §4)."""
+"""Decoding: bytes, strict/replace text, streams; round trip for every valid str."""
 
 from __future__ import annotations
 

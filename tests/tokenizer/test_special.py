@@ -1,4 +1,4 @@
-"""Special tokens: id assignment, aliases, and tiktoken's encode-time policy (lecture §8.2–8.3)."""
+"""Special tokens: id assignment, aliases, and tiktoken's encode-time policy."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Training: the fast trainer gives exactly the reference's merges (lecture §3, §5.2, §6)."""
+"""Training: the fast trainer gives exactly the reference's merges on the six-merge toy corpus, PUD and tie-heavy corpora."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tokembed.errors import TokenizerError, UsageError
 from tokembed.tokenizer import Pretokenizer, TrainConfig, train, train_reference
 
 TOY = "низко низко летали ласточки, ласточки летали низко"
-# §5.2: и (D0 B8), space + first byte of a Cyrillic letter, к, о, " л" and " лD0".
+# The six toy merges: и (D0 B8), space + first byte of a Cyrillic letter, к, о, " л" and " лD0".
 TOY_MERGES = [(208, 184), (32, 208), (208, 186), (208, 190), (257, 187), (260, 208)]
 TEACHING = Pretokenizer.preset("teaching")
 

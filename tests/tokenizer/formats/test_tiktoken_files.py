@@ -84,7 +84,7 @@ def test_real_files_have_the_documented_sizes() -> None:
     o200k = real_tokenizer("o200k_base")
     assert len(o200k.tables.pieces) == 199_998
     assert o200k.tables.specials == {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
-    assert o200k.tables.id_range == 200_019  # §9: R = max(I) + 1 with 19 holes
+    assert o200k.tables.id_range == 200_019  # R = max(I) + 1 with 19 holes
     assert o200k.n_merges == 199_998 - 256  # every multi-byte piece is reachable
     qwen = real_tokenizer("qwen")
     assert qwen.tables.specials["<|endoftext|>"] == 151_643
@@ -93,7 +93,7 @@ def test_real_files_have_the_documented_sizes() -> None:
 
 
 def test_o200k_harmony_names_ids_and_alias() -> None:
-    """§8.2: 1,091 names, 1,090 ids, <|endofprompt|> and <|reserved_200018|> share 200018."""
+    """o200k_harmony: 1,091 names, 1,090 ids, <|endofprompt|> and <|reserved_200018|> share 200018."""
     spec = encoding_spec("o200k_harmony")
     assert len(spec.specials) == 1091
     assert len(set(spec.specials.values())) == 1090
