@@ -63,6 +63,13 @@ def test_migrate_writes_model_manifest_and_report(
     mean = old.model.embed_tokens.weight.detach().double().mean(0)
     gap = (new.model.embed_tokens.weight[301:].detach() - mean.float()).abs().max()
     assert float(gap) <= torch.finfo(torch.float32).eps * float(mean.abs().max())
+    # The model file is a tokembed checkpoint: its metadata checks out and binds the rows
+    # to the new tokenizer.
+    from tokembed.checkpoint import verify_checkpoint
+    from tokembed.tokenizer.formats import load_tokenizer
+
+    verified = verify_checkpoint(out / "model.safetensors")
+    assert verified.address_hash == load_tokenizer(setup["new"]).address_hash
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["aliases"] == {"lm_head.weight": "model.embed_tokens.weight"}
     # Migrating the migrated model again from the old tokenizer: its recorded hash refuses it.

@@ -1,12 +1,11 @@
 """Reading a model for migration and writing the migrated folder (private, replaceable).
 
-The project's checkpoint package will own model files; until it lands, the
-migration command reads a ``transformers`` model (a folder, or a ``.gguf`` file
-read through the ``gguf`` package) and writes the migrated one as one
-safetensors file plus ``config.json``. The safetensors file holds each tied
-table once (safetensors refuses shared storage) and records in its metadata the
-tokenizer address hash the rows belong to and the alias map, so a loader can
-re-tie by name and refuse a foreign tokenizer.
+The migration command reads a ``transformers`` model (a folder, or a ``.gguf``
+file read through the ``gguf`` package) and writes the migrated one through
+:func:`tokembed.checkpoint.save_checkpoint` plus ``config.json``: each tied table
+is stored once with the alias map and the tokenizer address hash the rows belong
+to, so :func:`~tokembed.checkpoint.load_checkpoint` (and transformers'
+``from_pretrained``) re-tie it and a foreign tokenizer is refused.
 
 The whole output folder is written into a temporary sibling and renamed into
 place: a reader sees no folder or a complete one.
@@ -14,7 +13,6 @@ place: a reader sees no folder or a complete one.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -31,7 +29,6 @@ from tokembed.errors import UsageError
 __all__: list[str] = []
 
 _HASH_KEY = "tokembed.address_hash"
-_ALIAS_KEY = "tokembed.aliases"
 
 
 def _load_model(path: Path) -> nn.Module:
@@ -58,26 +55,17 @@ def _model_hash(path: Path) -> str | None:
     """The tokenizer address hash recorded in a folder's safetensors metadata, if any."""
     from safetensors import safe_open
 
+    from tokembed.checkpoint.format import read_metadata
+
     for file in sorted(path.glob("*.safetensors")) if path.is_dir() else ():
-        with safe_open(str(file), framework="pt") as f:
-            found = (f.metadata() or {}).get(_HASH_KEY)
+        ours = read_metadata(file)  # written by save_checkpoint
+        found = ours.get("address_hash") if ours else None
+        if not found:  # a file written before migrations went through save_checkpoint
+            with safe_open(str(file), framework="pt") as f:
+                found = (f.metadata() or {}).get(_HASH_KEY)
         if found:
-            return found
+            return str(found)
     return None
-
-
-def _canonical(model: nn.Module) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    """State dict with each shared tensor once, and the alias -> canonical name map."""
-    tensors: dict[str, torch.Tensor] = {}
-    aliases: dict[str, str] = {}
-    first: dict[int, str] = {}
-    for name, t in model.state_dict(keep_vars=True).items():
-        if id(t) in first:
-            aliases[name] = first[id(t)]
-            continue
-        first[id(t)] = name
-        tensors[name] = t.detach().contiguous()
-    return tensors, aliases
 
 
 def _write_folder(
@@ -89,7 +77,7 @@ def _write_folder(
     inputs: Iterable[str | Path],
 ) -> list[Path]:
     """Write model.safetensors, config.json and ``extra`` files into a new folder ``out``."""
-    from safetensors.torch import save
+    from tokembed.checkpoint import save_checkpoint
 
     target = check_output(out, inputs=inputs)
     if target.exists():
@@ -99,13 +87,7 @@ def _write_folder(
             value=str(out),
             fix="choose a new output folder",
         )
-    tensors, aliases = _canonical(model)
-    meta = {
-        "format": "pt",
-        _HASH_KEY: address_hash,
-        _ALIAS_KEY: json.dumps(aliases, sort_keys=True),
-    }
-    files: dict[str, bytes] = {"model.safetensors": save(tensors, metadata=meta)}
+    files: dict[str, bytes] = {}
     config: Any = getattr(model, "config", None)
     if config is not None:
         files["config.json"] = config.to_json_string().encode()
@@ -113,6 +95,7 @@ def _write_folder(
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
+        save_checkpoint(model, tmp / "model.safetensors", tokenizer=address_hash)
         for name, data in files.items():
             write_bytes_atomic(tmp / name, data)
         os.chmod(tmp, 0o755)
@@ -120,4 +103,4 @@ def _write_folder(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return [target / name for name in files]
+    return [target / "model.safetensors", *(target / name for name in files)]
