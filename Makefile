@@ -50,6 +50,8 @@ bench: $(VENV)/.stamp-test
 	$(PY) benchmarks/bench_parallel.py
 	$(PY) benchmarks/bench_measure.py
 	$(PY) benchmarks/bench_checkpoint.py
+	$(PY) benchmarks/bench_migrate.py
+	$(PY) benchmarks/bench_pathological.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
