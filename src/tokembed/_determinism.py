@@ -130,8 +130,11 @@ def configure_torch(*, threads: int, deterministic: bool = True) -> None:
     os.environ.update(child_environment(threads=threads))  # for this process's children
     torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(deterministic)
-    torch.backends.cudnn.deterministic = deterministic
-    torch.backends.cudnn.benchmark = not deterministic
+    # PyTorch's own test utilities freeze these flags process-wide
+    # (torch.backends.disable_global_flags); cuDNN is then left as the process set it.
+    if not torch.backends.flags_frozen():
+        torch.backends.cudnn.deterministic = deterministic
+        torch.backends.cudnn.benchmark = not deterministic
 
 
 @contextmanager

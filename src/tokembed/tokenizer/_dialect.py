@@ -127,8 +127,14 @@ def _ranges(points: np.ndarray) -> str:
 @lru_cache(maxsize=256)
 def _agreeing_atom(atom: str, engine: Engine) -> str:
     points = _assigned_somewhere(engine)
-    ours = _ours(atom, points)
-    theirs = _PROBES[engine](atom, points)
+    try:
+        ours = _ours(atom, points)
+        theirs = _PROBES[engine](atom, points)
+    except (regex.error, ValueError):
+        # The atom cannot stand alone (a class the atom finder cut from an unusual user
+        # pattern, or one the other engine cannot compile): keep the text as written,
+        # which is what the whole pattern already compiled to.
+        return atom
     added = np.setdiff1d(theirs, ours, assume_unique=True)
     removed = np.setdiff1d(ours, theirs, assume_unique=True)
     if added.size == 0 and removed.size == 0:
