@@ -153,3 +153,25 @@ def test_native_files_record_the_engine(tmp_path) -> None:  # type: ignore[no-un
     tok = train(["ab ab"], config=TrainConfig(merges=1, engine="huggingface", progress=False))
     path = save_tokenizer(tok, tmp_path / "t.json")
     assert load_tokenizer(path).pretokenizer.engine == "huggingface"
+
+
+def test_plain_stage_is_used_only_where_it_splits_like_the_rewrite() -> None:
+    # The stage as written runs on text without any code point where the engines differ;
+    # with one, the rewrite runs. Both must split exactly like the rewrite alone.
+    import numpy as np
+    import regex
+
+    from tokembed.tokenizer._dialect import contains_any, dialect_pattern, dialect_trigger
+    from tokembed.tokenizer.pretokenize import PATTERNS, Pretokenizer
+
+    stage = PATTERNS["cl100k"]
+    points = dialect_trigger(stage, "tiktoken")
+    assert points.size > 0
+    assert bool(np.all(np.diff(points.astype(np.int64)) > 0))
+    odd = chr(int(points[len(points) // 2]))
+    assert contains_any(f"abc {odd} d", points)
+    assert not contains_any("abc привет 123", points)
+    rewritten = regex.compile(dialect_pattern(stage, "tiktoken"))
+    pre = Pretokenizer.preset("cl100k")
+    for text in ("Hello, мир! 12345  \n", f"x{odd}y $j {odd}{odd}", "\U0008a1f8\U0003dec5$j"):
+        assert pre.split(text) == rewritten.findall(text)

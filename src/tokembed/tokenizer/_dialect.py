@@ -33,7 +33,7 @@ from typing import Literal
 import numpy as np
 import regex
 
-__all__ = ["ENGINES", "Engine", "dialect_pattern", "table_atoms"]
+__all__ = ["ENGINES", "Engine", "contains_any", "dialect_pattern", "dialect_trigger", "table_atoms"]
 
 Engine = Literal["tiktoken", "huggingface"]
 ENGINES: tuple[Engine, ...] = ("tiktoken", "huggingface")
@@ -125,7 +125,8 @@ def _ranges(points: np.ndarray) -> str:
 
 
 @lru_cache(maxsize=256)
-def _agreeing_atom(atom: str, engine: Engine) -> str:
+def _atom_rewrite(atom: str, engine: Engine) -> tuple[str, np.ndarray]:
+    """The atom as ``regex`` must read it, and the code points where the engines differ."""
     points = _assigned_somewhere(engine)
     try:
         ours = _ours(atom, points)
@@ -134,13 +135,44 @@ def _agreeing_atom(atom: str, engine: Engine) -> str:
         # The atom cannot stand alone (a class the atom finder cut from an unusual user
         # pattern, or one the other engine cannot compile): keep the text as written,
         # which is what the whole pattern already compiled to.
-        return atom
+        return atom, np.empty(0, dtype=np.uint32)
     added = np.setdiff1d(theirs, ours, assume_unique=True)
     removed = np.setdiff1d(ours, theirs, assume_unique=True)
-    if added.size == 0 and removed.size == 0:
-        return atom
+    differ = np.union1d(added, removed)
+    if differ.size == 0:
+        return atom, differ
     body = f"(?![{_ranges(removed)}]){atom}" if removed.size else atom
-    return f"(?:{body}|[{_ranges(added)}])" if added.size else f"(?:{body})"
+    return (f"(?:{body}|[{_ranges(added)}])" if added.size else f"(?:{body})"), differ
+
+
+def _agreeing_atom(atom: str, engine: Engine) -> str:
+    return _atom_rewrite(atom, engine)[0]
+
+
+@lru_cache(maxsize=64)
+def dialect_trigger(pattern: str, engine: Engine) -> np.ndarray:
+    """The sorted code points on which ``pattern`` and its rewrite may match differently.
+
+    A text containing none of them splits identically under both, so callers can
+    keep the (faster) original pattern for it; empty when they never differ.
+    """
+    if dialect_pattern(pattern, engine) == pattern:
+        return np.empty(0, dtype=np.uint32)
+    differ = [_atom_rewrite(pattern[a:b], engine)[1] for a, b in table_atoms(pattern)]
+    return np.unique(np.concatenate(differ)).astype(np.uint32) if differ else np.empty(0, np.uint32)
+
+
+def contains_any(text: str, points: np.ndarray) -> bool:
+    """True when ``text`` contains one of the sorted code points ``points``."""
+    if points.size == 0 or not text:
+        return False
+    codes = _codepoints(text)
+    codes = codes[codes >= points[0]]  # most text lies below the first differing point
+    if codes.size == 0:
+        return False
+    at = np.searchsorted(points, codes)
+    at[at == points.size] = 0
+    return bool((points[at] == codes).any())
 
 
 @lru_cache(maxsize=64)
