@@ -59,7 +59,8 @@ def table_atoms(pattern: str) -> list[tuple[int, int]]:
 
 
 def _codepoints(text: str) -> np.ndarray:
-    return np.frombuffer(text.encode("utf-32-le"), dtype="<u4")
+    # surrogatepass: a lone surrogate is refused later, by the encoder, with its own code.
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
 
 
 def _text(points: np.ndarray) -> str:
