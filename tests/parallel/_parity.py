@@ -1,4 +1,4 @@
-"""Is a recorded sharded training run the single-process run? Tolerances derived, not measured.
+"""Is a recorded sharded training run the single-process run? Every tolerance is a formula of the dtype's eps and the sizes involved.
 
 :func:`assert_parity` compares two records of :func:`_llama.train` (the
 sharded run and the unsharded reference, same initial weights and batches)

@@ -19,6 +19,7 @@ the same point instead of leaving its peers blocked in the next collective.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Callable
 
 import torch
@@ -127,8 +128,10 @@ class ShardedLookup:
         return self.config.norm_type
 
     @property
+    @abstractmethod
     def local_padding_idx(self) -> int | None:
-        raise NotImplementedError
+        """The PAD row's index among this rank's rows, None when it holds none; each table
+        defines it from its own layout (a row interval, or every row of a column shard)."""
 
     def _held_pad_row(self) -> torch.Tensor | None:
         pad = self.local_padding_idx
