@@ -30,6 +30,7 @@ from tokembed.embedding.contracts import (
     validate_ids,
     value_check_mode,
 )
+from tokembed.embedding.lookup_checks import table_shape
 from tokembed.embedding.lookup_config import LookupConfig, normalize_padding_idx
 from tokembed.errors import EmbeddingError, UsageError
 
@@ -206,14 +207,7 @@ class TokenEmbeddingBag(nn.EmbeddingBag):
         Raises:
             EmbeddingError SHAPE_MISMATCH: ``embeddings`` is not 2-D.
         """
-        if embeddings.dim() != 2:
-            raise EmbeddingError(
-                "SHAPE_MISMATCH",
-                f"embeddings must be 2-D [V, d], got shape {tuple(embeddings.shape)}",
-                value=tuple(embeddings.shape),
-                fix="pass a [num_embeddings, embedding_dim] tensor",
-            )
-        rows, cols = embeddings.shape
+        rows, cols = table_shape(embeddings)
         bag = cls(
             rows,
             cols,

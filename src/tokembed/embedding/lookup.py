@@ -64,6 +64,7 @@ from tokembed.embedding.lookup_checks import (
     refuse_non_finite_weight,
     refuse_nonzero_pad_row,
     scale_lookup,
+    table_shape,
 )
 from tokembed.embedding.lookup_config import (
     LookupConfig,
@@ -204,14 +205,7 @@ class TokenEmbedding(nn.Embedding):
         Raises:
             EmbeddingError SHAPE_MISMATCH: ``embeddings`` is not 2-D.
         """
-        if embeddings.dim() != 2:
-            raise EmbeddingError(
-                "SHAPE_MISMATCH",
-                f"embeddings must be 2-D [V, d], got shape {tuple(embeddings.shape)}",
-                value=tuple(embeddings.shape),
-                fix="pass a [num_embeddings, embedding_dim] tensor",
-            )
-        rows, cols = embeddings.shape
+        rows, cols = table_shape(embeddings)
         return cls(
             rows,
             cols,

@@ -60,6 +60,7 @@ __all__ = [
     "refuse_non_finite_weight",
     "refuse_nonzero_pad_row",
     "scale_lookup",
+    "table_shape",
 ]
 
 
@@ -275,3 +276,20 @@ def scale_lookup(rows: torch.Tensor, config: LookupConfig, *, by: str) -> torch.
     if config.input_scale is None:
         return rows
     return apply_input_scale(rows, config.input_scale, by=by)
+
+
+def table_shape(embeddings: torch.Tensor) -> tuple[int, int]:
+    """``(V, d)`` of a table given to ``from_pretrained``.
+
+    Raises:
+        EmbeddingError SHAPE_MISMATCH: ``embeddings`` is not 2-D.
+    """
+    if embeddings.dim() != 2:
+        raise EmbeddingError(
+            "SHAPE_MISMATCH",
+            f"embeddings must be 2-D [V, d], got shape {tuple(embeddings.shape)}",
+            value=tuple(embeddings.shape),
+            fix="pass a [num_embeddings, embedding_dim] tensor",
+        )
+    rows, cols = embeddings.shape
+    return int(rows), int(cols)
