@@ -11,7 +11,10 @@ TORCH := torch==2.13.0
 
 .PHONY: demo test lint typecheck pytest bench clean
 
-$(VENV)/.stamp-base: pyproject.toml
+# setup.py and the C sources: the editable install compiles the tokenizer's native twins in place.
+NATIVE := setup.py $(wildcard src/tokembed/tokenizer/_native/*.c src/tokembed/tokenizer/_native/*.h)
+
+$(VENV)/.stamp-base: pyproject.toml $(NATIVE)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install "$(TORCH)"
 	$(PIP) install -e ".[torch,peers,plot]"
