@@ -135,7 +135,7 @@ def test_patterns_are_rewritten_only_where_engines_differ() -> None:
 def test_training_splits_like_the_engine_it_exports_to() -> None:
     text = (EXAMPLE + " ") * 5
     for engine in ("tiktoken", "huggingface"):
-        config = TrainConfig(merges=40, pattern="cl100k", engine=engine, progress=False)  # type: ignore[arg-type]
+        config = TrainConfig(merges=40, pattern="cl100k", regex_engine=engine, progress=False)  # type: ignore[arg-type]
         tok = train([text], config=config)
         assert tok.pretokenizer.engine == engine
         pieces = list(tok.tables.pieces.values())
@@ -143,14 +143,14 @@ def test_training_splits_like_the_engine_it_exports_to() -> None:
         assert any(p.endswith(b"\x85$") for p in pieces)
         assert not any(b"$j" in p for p in pieces)
     with pytest.raises(UsageError) as e:
-        TrainConfig(merges=3, engine="onig")  # type: ignore[arg-type]
+        TrainConfig(merges=3, regex_engine="onig")  # type: ignore[arg-type]
     assert e.value.code == "INVALID_ARGUMENT"
 
 
 def test_native_files_record_the_engine(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from tokembed.tokenizer import load_tokenizer, save_tokenizer
 
-    tok = train(["ab ab"], config=TrainConfig(merges=1, engine="huggingface", progress=False))
+    tok = train(["ab ab"], config=TrainConfig(merges=1, regex_engine="huggingface", progress=False))
     path = save_tokenizer(tok, tmp_path / "t.json")
     assert load_tokenizer(path).pretokenizer.engine == "huggingface"
 

@@ -47,8 +47,8 @@ class TrainConfig:
     Attributes:
         merges: number of merges to learn (fewer if the corpus runs out of pairs).
         pattern: pre-tokenization preset name or a regex.
-        engine: whose regex engine the chunks must match: ``"tiktoken"`` (the fast
-            encoder's and ``export_tiktoken``'s) or ``"huggingface"`` (what a
+        regex_engine: whose regex engine the chunks must match: ``"tiktoken"`` (the
+            fast encoder's and ``export_tiktoken``'s) or ``"huggingface"`` (what a
             ``tokenizer.json`` from ``export_hf`` will split by). The two differ
             only on code points their Unicode tables classify differently.
         specials: special-token name → id, or None for "next id after the merges".
@@ -63,7 +63,7 @@ class TrainConfig:
 
     merges: int
     pattern: str = "teaching"
-    engine: Engine = "tiktoken"
+    regex_engine: Engine = "tiktoken"
     specials: Mapping[str, int | None] = field(default_factory=dict)
     workers: int = 1
     progress: bool = True
@@ -83,7 +83,7 @@ class TrainConfig:
 
     @property
     def pretokenizer(self) -> Pretokenizer:
-        return Pretokenizer.preset(self.pattern, engine=self.engine)
+        return Pretokenizer.preset(self.pattern, engine=self.regex_engine)
 
 
 def train(texts: Iterable[str], *, config: TrainConfig) -> Tokenizer:
