@@ -23,10 +23,12 @@ from __future__ import annotations
 __all__ = [
     "BUILTIN_OF",
     "CODES",
+    "AuditError",
     "CheckpointError",
     "DisallowedSpecialError",
     "EmbeddingError",
     "FormatError",
+    "HandoffError",
     "MeasureError",
     "ParallelError",
     "TokembedError",
@@ -159,6 +161,10 @@ CODES: dict[str, str] = {
     "ROLLBACK_INCOMPLETE": "a rollback restores the model without its tokenizer (or keeps foreign ids)",
     "MANIFEST_MISMATCH": "a release manifest does not bind the artifacts presented with it",
     "GATE_NOT_PASSED": "a release stage was entered before the gates it needs passed",
+    # --- audit: under-trained tokens ------------------------------------------
+    # --- audit: tokenizer/model admission and the initial state ---------------
+    # --- audit: failure lab (guards of its own) -------------------------------
+    # --- handoff (positions, media rows, projectors, adapters, X0 assembly) ---
 }
 
 
@@ -286,6 +292,14 @@ class ParallelError(TokembedError):
 
 class CheckpointError(TokembedError):
     """A checkpoint, alias graph or migration cannot be applied faithfully."""
+
+
+class AuditError(TokembedError):
+    """An audit before training found a pair, a table or an initial state that fails its contract."""
+
+
+class HandoffError(TokembedError):
+    """Rows handed to a model's first layer (positions, media, projected or assembled rows) break their contract."""
 
 
 def _rebuild(
