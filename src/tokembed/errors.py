@@ -165,6 +165,22 @@ CODES: dict[str, str] = {
     # --- audit: tokenizer/model admission and the initial state ---------------
     # --- audit: failure lab (guards of its own) -------------------------------
     # --- handoff (positions, media rows, projectors, adapters, X0 assembly) ---
+    "PROJECTOR_WIDTH_MISMATCH": "media rows have the encoder's width d_media where the model's d_model is expected (or the reverse)",
+    "PROJECTOR_SPACE_MISMATCH": "projected rows have the model's width but were aligned to another model's input space",
+    "PROJECTOR_ENCODER_MISMATCH": "features come from another encoder (or layer) than the one the projector was trained on",
+    "PROJECTOR_TRAINABILITY_MISMATCH": "a projector is frozen or trained (requires_grad, optimizer groups) contrary to its declared set-up",
+    "REPRESENTATION_NOT_CONTEXTUAL": "context-free lookup rows (or undeclared rows) are used where contextual states are required",
+    "SCORE_NOT_CALIBRATED": "a similarity score is asked of a representation no retrieval objective trained for it",
+    "ROWS_NOT_POOLED": "a sequence of projected rows [B,N,d] is used as one vector per item [B,d]",
+    "REPRESENTATION_SPACE_MISMATCH": "equal-width representations from different layers, heads, checkpoints or objectives are mixed",
+    "ADAPTER_ROW_COUNT_STALE": "a mask, label or metadata tensor still has the row count from before a count-changing adapter",
+    "ADAPTER_ROW_ORDER_UNDECLARED": "rows were reordered or regrouped without their metadata following the declared row map",
+    "ADAPTER_EVIDENCE_DROPPED": "declared evidence rows get less weight than the declared floor in every adapter output row",
+    "X0_FEATURE_AXIS_CONCAT": "text and media rows were concatenated along the feature axis instead of the row axis",
+    "X0_ROW_ORDER_MISMATCH": "segments of the initial state are in another order than the declared layout",
+    "X0_ROW_TYPES_MISSING": "rows of the initial state carry no row type (text, image, audio, event, PAD)",
+    "X0_GEOMETRY_MISSING": "media rows reach the initial state without their layout, time or position metadata",
+    "X0_MEDIA_MASK_MISSING": "a ragged media batch was padded but carries no mask, so padding rows read as evidence",
 }
 
 
