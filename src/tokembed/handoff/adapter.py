@@ -40,7 +40,7 @@ from torch import nn
 from tokembed.embedding.projector import FeatureProjector
 from tokembed.errors import EmbeddingError, HandoffError, UsageError
 from tokembed.handoff.kinds import declare, representation_of
-from tokembed.handoff.projector import ProjectorContract, Trainability
+from tokembed.handoff.media_projector import ProjectorContract, Trainability
 from tokembed.handoff.rows import MediaRows, RowMap
 
 __all__ = ["Adapted", "PatchMerger", "QueryBottleneck", "check_evidence", "check_row_map"]
@@ -251,7 +251,7 @@ def check_evidence(adapted: Adapted, evidence: torch.Tensor, *, min_weight: floa
             value=(tuple(evidence.shape), min_weight),
             fix="mark the input rows that hold the needed evidence",
         )
-    coverage = weights.amax(dim=1)  # [B, n]: the largest share any output row gives row i
+    coverage = weights.detach().amax(dim=1)  # [B, n]: the largest share any output row gives row i
     lost = (evidence & (coverage < min_weight)).nonzero().tolist()
     if lost:
         shown = [(b, i, round(float(coverage[b, i]), 6)) for b, i in lost[:4]]
