@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from tokembed.errors import EmbeddingError, HandoffError
+from tokembed.errors import EmbeddingError, HandoffError, UsageError
 from tokembed.handoff.kinds import Kind, Representation, declare
 from tokembed.handoff.media_projector import MediaProjector, ProjectorContract, Trainability
 from tokembed.handoff.rows import MediaRows, RowType, pad_media
@@ -173,3 +173,25 @@ def test_batch_sizes_must_agree() -> None:
     with pytest.raises(EmbeddingError) as e:
         assemble_x0([_image(), TextRows(rows=torch.ones(3, 2, 4))], layout=LAYOUT)
     assert e.value.code == "SHAPE_MISMATCH"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "code"),
+    [
+        ({"rows": torch.ones(2, 3, dtype=torch.int64)}, "INVALID_ARGUMENT"),  # ids, not rows
+        ({"mask": torch.ones(2, 3)}, "INVALID_ARGUMENT"),
+        ({"mask": torch.ones(2, 4, dtype=torch.bool)}, "SHAPE_MISMATCH"),
+        ({"positions": torch.arange(3)}, "SHAPE_MISMATCH"),
+    ],
+)
+def test_text_rows_validation(kwargs: dict[str, object], code: str) -> None:
+    fields: dict[str, object] = {"rows": torch.ones(2, 3, 4)} | kwargs
+    with pytest.raises((UsageError, EmbeddingError)) as e:
+        TextRows(**fields)  # type: ignore[arg-type]
+    assert e.value.code == code
+
+
+def test_declared_text_positions_become_geometry() -> None:
+    text = TextRows(rows=torch.ones(1, 2, 4), positions=torch.tensor([[7, 8]]))
+    layout = X0Layout(order=(RowType.TEXT,), model="tiny-lm", d_model=4)
+    assert assemble_x0([text], layout=layout).geometry[0, :, 0].tolist() == [7.0, 8.0]  # type: ignore[index]

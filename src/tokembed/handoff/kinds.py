@@ -248,9 +248,13 @@ def require_same_space(*tensors: torch.Tensor, purpose: str) -> Representation:
 
 def _require_scorable(vectors: torch.Tensor, role: str) -> Representation:
     rep = representation_of(vectors)
-    if (rep is not None and rep.kind is Kind.PROJECTED_MEDIA) or (
-        rep is not None and rep.kind is Kind.POOLED and vectors.dim() != 2
-    ):
+    # Projected media rows are a sequence of model inputs whatever their rank; a pooled
+    # declaration on a [B, N, d] tensor means the pooling never happened.
+    sequence = rep is not None and (
+        rep.kind is Kind.PROJECTED_MEDIA or (rep.kind is Kind.POOLED and vectors.dim() != 2)
+    )
+    if sequence:
+        assert rep is not None
         raise HandoffError(
             "ROWS_NOT_POOLED",
             f"the {role} is a sequence of rows {tuple(vectors.shape)} ({rep.space}), not one"

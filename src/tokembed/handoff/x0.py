@@ -39,6 +39,11 @@ class TextRows:
     """Text lookup rows ``[B, L, d_model]``, their padding mask and their positions.
 
     ``mask`` None declares every row real; ``positions`` None means 0..L-1 per item.
+
+    Raises:
+        UsageError INVALID_ARGUMENT: rows not a floating 3-D tensor, or a mask that is
+            not bool.
+        EmbeddingError SHAPE_MISMATCH: a mask or positions not ``[B, L]``.
     """
 
     rows: torch.Tensor
@@ -46,6 +51,32 @@ class TextRows:
     positions: torch.Tensor | None = None
 
     row_type = RowType.TEXT
+
+    def __post_init__(self) -> None:
+        if self.rows.dim() != 3 or not self.rows.is_floating_point():
+            raise UsageError(
+                "INVALID_ARGUMENT",
+                f"text rows are a floating [B, L, d] tensor, got {self.rows.dtype}"
+                f" {tuple(self.rows.shape)}",
+                value=tuple(self.rows.shape),
+                fix="pass the lookup output E[ids], not the ids",
+            )
+        if self.mask is not None and self.mask.dtype != torch.bool:
+            raise UsageError(
+                "INVALID_ARGUMENT",
+                f"a text mask is bool (True = real token), got {self.mask.dtype}",
+                value=self.mask.dtype,
+                fix="pass attention_mask.bool()",
+            )
+        for name, meta in (("mask", self.mask), ("positions", self.positions)):
+            if meta is not None and tuple(meta.shape) != tuple(self.rows.shape[:2]):
+                raise EmbeddingError(
+                    "SHAPE_MISMATCH",
+                    f"the text {name} has shape {tuple(meta.shape)}, the rows are"
+                    f" {tuple(self.rows.shape[:2])} (batch, tokens)",
+                    value=tuple(meta.shape),
+                    fix=f"give one {name} entry per token",
+                )
 
 
 @dataclass(frozen=True, kw_only=True)
