@@ -181,5 +181,6 @@ def test_equal_width_representations_as_interchangeable() -> None:
     )
     with pytest.raises(HandoffError) as e:
         retrieval_scores(declare(torch.ones(1, 4), SBERT), declare(torch.ones(3, 4), other_ckpt))
+    assert e.value.code == "REPRESENTATION_SPACE_MISMATCH"
     assert e.value.value == ["model"]
     assert require_same_space(hs[2], hs[2], purpose="same layer") == representation_of(hs[2])

@@ -195,3 +195,24 @@ def test_declared_text_positions_become_geometry() -> None:
     text = TextRows(rows=torch.ones(1, 2, 4), positions=torch.tensor([[7, 8]]))
     layout = X0Layout(order=(RowType.TEXT,), model="tiny-lm", d_model=4)
     assert assemble_x0([text], layout=layout).geometry[0, :, 0].tolist() == [7.0, 8.0]  # type: ignore[index]
+
+
+def test_x0_feeds_a_real_model_and_its_mask_hides_media_padding() -> None:
+    from transformers import GPT2Config, GPT2Model
+
+    torch.manual_seed(0)
+    model = GPT2Model(GPT2Config(vocab_size=16, n_positions=8, n_embd=4, n_layer=1, n_head=1))
+    model.eval()
+    x0 = assemble_x0([_image(), _text()], layout=LAYOUT)
+    real = x0.mask[1]  # item 1: row 1 is image padding, row 4 text padding
+
+    def run(states: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        with torch.no_grad():
+            out = model(inputs_embeds=states, attention_mask=mask).last_hidden_state
+        return out[1, real]
+
+    noisy = x0.states.detach().clone()
+    noisy[1, 1] = 100.0  # change only the padding row's content
+    # With the mask, padding content cannot reach real rows; without it, it does.
+    assert torch.equal(run(x0.states, x0.mask.long()), run(noisy, x0.mask.long()))
+    assert not torch.allclose(run(x0.states, None), run(noisy, None))
