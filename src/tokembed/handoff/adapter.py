@@ -100,7 +100,8 @@ class QueryBottleneck(nn.Module):
                 fix="pass r >= 1 (BLIP-2 uses 32)",
             )
         self.contract = contract
-        self.queries = nn.Parameter(torch.randn(r, contract.d_model) * 0.02)  # [r, d_model]
+        # [r, d_model]; std 0.02 is the BERT/GPT-2 initializer, which BLIP-2 keeps for its queries.
+        self.queries = nn.Parameter(torch.randn(r, contract.d_model) * 0.02)
         self.attn = nn.MultiheadAttention(
             contract.d_model,
             heads,
@@ -200,7 +201,11 @@ def check_row_map(adapter: nn.Module, media: MediaRows) -> None:
     out = adapted.media
     row_map = out.row_map
     assert row_map is not None, "an adapter's rows carry its row map"
-    valid = torch.ones(probe.shape[:2], dtype=torch.bool) if media.mask is None else media.mask
+    valid = (
+        torch.ones(probe.shape[:2], dtype=torch.bool, device=probe.device)
+        if media.mask is None
+        else media.mask
+    )
     for j, source in enumerate(row_map.sources):
         (grad,) = torch.autograd.grad(out.rows[:, j].sum(), probe, retain_graph=True)
         depends = (grad != 0).any(dim=-1)  # [B, n]
