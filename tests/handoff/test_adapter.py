@@ -7,6 +7,8 @@ from dataclasses import replace
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch import nn
 
 from tokembed.errors import HandoffError, UsageError
@@ -188,3 +190,24 @@ def test_adapters_check_their_source_like_a_projector() -> None:
     assert e.value.code == "PROJECTOR_ENCODER_MISMATCH"
     with pytest.raises(UsageError):
         PatchMerger(CONTRACT, grid=(4, 4), window=3)
+
+
+@settings(max_examples=25, deadline=None)
+@given(h=st.integers(1, 3), w=st.integers(1, 3), window=st.sampled_from([1, 2, 4]))
+def test_merger_windows_partition_the_grid_and_sit_at_their_centres(
+    h: int, w: int, window: int
+) -> None:
+    rows, cols = h * window, w * window
+    merger = PatchMerger(CONTRACT, grid=(rows, cols), window=window)
+    assert sorted(i for s in merger.row_map.sources for i in s) == list(range(rows * cols))
+    grid = torch.stack(
+        torch.meshgrid(torch.arange(float(rows)), torch.arange(float(cols)), indexing="ij"), -1
+    ).reshape(1, rows * cols, 2)
+    features = declare(torch.rand(1, rows * cols, 6) + 0.5, VIT)
+    out = merger(MediaRows(rows=features, row_type=RowType.IMAGE, geometry=grid))
+    # Windows of 1, 2, 4 keep the shares 1/window**2 exact in binary, so centres compare exactly.
+    half = (window - 1) / 2
+    centres = [[wy * window + half, wx * window + half] for wy in range(h) for wx in range(w)]
+    assert out.media.geometry is not None
+    assert out.media.geometry[0].tolist() == centres
+    check_row_map(merger, MediaRows(rows=features, row_type=RowType.IMAGE))

@@ -87,3 +87,5 @@ def test_unmasked_batch_with_zero_tail_is_padding() -> None:
     inner = torch.ones(1, 3, 4)
     inner[0, 1] = 0.0  # a zero row that is not trailing is not the padding pattern
     assert MediaRows(rows=inner, row_type=RowType.IMAGE).mask is None
+    # A zero-initialised projector makes every row of every item zero: not ragged padding.
+    assert MediaRows(rows=torch.zeros(2, 3, 4), row_type=RowType.IMAGE).mask is None

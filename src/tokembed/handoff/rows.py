@@ -140,8 +140,10 @@ class MediaRows:
             adapter started from, not the count it produced.
         HandoffError ADAPTER_ROW_ORDER_UNDECLARED: rows were regrouped or reordered by an
             adapter but the metadata was not carried through its row map.
-        HandoffError X0_MEDIA_MASK_MISSING: no mask, but some item ends in rows that are
-            exactly zero, which is padding (no encoder emits an all-zero row).
+        HandoffError X0_MEDIA_MASK_MISSING: no mask, and items end in different numbers
+            of exactly-zero rows: the pattern ``pad_sequence`` leaves on a ragged batch
+            (encoders do not emit all-zero rows; a zero-initialised projector makes every
+            row zero, which is not flagged).
         EmbeddingError SHAPE_MISMATCH: metadata of another batch size or row count.
         UsageError INVALID_ARGUMENT: rows not a floating 3-D tensor, or a text/PAD type.
     """
@@ -190,7 +192,7 @@ class MediaRows:
             )
         if self.mask is None:
             padded = _trailing_zero_rows(self.rows)
-            if any(padded):
+            if len(set(padded)) > 1:
                 raise HandoffError(
                     "X0_MEDIA_MASK_MISSING",
                     f"media rows have no mask but items end in {padded} all-zero (padding)"
