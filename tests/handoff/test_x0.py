@@ -216,3 +216,11 @@ def test_x0_feeds_a_real_model_and_its_mask_hides_media_padding() -> None:
     # With the mask, padding content cannot reach real rows; without it, it does.
     assert torch.equal(run(x0.states, x0.mask.long()), run(noisy, x0.mask.long()))
     assert not torch.allclose(run(x0.states, None), run(noisy, None))
+
+
+def test_spans_must_tile_the_rows() -> None:
+    x0 = assemble_x0([_image(), _text()], layout=LAYOUT)
+    with pytest.raises(EmbeddingError) as e:
+        replace(x0, spans=(x0.spans[0], replace(x0.spans[1], start=3)))  # a gap at row 2
+    assert e.value.code == "SHAPE_MISMATCH"
+    assert e.value.value == [(0, 2), (3, 5)]

@@ -135,7 +135,7 @@ class Representation:
         parts = [self.kind.value]
         for f in fields(self)[1:]:
             value = getattr(self, f.name)
-            if value not in (None, False):
+            if value is not None and value is not False:  # layer 0 is shown, False is not
                 parts.append(f.name if value is True else f"{f.name}={value}")
         return " ".join(parts)
 

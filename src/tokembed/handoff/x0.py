@@ -197,6 +197,14 @@ class X0:
                 value=[t.name for t in got],
                 fix="pass the segments in the layout's order",
             )
+        bounds = [0, *(s.stop for s in self.spans)]
+        if [s.start for s in self.spans] != bounds[:-1] or bounds[-1] != n:
+            raise EmbeddingError(
+                "SHAPE_MISMATCH",
+                f"spans {[(s.start, s.stop) for s in self.spans]} do not tile the {n} rows",
+                value=[(s.start, s.stop) for s in self.spans],
+                fix="derive the spans from the same segments as the states",
+            )
 
 
 def _media_segment(seg: MediaRows, layout: X0Layout) -> None:
