@@ -9,10 +9,67 @@ Submodules are imported on first use of a name (see ``tokembed._lazy``).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tokembed._lazy import attach
 
-# Public name -> submodule; each audit adds its names here.
-_SOURCES: dict[str, str] = {}
+if TYPE_CHECKING:
+    from tokembed.audit.identity import (
+        Identity,
+        IdentityKind,
+        address_identity,
+        artifact_identity,
+        checkpoint_identity,
+        require_identity,
+        table_identity,
+    )
+    from tokembed.audit.lab import (
+        GROUP_SIZES,
+        SCENARIOS,
+        GroupCoverage,
+        LabCoverage,
+        Scenario,
+        ScenarioStatus,
+        lab_coverage,
+        scenario,
+    )
 
-__all__ = sorted(_SOURCES)
+# Public name -> submodule; each audit adds its names here.
+_SOURCES: dict[str, str] = {
+    # failure lab
+    "GROUP_SIZES": "lab",
+    "SCENARIOS": "lab",
+    "GroupCoverage": "lab",
+    "LabCoverage": "lab",
+    "Scenario": "lab",
+    "ScenarioStatus": "lab",
+    "lab_coverage": "lab",
+    "scenario": "lab",
+    # identities of a release
+    "Identity": "identity",
+    "IdentityKind": "identity",
+    "address_identity": "identity",
+    "artifact_identity": "identity",
+    "checkpoint_identity": "identity",
+    "require_identity": "identity",
+    "table_identity": "identity",
+}
+
+__all__ = [
+    "GROUP_SIZES",
+    "SCENARIOS",
+    "GroupCoverage",
+    "Identity",
+    "IdentityKind",
+    "LabCoverage",
+    "Scenario",
+    "ScenarioStatus",
+    "address_identity",
+    "artifact_identity",
+    "checkpoint_identity",
+    "lab_coverage",
+    "require_identity",
+    "scenario",
+    "table_identity",
+]
 __getattr__, __dir__ = attach(__name__, _SOURCES)
