@@ -98,7 +98,8 @@ def train(texts: Iterable[str], *, config: TrainConfig) -> Tokenizer:
 
     pretokenizer = config.pretokenizer
     show = progress_enabled(config.progress)
-    chunks, counts = count_chunks(texts, pretokenizer, workers=config.workers, progress=show)
+    table = count_chunks(texts, pretokenizer, workers=config.workers, progress=show)
+    chunks, counts = table.chunks(), table.counts.tolist()
     if not chunks:
         raise TokenizerError(
             "EMPTY_CORPUS",
