@@ -26,6 +26,7 @@ from tokembed.tokenizer._batch import progress_enabled
 from tokembed.tokenizer._count import count_chunks
 from tokembed.tokenizer._dialect import Engine
 from tokembed.tokenizer._merge_learner import learn_merges
+from tokembed.tokenizer.chunks import ChunkTable
 from tokembed.tokenizer.model import BPETables
 from tokembed.tokenizer.pretokenize import Pretokenizer
 from tokembed.tokenizer.special import assign_special_ids
@@ -115,7 +116,9 @@ def train(texts: Iterable[str], *, config: TrainConfig) -> Tokenizer:
                 bar.reset(total=config.merges)
             bar.update()
 
-        pairs = learn_merges(chunks, counts, merges=config.merges, on_merge=on_merge)
+        pairs = learn_merges(
+            ChunkTable.from_lists(chunks, counts), merges=config.merges, on_merge=on_merge
+        )
     specials = assign_special_ids(config.specials, first_free=256 + len(pairs))
     tables = BPETables.byte_level(merges=pairs, specials=specials)
     return Tokenizer(
