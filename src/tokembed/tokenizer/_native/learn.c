@@ -72,7 +72,6 @@ typedef struct {
     int64_t heap_len, cap_heap;
     int32_t *dirty;
     int64_t n_dirty, cap_dirty;
-    int oom;
 } Learner;
 
 static inline uint64_t pack(int32_t a, int32_t b) { return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b; }
