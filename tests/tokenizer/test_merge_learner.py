@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable
 from types import ModuleType
 
@@ -13,9 +14,9 @@ from hypothesis import strategies as st
 
 from conftest import PUD_LANGS, pud_text
 from tokembed.tokenizer import _merge_learner
-from tokembed.tokenizer._count import count_chunks
 from tokembed.tokenizer._merge_learner import learn_merges, learn_merges_python
 from tokembed.tokenizer._native import load
+from tokembed.tokenizer._utf8 import utf8
 from tokembed.tokenizer.chunks import ChunkTable
 from tokembed.tokenizer.pretokenize import Pretokenizer
 from tokembed.tokenizer.train_reference import train_reference
@@ -36,9 +37,10 @@ def native() -> ModuleType:
     return module
 
 
-def _table(text: str, pretokenizer: Pretokenizer = TEACHING) -> ChunkTable:
-    chunks, counts = count_chunks([text], pretokenizer, workers=1, progress=False)
-    return ChunkTable.from_lists(chunks, counts)
+def _table(text: str) -> ChunkTable:
+    """The text's chunk table, from the same split the reference trains on (Counter keeps
+    first-encounter order); the learner is tested apart from the chunk counter."""
+    return ChunkTable.from_counts(Counter(utf8(c) for c in TEACHING.split(text)))
 
 
 def _c(native: ModuleType, table: ChunkTable, merges: int) -> _Pairs:
