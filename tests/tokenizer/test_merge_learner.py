@@ -184,6 +184,8 @@ def test_compiled_rejects_malformed_tables(native: ModuleType) -> None:
         native.learn(good.data, good.offsets, np.array([1, 0], dtype=np.int64), 1)
     with pytest.raises(ValueError, match="merges"):
         native.learn(good.data, good.offsets, good.counts, -1)
+    # A request far beyond what the table can give allocates only what it can give.
+    assert native.learn(good.data, good.offsets, good.counts, 2**40) == [(98, 97), (97, 98)]
     # 2**62 occurrences of a 3-byte chunk: 2**63 adjacent pairs, one more than int64 holds.
     huge = ChunkTable(b"abc", np.array([0, 3], dtype=np.int64), np.array([2**62], dtype=np.int64))
     with pytest.raises(OverflowError, match="2\\*\\*63"):

@@ -255,8 +255,9 @@ def learn_merges(
         [(97, 98), (256, 256)]
 
     Raises:
-        OverflowError: more than 2**31 - 1 chunks, or a corpus of more than
-            2**63 - 1 adjacent pairs (the compiled learner's int64 counts).
+        OverflowError: (compiled learner) more than 2**31 - 1 chunks or 2**31 - 257
+            merges (int32 ids), or a corpus of more than 2**63 - 1 adjacent pairs
+            (int64 counts).
     """
     native = load("_learn")
     if native is None:

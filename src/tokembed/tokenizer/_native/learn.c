@@ -488,8 +488,11 @@ static int int64_view(PyObject *obj, Py_buffer *view, const char *name) {
     return 0;
 }
 
-/* Checks the table and that no count can overflow; sets a Python error and returns -1. */
-static int check_table(const int64_t *offsets, const int64_t *counts, int64_t n, int64_t nbytes) {
+/* Checks the table and that no count can overflow; sets a Python error and returns -1.
+ * Stores in *room the number of adjacent positions over the unique chunks: every merge
+ * shortens some chunk, so no more merges than that can be learned. */
+static int check_table(const int64_t *offsets, const int64_t *counts, int64_t n, int64_t nbytes,
+                       int64_t *room) {
     if (n > INT32_MAX) {
         PyErr_Format(PyExc_OverflowError, "%lld chunks: at most 2**31 - 1 are supported", (long long)n);
         return -1;
@@ -499,6 +502,7 @@ static int check_table(const int64_t *offsets, const int64_t *counts, int64_t n,
         return -1;
     }
     int64_t pairs = 0;
+    *room = 0;
     for (int64_t w = 0; w < n; w++) {
         int64_t m = offsets[w + 1] - offsets[w], term;
         if (m < 0) {
@@ -510,6 +514,7 @@ static int check_table(const int64_t *offsets, const int64_t *counts, int64_t n,
                          (long long)w, (long long)counts[w]);
             return -1;
         }
+        if (m > 1) *room += m - 1;
         if (m > 1 && (__builtin_mul_overflow(counts[w], m - 1, &term) ||
                       __builtin_add_overflow(pairs, term, &pairs))) {
             PyErr_SetString(PyExc_OverflowError,
@@ -527,8 +532,8 @@ static PyObject *learn(PyObject *self, PyObject *args, PyObject *kwargs) {
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOn|On:learn", kwlist, &data_obj, &off_obj,
                                      &cnt_obj, &merges, &progress, &every))
         return NULL;
-    if (merges < 0 || merges > INT32_MAX - 256) {
-        PyErr_Format(PyExc_ValueError, "merges must be in [0, 2**31 - 257], got %zd", merges);
+    if (merges < 0) {
+        PyErr_Format(PyExc_ValueError, "merges must be >= 0, got %zd", merges);
         return NULL;
     }
     if (every < 1) {
@@ -561,7 +566,14 @@ static PyObject *learn(PyObject *self, PyObject *args, PyObject *kwargs) {
         PyErr_SetString(PyExc_ValueError, "offsets must have one entry more than counts");
         goto done;
     }
-    if (check_table(L.offsets, L.counts, L.n_chunks, data.len) < 0) goto done;
+    int64_t room;
+    if (check_table(L.offsets, L.counts, L.n_chunks, data.len, &room) < 0) goto done;
+    if (merges > room) merges = room; /* a huge request on a small corpus allocates nothing */
+    if (merges > INT32_MAX - 256) {
+        PyErr_Format(PyExc_OverflowError, "%zd merges: ids are int32, at most 2**31 - 257 merges",
+                     merges);
+        goto done;
+    }
     learned = malloc((size_t)(merges ? merges : 1) * 2 * sizeof(int32_t));
     if (!learned) {
         PyErr_NoMemory();
