@@ -25,6 +25,7 @@ def _ext(name: str, *sources: str) -> Extension:
 # One line per compiled module; keep the list sorted.
 EXTENSIONS: list[Extension] = [
     _ext("_count", "count_module.c", "scan.c"),
+    _ext("_learn", "learn.c"),
 ]
 
 setup(ext_modules=EXTENSIONS)
