@@ -1,0 +1,143 @@
+"""A GGUF header reader that stops at what an admission check needs (private).
+
+``gguf.GGUFReader`` decodes every metadata value, including the tokenizer's
+token and merge lists (about 100,000 strings for SmolLM2), which takes seconds;
+an admission check needs the scalar fields, the length of the token list and the
+tensor infos. This reader walks the same layout (little-endian: magic, version,
+counts, typed key/values, tensor infos, aligned data) and keeps scalars, string
+values and array *lengths*; one tensor's bytes are read on request and decoded
+by the ``gguf`` package's own dequantizer. ``tests/audit/test_pair.py`` compares
+it with ``GGUFReader`` on a real file.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from tokembed.errors import CheckpointError
+
+__all__: list[str] = []
+
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
+            10: "<Q", 11: "<q", 12: "<d"}  # fmt: skip
+_STRING, _ARRAY = 8, 9
+
+
+@dataclass(frozen=True, kw_only=True)
+class GGUFTensor:
+    name: str
+    shape: tuple[int, ...]  # torch order (GGUF lists the fastest axis first)
+    type_name: str
+    offset: int  # absolute byte offset in the file
+
+
+@dataclass(frozen=True, kw_only=True)
+class GGUFHeader:
+    path: Path
+    fields: dict[str, Any]  # scalars and strings as values; arrays as their length
+    tensors: dict[str, GGUFTensor]
+
+
+def _bad(path: Path, why: str) -> CheckpointError:
+    return CheckpointError(
+        "MALFORMED_CHECKPOINT",
+        f"{path}: not a readable GGUF file ({why})",
+        value=str(path),
+        fix="pass an intact .gguf file (llama.cpp format, version 2 or 3)",
+    )
+
+
+class _Stream:
+    def __init__(self, f: BinaryIO, path: Path) -> None:
+        self.f, self.path = f, path
+
+    def take(self, fmt: str) -> Any:
+        size = struct.calcsize(fmt)
+        raw = self.f.read(size)
+        if len(raw) != size:
+            raise _bad(self.path, "truncated")
+        return struct.unpack(fmt, raw)[0]
+
+    def string(self) -> str:
+        n = self.take("<Q")
+        raw = self.f.read(n)
+        if len(raw) != n:
+            raise _bad(self.path, "truncated string")
+        return raw.decode("utf-8", errors="replace")
+
+    def value(self, kind: int) -> Any:
+        if kind in _SCALARS:
+            return self.take(_SCALARS[kind])
+        if kind == _STRING:
+            return self.string()
+        if kind == _ARRAY:
+            inner, count = self.take("<I"), self.take("<Q")
+            if inner in _SCALARS:  # fixed width: skip without decoding
+                self.f.seek(count * struct.calcsize(_SCALARS[inner]), 1)
+            else:
+                for _ in range(count):
+                    self.value(inner)
+            return count
+        raise _bad(self.path, f"unknown value type {kind}")
+
+
+def read_gguf_header(path: str | Path) -> GGUFHeader:
+    """Fields and tensor infos of a GGUF file.
+
+    Raises:
+        CheckpointError MALFORMED_CHECKPOINT: not GGUF, an unknown version or value type, truncated.
+    """
+    from gguf import GGMLQuantizationType
+
+    p = Path(path)
+    with open(p, "rb") as f:
+        s = _Stream(f, p)
+        if f.read(4) != b"GGUF":
+            raise _bad(p, "no GGUF magic")
+        version = s.take("<I")
+        if version not in (2, 3):
+            raise _bad(p, f"version {version}")
+        n_tensors, n_fields = s.take("<Q"), s.take("<Q")
+        fields: dict[str, Any] = {}
+        for _ in range(n_fields):
+            key = s.string()
+            fields[key] = s.value(s.take("<I"))
+        infos = []
+        for _ in range(n_tensors):
+            name = s.string()
+            dims = [s.take("<Q") for _ in range(s.take("<I"))]
+            kind, offset = s.take("<I"), s.take("<Q")
+            try:
+                type_name = GGMLQuantizationType(kind).name
+            except ValueError:
+                raise _bad(p, f"tensor {name!r} has unknown type {kind}") from None
+            infos.append((name, tuple(reversed(dims)), type_name, offset))
+        align = int(fields.get("general.alignment", 32))
+        start = -(-f.tell() // align) * align
+    tensors = {
+        n: GGUFTensor(name=n, shape=shape, type_name=t, offset=start + o)
+        for n, shape, t, o in infos
+    }
+    return GGUFHeader(path=p, fields=fields, tensors=tensors)
+
+
+def read_gguf_tensor(header: GGUFHeader, name: str) -> Any:
+    """The float32 values of one tensor (dequantized by the ``gguf`` package), as torch."""
+    import numpy as np
+    import torch
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+    from gguf.quants import dequantize
+
+    t = header.tensors[name]
+    qtype = GGMLQuantizationType[t.type_name]
+    block, nbytes = GGML_QUANT_SIZES[qtype]
+    count = 1
+    for d in t.shape:
+        count *= d
+    raw = np.fromfile(header.path, dtype=np.uint8, count=count // block * nbytes, offset=t.offset)
+    rows = raw.reshape(*t.shape[:-1], t.shape[-1] // block * nbytes)
+    values = dequantize(rows, qtype).astype(np.float32, copy=False)
+    return torch.from_numpy(np.ascontiguousarray(values).reshape(t.shape))

@@ -1,0 +1,512 @@
+"""The initial-state contract before step 0, checked in one call on a real batch.
+
+:func:`check_initial_state` runs what a training script is about to run (the
+input table on the batch, and the model up to the input of its first layer)
+and checks, each with its code:
+
+* ``address hash`` — the model's bound tokenizer hash, and the batch's stamp,
+  are the tokenizer's (ADDRESS_HASH_MISMATCH);
+* ``ids admitted`` — the lookup contract of :mod:`tokembed.embedding.lookup_checks`:
+  integer ids inside ``[0, V)``, the batch's PAD id equal to ``padding_idx``, a
+  zero PAD row where the table keeps one (INDEX_DTYPE_MISMATCH, ID_OUT_OF_RANGE,
+  PAD_ID_INVALID, PAD_ROW_NOT_ZERO, ...);
+* ``pad id`` — the PAD id is a row of the table (PAD_ID_INVALID);
+* ``mask/PAD`` — masked-out positions hold PAD and visible ones do not, unless PAD
+  doubles as EOS/BOS (MASK_PAD_DISAGREEMENT);
+* ``labels`` — masked positions carry the ignore index (LABEL_PAD_NOT_IGNORED),
+  the others are rows (``labels range``: ID_OUT_OF_RANGE);
+* ``lookup finite`` and ``first-layer input finite`` (NON_FINITE_VALUES);
+* ``scale once`` — the observed factor between the first layer's input and the
+  gathered rows is the declared input scale applied exactly once
+  (DOUBLE_SCALING, SCALE_MISMATCH);
+* ``positions once`` — declared additive positions (learned ``wpe`` /
+  ``position_embeddings`` tables, Harvard sinusoids) reach the first layer
+  exactly once, and none arrive where none are declared (POSITION_APPLIED_TWICE,
+  POSITION_COUNT_MISMATCH);
+* ``shape ledger`` — ids, mask, labels, table, head, rows, positions and the first
+  layer's input recorded with symbols bound once (LEDGER_DIMENSION_CONFLICT), and
+  compared with a declared ledger when given (LEDGER_MISMATCH);
+* ``tie …`` — tie claims against storage (the tie report's codes).
+
+The first layer's input is observed with a forward pre-hook that stops the
+forward there, so the rest of the model never runs. For a transformers model the
+first layer is the first block of its layer list; an embedding module (a
+TokenEmbedding, HarvardEmbedding, nn.Embedding) is its own input path; any other
+module needs ``first_layer=``. The scale and position counts come from a
+least-squares fit ``X0 ≈ a·E[ids] + b·P`` in float64; models that normalize
+before the first layer (BERT's embedding LayerNorm) or whose output is not rows
+of the table (a factorized bridge) skip those two checks and say so.
+
+Failing checks raise one :class:`~tokembed.errors.AuditError`
+(INITIAL_STATE_REJECTED) that lists them all; its ``value`` is the report. A
+passing call returns the report, ledger included.
+
+Example::
+
+    >>> report = check_initial_state(model, tokenizer, {"input_ids": ids, "attention_mask": mask})
+    >>> report.ledger.dims
+    {'V': 50257, 'd_model': 64, 'B': 2, 'L': 9}
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tokembed.audit._checks import AuditReport, Check
+from tokembed.audit._source import ModelFacts, facts_of
+from tokembed.audit.pair import _tie_checks, scale_convention
+from tokembed.audit.shapes import ShapeLedger
+from tokembed.embedding.addressed import AddressedIds
+from tokembed.errors import AuditError, EmbeddingError
+
+__all__ = ["check_initial_state"]
+
+_POSITION_NAMES = ("wpe", "position_embeddings")
+_IGNORE = -100  # the ignore_index of torch's cross_entropy and of transformers' labels
+
+
+class _Reached(Exception):
+    """Raised by the pre-hook to stop the forward at the first layer."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Batch:
+    ids: torch.Tensor
+    stamped: AddressedIds | None
+    mask: torch.Tensor | None
+    labels: torch.Tensor | None
+    pad_id: int | None
+
+
+def _batch(batch: Any, pad_id: int | None) -> _Batch:
+    if isinstance(batch, Mapping):
+        ids, mask, labels = batch["input_ids"], batch.get("attention_mask"), batch.get("labels")
+    else:
+        ids, mask, labels = batch, None, None
+    stamped = ids if isinstance(ids, AddressedIds) else None
+    raw = ids.ids if stamped is not None else ids
+    if mask is None and stamped is not None and stamped.pad_id is not None:
+        mask = stamped.attention_mask()
+    return _Batch(ids=raw, stamped=stamped, mask=mask, labels=labels, pad_id=pad_id)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _InputPath:
+    table: nn.Module
+    weight: torch.Tensor
+    factor: float
+    owner: str
+    positions: torch.Tensor | None  # the declared additive table, [max_len, d]
+    run: Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor] | None
+    why_not: str | None  # why X0 cannot be fitted, when it cannot
+
+
+@contextlib.contextmanager
+def _eval(model: nn.Module) -> Iterator[None]:
+    modes = {m: m.training for m in model.modules()}
+    model.eval()  # dropout off: X0 must be a deterministic function of the rows
+    try:
+        yield
+    finally:
+        for m, mode in modes.items():
+            m.train(mode)
+
+
+def _first_layer(model: nn.Module) -> nn.Module | None:
+    config = getattr(model, "config", None)
+    text = (
+        config.get_text_config()
+        if config is not None and hasattr(config, "get_text_config")
+        else config
+    )
+    layers = getattr(text, "num_hidden_layers", None)
+    for m in model.modules():
+        if isinstance(m, nn.ModuleList) and layers and len(m) == layers:
+            return m[0]
+    return None
+
+
+def _hooked(model: nn.Module, layer: nn.Module) -> Callable[..., torch.Tensor]:
+    def run(ids: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        seen: list[torch.Tensor] = []
+
+        def grab(_: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            seen.append(args[0] if args else kwargs["hidden_states"])
+            raise _Reached
+
+        handle = layer.register_forward_pre_hook(grab, with_kwargs=True)
+        try:
+            if hasattr(model, "get_input_embeddings") and hasattr(model, "config"):
+                model(input_ids=ids, attention_mask=mask)
+            else:
+                model(ids)
+        except _Reached:
+            pass
+        finally:
+            handle.remove()
+        if not seen:
+            raise AssertionError("the first layer was never reached")  # our invariant
+        return seen[0]
+
+    return run
+
+
+def _input_path(model: nn.Module, facts: ModelFacts, first_layer: nn.Module | None) -> _InputPath:
+    from tokembed.embedding.harvard import HarvardEmbedding
+
+    assert facts.input_key is not None
+    table = model.get_submodule(facts.input_key.rpartition(".")[0])
+    weight: torch.Tensor = table.weight  # type: ignore[assignment]
+    cfg = facts.config
+    width = None if cfg is None else (cfg.embedding_size or cfg.hidden_size)
+    factor, owner = scale_convention(cfg, width)
+    own = getattr(getattr(table, "config", None), "input_scale", None)
+    if own is not None:
+        factor, owner = float(own), f"{type(table).__name__}.input_scale"
+    positions = None
+    if isinstance(model, HarvardEmbedding):
+        positions = model.get_buffer("pe")
+    for name, m in model.named_modules():
+        if type(m) is nn.Embedding and name.rpartition(".")[2] in _POSITION_NAMES:
+            positions = m.weight
+    why = None
+    if any("emb" in n.lower() and "norm" in n.lower() for n, _ in model.named_modules()):
+        why = "the model normalizes its input rows before the first layer"
+    layer = first_layer if first_layer is not None else _first_layer(model)
+    run: Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor] | None = None
+    if layer is not None:
+        run = _hooked(model, layer)
+    elif table is model or isinstance(model, HarvardEmbedding | nn.Embedding):
+        run = lambda ids, mask: model(ids)  # noqa: E731 (the model is its own input path)
+    else:
+        why = why or "no first layer found: pass first_layer= (the module whose input is X0)"
+    return _InputPath(table=table, weight=weight, factor=factor, owner=owner,
+                      positions=positions, run=run, why_not=why)  # fmt: skip
+
+
+# --- the checks -----------------------------------------------------------------
+def _address(tokenizer: Any, facts: ModelFacts, b: _Batch) -> Check:
+    mine = tokenizer.address_hash
+    seen = {
+        "model": facts.address_hash,
+        "batch": None if b.stamped is None else b.stamped.address_hash,
+    }
+    other = {k: v for k, v in seen.items() if v is not None and v != mine}
+    if not any(seen.values()):
+        return Check(name="address hash", code="ADDRESS_HASH_MISMATCH", passed=True, skipped=True,
+                     detail="neither the model nor the batch records a tokenizer hash")  # fmt: skip
+    detail = ", ".join(f"the {k} is bound to {v[:19]}…" for k, v in other.items())
+    return Check(
+        name="address hash", code="ADDRESS_HASH_MISMATCH", passed=not other,
+        detail=(detail + f"; the tokenizer is {mine[:19]}…") if other else "model and batch agree",
+        value={"tokenizer": mine, **seen},
+    )  # fmt: skip
+
+
+def _admitted(path: _InputPath, b: _Batch) -> Check:
+    from tokembed.embedding.lookup_checks import admit_lookup_ids
+    from tokembed.embedding.lookup_config import config_of
+
+    config = config_of(path.table)
+    pad = None if config.padding_idx is None else path.weight[config.padding_idx]
+    try:
+        admit_lookup_ids(b.stamped or b.ids, config, device=path.weight.device, pad_row=pad)
+    except EmbeddingError as exc:
+        return Check(name="ids admitted", code=exc.code, passed=False, detail=exc.message,
+                     value=exc.value)  # fmt: skip
+    return Check(name="ids admitted", code="ID_OUT_OF_RANGE", passed=True,
+                 detail=f"{b.ids.dtype} ids inside [0, {config.num_embeddings})")  # fmt: skip
+
+
+def _pad_id(facts: ModelFacts, path: _InputPath, b: _Batch) -> int | None:
+    if b.stamped is not None and b.stamped.pad_id is not None:
+        return b.stamped.pad_id
+    if b.pad_id is not None:
+        return b.pad_id
+    stated = () if facts.config is None else facts.config.role_ids.get("pad", ())
+    if stated:
+        return stated[0]
+    pad = getattr(path.table, "padding_idx", None)
+    return None if pad is None else int(pad)
+
+
+def _pad_checks(facts: ModelFacts, path: _InputPath, b: _Batch, v: int) -> list[Check]:
+    pad = _pad_id(facts, path, b)
+    out = []
+    if pad is None:
+        out.append(Check(name="pad id", code="PAD_ID_INVALID", passed=True, skipped=True,
+                         detail="no PAD id stated (batch, config or padding_idx)"))  # fmt: skip
+    else:
+        ok = 0 <= pad < v
+        out.append(Check(name="pad id", code="PAD_ID_INVALID", passed=ok, value=pad,
+                         detail=f"PAD id {pad} " + ("is a row" if ok else f"is outside [0, {v})")))  # fmt: skip
+    if b.mask is None or pad is None:
+        out.append(Check(name="mask/PAD", code="MASK_PAD_DISAGREEMENT", passed=True, skipped=True,
+                         detail="no attention mask" if b.mask is None else "no PAD id to compare"))  # fmt: skip
+    else:
+        hidden = ~b.mask.bool()
+        is_pad = b.ids.eq(pad)
+        roles = {} if facts.config is None else facts.config.role_ids
+        doubles = any(pad in roles.get(r, ()) for r in ("eos", "bos"))
+        bad = (hidden & ~is_pad) | ((~hidden & is_pad) if not doubles else torch.zeros_like(hidden))
+        n = int(bad.sum())
+        where = None if n == 0 else tuple(int(i) for i in bad.nonzero()[0])
+        out.append(Check(
+            name="mask/PAD", code="MASK_PAD_DISAGREEMENT", passed=n == 0, value=where,
+            detail=f"{int(hidden.sum())} masked positions, all PAD"
+            + (" (PAD doubles as EOS/BOS, so visible PAD is allowed)" if doubles else "")
+            if n == 0 else f"{n} positions disagree, first at {where}: mask and ids == {pad} differ",
+        ))  # fmt: skip
+    return out
+
+
+def _label_checks(b: _Batch, v: int) -> list[Check]:
+    if b.labels is None:
+        return [Check(name="labels", code="LABEL_PAD_NOT_IGNORED", passed=True, skipped=True,
+                      detail="no labels in the batch")]  # fmt: skip
+    labels = b.labels
+    out = []
+    if b.mask is not None:
+        bad = ~b.mask.bool() & labels.ne(_IGNORE)
+        n = int(bad.sum())
+        out.append(Check(
+            name="labels", code="LABEL_PAD_NOT_IGNORED", passed=n == 0, value=n,
+            detail="masked positions carry the ignore index -100" if n == 0
+            else f"{n} masked positions carry labels other than -100: PAD would be trained on",
+        ))  # fmt: skip
+    wrong = labels.ne(_IGNORE) & (labels.lt(0) | labels.ge(v))
+    n = int(wrong.sum())
+    out.append(Check(name="labels range", code="ID_OUT_OF_RANGE", passed=n == 0, value=n,
+                     detail=f"labels are -100 or rows of [0, {v})" if n == 0
+                     else f"{n} labels are neither -100 nor a row of [0, {v})"))  # fmt: skip
+    return out
+
+
+def _finite(t: torch.Tensor, name: str, what: str) -> Check:
+    from tokembed.embedding.lookup_checks import check_finite
+
+    try:
+        check_finite(t, what=what)
+    except EmbeddingError as exc:
+        flat = t.reshape(-1, t.shape[-1]) if t.dim() else t.reshape(1, 1)
+        bad = int((~torch.isfinite(flat)).any(dim=-1).sum())
+        return Check(name=name, code=exc.code, passed=False, value=bad,
+                     detail=f"{what}: {bad} positions hold NaN or infinity")  # fmt: skip
+    return Check(name=name, code="NON_FINITE_VALUES", passed=True, detail=f"{what}: all finite")
+
+
+def _fit(x0: torch.Tensor, rows: torch.Tensor, pos: torch.Tensor | None) -> tuple[float, float]:
+    """Least-squares ``(a, b)`` of ``x0 ≈ a·rows + b·pos`` in float64 (b = 0 without ``pos``)."""
+    x, c = x0.detach().double().reshape(-1), rows.detach().double().reshape(-1)
+    if pos is None:
+        cc = float(c @ c)
+        return (float(x @ c) / cc if cc else 0.0), 0.0
+    p = pos.detach().double().expand_as(rows).reshape(-1)
+    gram = torch.tensor([[c @ c, c @ p], [c @ p, p @ p]], dtype=torch.float64)
+    rhs = torch.stack([x @ c, x @ p])
+    a, b = torch.linalg.lstsq(gram, rhs.unsqueeze(1)).solution.reshape(-1).tolist()
+    return float(a), float(b)
+
+
+def _tolerance(dtype: torch.dtype, terms: int) -> float:
+    # A ratio of sums over `terms` products rounds by about terms * eps relative.
+    return min(0.25, 8 * terms * torch.finfo(dtype).eps) if dtype.is_floating_point else 0.0
+
+
+def _scale_and_positions(
+    path: _InputPath, x0: torch.Tensor, rows: torch.Tensor, ids: torch.Tensor
+) -> list[Check]:
+    from tokembed.embedding.numerics import observe_numerics
+
+    length = ids.shape[-1]
+    pos = None if path.positions is None else path.positions[:length]
+    a, b = _fit(x0, rows, pos)
+    counted = 0 if pos is None else round(b)
+    rest = x0.detach().double() - (0.0 if pos is None else counted * pos.detach().double())
+    value = {"factor": path.factor, "owner": path.owner, "fit_scale": a, "fit_positions": b}
+    try:
+        state = observe_numerics(
+            path.table, ids, forward=lambda _ids: rest, input_scale=path.factor
+        )
+        detail = (
+            "no input scale declared and none observed" if path.factor == 1.0
+            else f"x{path.factor:.6g} (owner: {path.owner}) applied"
+            f" {state.scale_application_count} time(s)"
+        )  # fmt: skip
+        scale = Check(name="scale once", code="DOUBLE_SCALING", passed=True, value=value,
+                      detail=detail)  # fmt: skip
+    except EmbeddingError as exc:
+        scale = Check(name="scale once", code=exc.code, passed=False, detail=exc.message,
+                      value=value)  # fmt: skip
+    tol = _tolerance(x0.dtype, x0.shape[-1])
+    if pos is None:
+        resid = rest - a * rows.detach().double()
+        ratio = float(resid.norm() / max(float(rest.norm()), 1e-300))
+        ok = ratio <= tol or not scale.passed  # a wrong scale already explains the residual
+        positions = Check(
+            name="positions once", code="POSITION_COUNT_MISMATCH", passed=ok,
+            value={"declared": None, "residual": ratio},
+            detail="no additive positions declared and none arrive" if ok
+            else f"the first layer's input holds an additive term (relative size {ratio:.3g})"
+            " the model declares no positions for",
+        )  # fmt: skip
+    else:
+        integral = abs(b - counted) <= max(tol, 1e-6) * max(1.0, abs(b))
+        ok = integral and counted == 1
+        code = "POSITION_APPLIED_TWICE" if counted == 2 and integral else "POSITION_COUNT_MISMATCH"
+        positions = Check(
+            name="positions once", code="POSITION_COUNT_MISMATCH" if ok else code, passed=ok,
+            value={"declared": 1, "observed": b},
+            detail=f"declared positions reach the first layer {b:.6g} time(s)",
+        )  # fmt: skip
+    return [scale, positions]
+
+
+def _observed(
+    path: _InputPath, x0: torch.Tensor | None, rows: torch.Tensor | None, ids: torch.Tensor,
+    *, finite: bool,
+) -> list[Check]:  # fmt: skip
+    """The scale and position checks, or the two of them skipped with the reason."""
+    why = path.why_not or (
+        "the ids were not admitted" if rows is None
+        else "no first-layer input observed" if x0 is None
+        else f"the first layer's input {list(x0.shape)} is not rows of the table"
+        if x0.shape != rows.shape
+        else "non-finite values carry no scale evidence" if not finite
+        else None
+    )  # fmt: skip
+    if why is None:
+        assert x0 is not None
+        assert rows is not None
+        return _scale_and_positions(path, x0, rows, ids)
+    return [
+        Check(name="scale once", code="DOUBLE_SCALING", passed=True, skipped=True, detail=why),
+        Check(name="positions once", code="POSITION_COUNT_MISMATCH", passed=True, skipped=True,
+              detail=why),
+    ]  # fmt: skip
+
+
+def _ledger(
+    facts: ModelFacts, path: _InputPath, b: _Batch, rows: torch.Tensor | None,
+    x0: torch.Tensor | None, declared: ShapeLedger | None,
+) -> tuple[ShapeLedger, list[Check]]:  # fmt: skip
+    ledger = ShapeLedger()
+    cfg = facts.config
+    width = "d_embed" if cfg is not None and cfg.embedding_size else "d_model"
+    entries: list[tuple[str, Any, tuple[str, ...]]] = [
+        ("table", path.weight, ("V", width)),
+        ("ids", b.ids, ("B", "L")),
+    ]
+    if b.mask is not None:
+        entries.append(("attention_mask", b.mask, ("B", "L")))
+    if b.labels is not None:
+        entries.append(("labels", b.labels, ("B", "L")))
+    if facts.output_key is not None and facts.module is not None:
+        entries.append(("head", facts.module.get_parameter(facts.output_key), ("V", "d_model")))
+    if rows is not None:
+        entries.append(("rows", rows, ("B", "L", width)))
+    if path.positions is not None:
+        entries.append(("positions", path.positions[: b.ids.shape[-1]], ("L", "d_model")))
+    if x0 is not None:
+        entries.append(("x0", x0, ("B", "L", "d_model")))
+    check = Check(name="shape ledger", code="LEDGER_DIMENSION_CONFLICT", passed=True,
+                  detail="")  # fmt: skip
+    try:
+        if cfg is not None:
+            ledger.bind(V=cfg.vocab_size, **({} if cfg.hidden_size is None else
+                                              {"d_model": cfg.hidden_size}))  # fmt: skip
+        for name, t, dims in entries:
+            ledger.record(name, t, dims)
+    except AuditError as exc:
+        check = Check(name="shape ledger", code=exc.code, passed=False, detail=exc.message,
+                      value=exc.value)  # fmt: skip
+    if check.passed:
+        shown = ", ".join(f"{k}={v}" for k, v in ledger.dims.items())
+        check = Check(name="shape ledger", code="LEDGER_DIMENSION_CONFLICT", passed=True,
+                      detail=f"{len(ledger.entries)} entries; {shown}", value=ledger.dims)  # fmt: skip
+    checks = [check]
+    if declared is not None:
+        diff = ledger.compare(declared)
+        checks.append(Check(
+            name="ledger vs declared", code="LEDGER_MISMATCH", passed=diff is None,
+            detail="the model's ledger matches the declared one" if diff is None
+            else f"first disagreement: {diff.detail}",
+            value=None if diff is None else (diff.name, diff.kind),
+        ))  # fmt: skip
+    return ledger, checks
+
+
+def check_initial_state(
+    model: nn.Module,
+    tokenizer: Any,
+    batch: Any,
+    *,
+    first_layer: nn.Module | None = None,
+    declared_ledger: ShapeLedger | None = None,
+    pad_id: int | None = None,
+) -> AuditReport:
+    """Check the initial state a training step would start from; see the module docstring.
+
+    Args:
+        model: a transformers model, a tokembed embedding module, or any module whose
+            first layer is named by ``first_layer``.
+        tokenizer: the tokenizer that produced the batch (its ``address_hash`` is compared).
+        batch: ``{"input_ids": ids, "attention_mask": ..., "labels": ...}`` (ids may be
+            :class:`~tokembed.embedding.AddressedIds`), or the ids alone.
+        first_layer: the module whose input is the model's initial state X0.
+        declared_ledger: a ledger the model's must equal (see :mod:`tokembed.audit.shapes`).
+        pad_id: the PAD id the batch was padded with, when neither the batch (an
+            ``AddressedIds``), the config (``pad_token_id``) nor the table states it.
+
+    The model runs in eval mode under ``no_grad`` (its modes are restored), up to
+    the first layer only. Returns the report when every check passes.
+
+    Raises:
+        AuditError INITIAL_STATE_REJECTED: one or more checks fail; the message lists
+            each failing code and ``value`` is the :class:`AuditReport`.
+    """
+    facts = facts_of(model)
+    if facts.input_key is None:
+        raise AuditError(
+            "INITIAL_STATE_REJECTED",
+            f"{type(model).__name__} has no input table (no get_input_embeddings, no embedding)",
+            value=type(model).__name__,
+            fix="pass the model whose input table the batch is looked up in",
+        )
+    b = _batch(batch, pad_id)
+    path = _input_path(model, facts, first_layer)
+    v = int(path.weight.shape[0])
+    checks = [_address(tokenizer, facts, b)]
+    admitted = _admitted(path, b)
+    checks += [admitted, *_pad_checks(facts, path, b, v), *_label_checks(b, v)]
+    rows = x0 = None
+    with torch.no_grad(), _eval(model):
+        if admitted.passed:
+            rows = F.embedding(b.ids, path.weight)
+            checks.append(_finite(rows, "lookup finite", "the gathered rows"))
+            if path.run is not None:
+                try:
+                    x0 = path.run(b.ids, b.mask)
+                except EmbeddingError as exc:  # a guard on the model's own input path fired
+                    checks.append(Check(name="input path", code=exc.code, passed=False,
+                                        detail=exc.message, value=exc.value))  # fmt: skip
+        if x0 is not None:
+            checks.append(_finite(x0, "first-layer input finite", "the first layer's input"))
+        checks += _observed(path, x0, rows, b.ids, finite=all(
+            c.passed for c in checks if c.code == "NON_FINITE_VALUES"))  # fmt: skip
+    ledger, ledger_checks = _ledger(facts, path, b, rows, x0, declared_ledger)
+    checks += ledger_checks
+    checks += _tie_checks(facts)
+    name = getattr(tokenizer, "name", None) or "tokenizer"
+    report = AuditReport(subject=f"{name} + {facts.source}", checks=tuple(checks), ledger=ledger)
+    return report.require(
+        "INITIAL_STATE_REJECTED",
+        fix="fix each failing check before step 0 (the codes name the guard that explains it)",
+    )
