@@ -171,10 +171,10 @@ def _input_path(model: nn.Module, facts: ModelFacts, first_layer: nn.Module | No
     if own is not None:
         factor, owner = float(own), f"{type(table).__name__}.input_scale"
     positions = None
-    if isinstance(model, HarvardEmbedding):
-        positions = model.get_buffer("pe")
     for name, m in model.named_modules():
-        if type(m) is nn.Embedding and name.rpartition(".")[2] in _POSITION_NAMES:
+        if isinstance(m, HarvardEmbedding):
+            positions = m.get_buffer("pe")
+        elif type(m) is nn.Embedding and name.rpartition(".")[2] in _POSITION_NAMES:
             positions = m.weight
     why = None
     if any("emb" in n.lower() and "norm" in n.lower() for n, _ in model.named_modules()):
