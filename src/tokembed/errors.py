@@ -177,9 +177,7 @@ CODES: dict[str, str] = {
     # --- audit: tokenizer/model admission and the initial state ---------------
     "SPECIAL_ID_MISMATCH": "a model config's BOS/EOS/PAD/UNK id is not the tokenizer's token for that role",
     "PAIR_NOT_ADMITTED": "a tokenizer/model pair failed admission (every failing check is listed)",
-    "MASK_PAD_DISAGREEMENT": "the attention mask hides a position that does not hold PAD, or shows a PAD",
-    "LABEL_PAD_NOT_IGNORED": "a label at a masked (PAD) position is not the ignore index",
-    "POSITION_COUNT_MISMATCH": "positional rows reach the first layer a number of times the model does not declare",
+    "POSITION_COUNT_MISMATCH": "positional rows reach the first layer a fractional or >2 number of times",
     "LEDGER_DIMENSION_CONFLICT": "a shape ledger's symbolic dimension is bound to two sizes, or a rank differs",
     "LEDGER_MISMATCH": "two shape ledgers disagree (the first differing entry is named)",
     "INITIAL_STATE_REJECTED": "the initial state before step 0 fails its contract (every failing check is listed)",

@@ -43,6 +43,14 @@ def _batch(tok: Any, pad: int) -> dict[str, torch.Tensor]:
     return {"input_ids": ids, "attention_mask": mask, "labels": ids.masked_fill(mask == 0, -100)}
 
 
+def _unpadded(tok: Any) -> dict[str, torch.Tensor]:
+    """Both texts cut to the shorter one's length: a batch with no PAD at all."""
+    rows = [tok.encode(t) for t in TEXTS]
+    n = min(map(len, rows))
+    ids = torch.tensor([r[:n] for r in rows])
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids.clone()}
+
+
 def _rejected(*args: Any, **kwargs: Any) -> AuditReport:
     with pytest.raises(AuditError) as e:
         check_initial_state(*args, **kwargs)
@@ -54,9 +62,9 @@ def _rejected(*args: Any, **kwargs: Any) -> AuditReport:
 
 
 # --- real models pass ----------------------------------------------------------------
-def test_gpt2_from_config_on_a_real_padded_batch(gpt2_tok: Any) -> None:
+def test_gpt2_from_config_on_a_real_batch(gpt2_tok: Any) -> None:
     model = _gpt2().train()  # dropout on: the check runs in eval and restores the mode
-    batch = _batch(gpt2_tok, pad=50256)
+    batch = _unpadded(gpt2_tok)
     report = check_initial_state(model, gpt2_tok, batch, pad_id=50256)
     assert model.training
     assert report.passed, report.format()
@@ -79,12 +87,18 @@ def test_smollm2_config_llama_with_pad_as_eos(smol_tok: Any) -> None:
     torch.manual_seed(0)
     model = LlamaForCausalLM(LlamaConfig(**config))
     batch = _batch(smol_tok, pad=2)  # SmolLM2 pads with <|im_end|> = EOS
-    batch["input_ids"][0, 3] = 2  # a real EOS inside the text stays visible
+    hidden = abs(len(smol_tok.encode(TEXTS[0])) - len(smol_tok.encode(TEXTS[1])))
     report = check_initial_state(model, smol_tok, batch)
     assert report.passed, report.format()
-    assert "PAD doubles as EOS/BOS" in report.check("mask/PAD").detail
+    assert report.check("mask/PAD").detail == (
+        f"{hidden} masked positions, all PAD 2, labels ignored there; padding_idx = 2"
+    )
     assert report.check("positions once").detail == "no additive positions declared and none arrive"
     assert report.ledger.dims["V"] == 49152
+    # transformers gives the table padding_idx = pad_token_id = EOS: a visible EOS reads a
+    # row whose lookup gradient is frozen.
+    batch["input_ids"][0, 3] = 2
+    assert _rejected(model, smol_tok, batch).failed_codes == ("PAD_ROW_AS_CONTENT",)
 
 
 def test_harvard_embedding_scales_once_and_adds_sinusoids_once(gpt2_tok: Any) -> None:
@@ -104,7 +118,7 @@ def test_harvard_embedding_scales_once_and_adds_sinusoids_once(gpt2_tok: Any) ->
 # --- each broken contract, with its code ------------------------------------------------
 def test_a_nan_row_in_the_batch(gpt2_tok: Any) -> None:
     model = _gpt2()
-    batch = _batch(gpt2_tok, pad=50256)
+    batch = _unpadded(gpt2_tok)
     with torch.no_grad():
         model.transformer.wte.weight[int(batch["input_ids"][1, 0])] = float("nan")
     report = _rejected(model, gpt2_tok, batch, pad_id=50256)
@@ -139,8 +153,15 @@ def test_a_double_sqrt_d_scale(gpt2_tok: Any) -> None:
 def test_a_pad_id_outside_the_table(gpt2_tok: Any) -> None:
     batch = _batch(gpt2_tok, pad=-1)  # the LLaMA-style -1 PAD is not a row
     report = _rejected(_gpt2(), gpt2_tok, batch, pad_id=-1)
-    assert report.failed_codes == ("PAD_ID_INVALID", "PAD_ID_INVALID")
-    assert [c.name for c in report.failures] == ["ids admitted", "pad id"]
+    assert report.failed_codes == ("PAD_ID_INVALID",) * 3
+    assert [c.name for c in report.failures] == ["ids admitted", "pad id", "mask/PAD"]
+
+
+def test_padding_a_table_without_padding_idx(gpt2_tok: Any) -> None:
+    # GPT-2's table has no padding_idx: padding with EOS makes row 50256 train as padding.
+    report = _rejected(_gpt2(), gpt2_tok, _batch(gpt2_tok, pad=50256), pad_id=50256)
+    assert report.failed_codes == ("PAD_ID_INVALID",)
+    assert report.check("mask/PAD").value == (50256, None)
 
 
 def test_a_mask_that_disagrees_with_pad(gpt2_tok: Any) -> None:
@@ -148,7 +169,7 @@ def test_a_mask_that_disagrees_with_pad(gpt2_tok: Any) -> None:
     batch["attention_mask"][0, 2] = 0  # hides a real token
     batch["labels"][0, 2] = -100
     report = _rejected(_gpt2(), gpt2_tok, batch, pad_id=50256)
-    assert report.failed_codes == ("MASK_PAD_DISAGREEMENT",)
+    assert report.failed_codes == ("PAD_MASK_MISMATCH",)
     assert report.check("mask/PAD").value == (0, 2)
 
 
@@ -156,14 +177,23 @@ def test_labels_on_pad_positions(gpt2_tok: Any) -> None:
     batch = _batch(gpt2_tok, pad=50256)
     batch["labels"] = batch["input_ids"].clone()  # PAD positions would be trained on
     report = _rejected(_gpt2(), gpt2_tok, batch, pad_id=50256)
-    assert report.failed_codes == ("LABEL_PAD_NOT_IGNORED",)
+    assert report.failed_codes == ("PAD_MASK_MISMATCH",)
+    assert "the loss would supervise padding" in report.check("mask/PAD").detail
 
 
 def test_a_broken_tie(gpt2_tok: Any) -> None:
     model = _gpt2()
     model.lm_head.weight = nn.Parameter(model.transformer.wte.weight.detach().clone())
-    report = _rejected(model, gpt2_tok, _batch(gpt2_tok, pad=50256), pad_id=50256)
+    report = _rejected(model, gpt2_tok, _unpadded(gpt2_tok))
     assert report.failed_codes == ("TIE_NOT_SHARED",)
+
+
+def test_a_transposed_untied_head(gpt2_tok: Any) -> None:
+    model = _gpt2(tie_word_embeddings=False)
+    model.lm_head.weight = nn.Parameter(torch.zeros(64, 50257))  # stored [d, V]
+    report = _rejected(model, gpt2_tok, _unpadded(gpt2_tok))
+    assert report.failed_codes == ("HEAD_LAYOUT_MISMATCH",)
+    assert "head" not in report.ledger  # reported once, by the head check
 
 
 class _PositionsTwice(nn.Module):

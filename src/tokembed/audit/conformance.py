@@ -11,18 +11,23 @@ and checks, each with its code:
   zero PAD row where the table keeps one (INDEX_DTYPE_MISMATCH, ID_OUT_OF_RANGE,
   PAD_ID_INVALID, PAD_ROW_NOT_ZERO, ...);
 * ``pad id`` — the PAD id is a row of the table (PAD_ID_INVALID);
-* ``mask/PAD`` — masked-out positions hold PAD and visible ones do not, unless PAD
-  doubles as EOS/BOS (MASK_PAD_DISAGREEMENT);
-* ``labels`` — masked positions carry the ignore index (LABEL_PAD_NOT_IGNORED),
-  the others are rows (``labels range``: ID_OUT_OF_RANGE);
+* ``mask/PAD`` — the PAD-agreement guard
+  :func:`tokembed.embedding.check_pad_masks`: masked-out positions hold PAD and
+  their labels are the ignore index (PAD_MASK_MISMATCH), the batch pads with the
+  table's ``padding_idx`` (PAD_ID_INVALID), no attended position reads the frozen
+  PAD row (PAD_ROW_AS_CONTENT);
+* ``labels range`` — labels are the ignore index or rows (ID_OUT_OF_RANGE);
 * ``lookup finite`` and ``first-layer input finite`` (NON_FINITE_VALUES);
 * ``scale once`` — the observed factor between the first layer's input and the
   gathered rows is the declared input scale applied exactly once
   (DOUBLE_SCALING, SCALE_MISMATCH);
 * ``positions once`` — declared additive positions (learned ``wpe`` /
   ``position_embeddings`` tables, Harvard sinusoids) reach the first layer
-  exactly once, and none arrive where none are declared (POSITION_APPLIED_TWICE,
-  POSITION_COUNT_MISMATCH);
+  exactly once (POSITIONS_MISSING, POSITION_APPLIED_TWICE, POSITION_COUNT_MISMATCH
+  for a fractional count), and none arrive where none are declared (POSITIONS_UNEXPECTED);
+* ``output head`` — the head is ``[V, d]`` for the input table's V and the model's
+  width (:func:`tokembed.checkpoint.check_output_head`: HEAD_LAYOUT_MISMATCH,
+  HEAD_VOCAB_MISMATCH);
 * ``shape ledger`` — ids, mask, labels, table, head, rows, positions and the first
   layer's input recorded with symbols bound once (LEDGER_DIMENSION_CONFLICT), and
   compared with a declared ledger when given (LEDGER_MISMATCH);
@@ -64,7 +69,7 @@ from tokembed.audit._source import ModelFacts, facts_of
 from tokembed.audit.pair import _tie_checks, scale_convention
 from tokembed.audit.shapes import ShapeLedger
 from tokembed.embedding.addressed import AddressedIds
-from tokembed.errors import AuditError, EmbeddingError
+from tokembed.errors import AuditError, CheckpointError, EmbeddingError
 
 __all__ = ["check_initial_state"]
 
@@ -238,55 +243,61 @@ def _pad_id(facts: ModelFacts, path: _InputPath, b: _Batch) -> int | None:
 
 
 def _pad_checks(facts: ModelFacts, path: _InputPath, b: _Batch, v: int) -> list[Check]:
+    from tokembed.embedding.pad_masks import check_pad_masks
+
     pad = _pad_id(facts, path, b)
-    out = []
     if pad is None:
-        out.append(Check(name="pad id", code="PAD_ID_INVALID", passed=True, skipped=True,
-                         detail="no PAD id stated (batch, config or padding_idx)"))  # fmt: skip
+        stated = Check(name="pad id", code="PAD_ID_INVALID", passed=True, skipped=True,
+                       detail="no PAD id stated (batch, pad_id=, config or padding_idx)")  # fmt: skip
     else:
         ok = 0 <= pad < v
-        out.append(Check(name="pad id", code="PAD_ID_INVALID", passed=ok, value=pad,
-                         detail=f"PAD id {pad} " + ("is a row" if ok else f"is outside [0, {v})")))  # fmt: skip
+        stated = Check(name="pad id", code="PAD_ID_INVALID", passed=ok, value=pad,
+                       detail=f"PAD id {pad} " + ("is a row" if ok else f"is outside [0, {v})"))  # fmt: skip
     if b.mask is None or pad is None:
-        out.append(Check(name="mask/PAD", code="MASK_PAD_DISAGREEMENT", passed=True, skipped=True,
-                         detail="no attention mask" if b.mask is None else "no PAD id to compare"))  # fmt: skip
-    else:
-        hidden = ~b.mask.bool()
-        is_pad = b.ids.eq(pad)
-        roles = {} if facts.config is None else facts.config.role_ids
-        doubles = any(pad in roles.get(r, ()) for r in ("eos", "bos"))
-        bad = (hidden & ~is_pad) | ((~hidden & is_pad) if not doubles else torch.zeros_like(hidden))
-        n = int(bad.sum())
-        where = None if n == 0 else tuple(int(i) for i in bad.nonzero()[0])
-        out.append(Check(
-            name="mask/PAD", code="MASK_PAD_DISAGREEMENT", passed=n == 0, value=where,
-            detail=f"{int(hidden.sum())} masked positions, all PAD"
-            + (" (PAD doubles as EOS/BOS, so visible PAD is allowed)" if doubles else "")
-            if n == 0 else f"{n} positions disagree, first at {where}: mask and ids == {pad} differ",
-        ))  # fmt: skip
-    return out
+        why = "no attention mask" if b.mask is None else "no PAD id to compare"
+        return [stated, Check(name="mask/PAD", code="PAD_MASK_MISMATCH", passed=True,
+                              skipped=True, detail=why)]  # fmt: skip
+    padding_idx = getattr(path.table, "padding_idx", None)
+    try:  # the PAD-agreement guard: PAD id, padding_idx, attention mask and labels
+        check_pad_masks(b.ids, pad_id=pad, padding_idx=padding_idx, attention_mask=b.mask,
+                        labels=b.labels, ignore_index=_IGNORE)  # fmt: skip
+    except EmbeddingError as exc:
+        return [stated, Check(name="mask/PAD", code=exc.code, passed=False, detail=exc.message,
+                              value=exc.value)]  # fmt: skip
+    hidden = int((~b.mask.bool()).sum())
+    labels = "" if b.labels is None else ", labels ignored there"
+    return [stated, Check(name="mask/PAD", code="PAD_MASK_MISMATCH", passed=True, value=hidden,
+                          detail=f"{hidden} masked positions, all PAD {pad}{labels};"
+                          f" padding_idx = {padding_idx}")]  # fmt: skip
 
 
 def _label_checks(b: _Batch, v: int) -> list[Check]:
     if b.labels is None:
-        return [Check(name="labels", code="LABEL_PAD_NOT_IGNORED", passed=True, skipped=True,
+        return [Check(name="labels range", code="ID_OUT_OF_RANGE", passed=True, skipped=True,
                       detail="no labels in the batch")]  # fmt: skip
     labels = b.labels
-    out = []
-    if b.mask is not None:
-        bad = ~b.mask.bool() & labels.ne(_IGNORE)
-        n = int(bad.sum())
-        out.append(Check(
-            name="labels", code="LABEL_PAD_NOT_IGNORED", passed=n == 0, value=n,
-            detail="masked positions carry the ignore index -100" if n == 0
-            else f"{n} masked positions carry labels other than -100: PAD would be trained on",
-        ))  # fmt: skip
     wrong = labels.ne(_IGNORE) & (labels.lt(0) | labels.ge(v))
     n = int(wrong.sum())
-    out.append(Check(name="labels range", code="ID_OUT_OF_RANGE", passed=n == 0, value=n,
-                     detail=f"labels are -100 or rows of [0, {v})" if n == 0
-                     else f"{n} labels are neither -100 nor a row of [0, {v})"))  # fmt: skip
-    return out
+    return [Check(name="labels range", code="ID_OUT_OF_RANGE", passed=n == 0, value=n,
+                  detail=f"labels are -100 or rows of [0, {v})" if n == 0
+                  else f"{n} labels are neither -100 nor a row of [0, {v})")]  # fmt: skip
+
+
+def _head(facts: ModelFacts, path: _InputPath) -> Check:
+    from tokembed.checkpoint.heads import check_output_head
+
+    if facts.output_key is None or facts.module is None:
+        return Check(name="output head", code="HEAD_LAYOUT_MISMATCH", passed=True, skipped=True,
+                     detail="no output head")  # fmt: skip
+    head = facts.module.get_parameter(facts.output_key)
+    cfg = facts.config
+    try:
+        check_output_head(path.weight, head, hidden_size=None if cfg is None else cfg.hidden_size)
+    except CheckpointError as exc:
+        return Check(name="output head", code=exc.code, passed=False, detail=exc.message,
+                     value=exc.value)  # fmt: skip
+    return Check(name="output head", code="HEAD_LAYOUT_MISMATCH", passed=True,
+                 detail=f"{facts.output_key} is [V, d] = {list(head.shape)}")  # fmt: skip
 
 
 def _finite(t: torch.Tensor, name: str, what: str) -> Check:
@@ -351,18 +362,18 @@ def _scale_and_positions(
         ratio = float(resid.norm() / max(float(rest.norm()), 1e-300))
         ok = ratio <= tol or not scale.passed  # a wrong scale already explains the residual
         positions = Check(
-            name="positions once", code="POSITION_COUNT_MISMATCH", passed=ok,
+            name="positions once", code="POSITIONS_UNEXPECTED", passed=ok,
             value={"declared": None, "residual": ratio},
             detail="no additive positions declared and none arrive" if ok
             else f"the first layer's input holds an additive term (relative size {ratio:.3g})"
             " the model declares no positions for",
         )  # fmt: skip
     else:
-        integral = abs(b - counted) <= max(tol, 1e-6) * max(1.0, abs(b))
-        ok = integral and counted == 1
-        code = "POSITION_APPLIED_TWICE" if counted == 2 and integral else "POSITION_COUNT_MISMATCH"
+        integral = abs(b - counted) <= tol * max(1.0, abs(b))
+        code = {0: "POSITIONS_MISSING", 1: "POSITIONS_MISSING", 2: "POSITION_APPLIED_TWICE"}.get(
+            counted if integral else -1, "POSITION_COUNT_MISMATCH")  # fmt: skip
         positions = Check(
-            name="positions once", code="POSITION_COUNT_MISMATCH" if ok else code, passed=ok,
+            name="positions once", code=code, passed=integral and counted == 1,
             value={"declared": 1, "observed": b},
             detail=f"declared positions reach the first layer {b:.6g} time(s)",
         )  # fmt: skip
@@ -395,7 +406,7 @@ def _observed(
 
 def _ledger(
     facts: ModelFacts, path: _InputPath, b: _Batch, rows: torch.Tensor | None,
-    x0: torch.Tensor | None, declared: ShapeLedger | None,
+    x0: torch.Tensor | None, declared: ShapeLedger | None, *, head: bool,
 ) -> tuple[ShapeLedger, list[Check]]:  # fmt: skip
     ledger = ShapeLedger()
     cfg = facts.config
@@ -408,7 +419,8 @@ def _ledger(
         entries.append(("attention_mask", b.mask, ("B", "L")))
     if b.labels is not None:
         entries.append(("labels", b.labels, ("B", "L")))
-    if facts.output_key is not None and facts.module is not None:
+    if head and facts.output_key is not None and facts.module is not None:
+        # a head the head check refused is reported there, not twice
         entries.append(("head", facts.module.get_parameter(facts.output_key), ("V", "d_model")))
     if rows is not None:
         entries.append(("rows", rows, ("B", "L", width)))
@@ -501,7 +513,9 @@ def check_initial_state(
             checks.append(_finite(x0, "first-layer input finite", "the first layer's input"))
         checks += _observed(path, x0, rows, b.ids, finite=all(
             c.passed for c in checks if c.code == "NON_FINITE_VALUES"))  # fmt: skip
-    ledger, ledger_checks = _ledger(facts, path, b, rows, x0, declared_ledger)
+    head = _head(facts, path)
+    checks.append(head)
+    ledger, ledger_checks = _ledger(facts, path, b, rows, x0, declared_ledger, head=head.passed)
     checks += ledger_checks
     checks += _tie_checks(facts)
     name = getattr(tokenizer, "name", None) or "tokenizer"
