@@ -245,3 +245,13 @@ def test_input_scale_is_observed_on_a_module() -> None:
     assert _failed(check_pair(tok, model)) == ["DOUBLE_SCALING"]
     model.get_input_embeddings().embed_scale = 1.0  # ... or not at all
     assert _failed(check_pair(tok, model)) == ["SCALE_MISMATCH"]
+
+
+def test_a_live_table_below_the_declared_dtype(gpt2_tok: Any) -> None:
+    model = _gpt2().to(torch.bfloat16)
+    model.config.dtype = torch.float32  # the checkpoint's dtype; the live table lost bits
+    report = check_pair(gpt2_tok, model)
+    assert _failed(report) == ["UNSAFE_CAST"]
+    assert report.check("dtype ledger").value == {
+        "stored": "bfloat16", "encoded": False, "declared": "float32",
+    }  # fmt: skip

@@ -55,8 +55,7 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,20 +64,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from tokembed.audit._checks import AuditReport, Check
+from tokembed.audit._observe import InputPath, input_path, model_eval, observed
 from tokembed.audit._source import ModelFacts, facts_of
-from tokembed.audit.pair import _tie_checks, scale_convention
+from tokembed.audit.pair import tie_checks
 from tokembed.audit.shapes import ShapeLedger
 from tokembed.embedding.addressed import AddressedIds
 from tokembed.errors import AuditError, CheckpointError, EmbeddingError
 
 __all__ = ["check_initial_state"]
 
-_POSITION_NAMES = ("wpe", "position_embeddings")
 _IGNORE = -100  # the ignore_index of torch's cross_entropy and of transformers' labels
-
-
-class _Reached(Exception):
-    """Raised by the pre-hook to stop the forward at the first layer."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,100 +97,6 @@ def _batch(batch: Any, pad_id: int | None) -> _Batch:
     return _Batch(ids=raw, stamped=stamped, mask=mask, labels=labels, pad_id=pad_id)
 
 
-@dataclass(frozen=True, kw_only=True)
-class _InputPath:
-    table: nn.Module
-    weight: torch.Tensor
-    factor: float
-    owner: str
-    positions: torch.Tensor | None  # the declared additive table, [max_len, d]
-    run: Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor] | None
-    why_not: str | None  # why X0 cannot be fitted, when it cannot
-
-
-@contextlib.contextmanager
-def _eval(model: nn.Module) -> Iterator[None]:
-    modes = {m: m.training for m in model.modules()}
-    model.eval()  # dropout off: X0 must be a deterministic function of the rows
-    try:
-        yield
-    finally:
-        for m, mode in modes.items():
-            m.train(mode)
-
-
-def _first_layer(model: nn.Module) -> nn.Module | None:
-    config = getattr(model, "config", None)
-    text = (
-        config.get_text_config()
-        if config is not None and hasattr(config, "get_text_config")
-        else config
-    )
-    layers = getattr(text, "num_hidden_layers", None)
-    for m in model.modules():
-        if isinstance(m, nn.ModuleList) and layers and len(m) == layers:
-            return m[0]
-    return None
-
-
-def _hooked(model: nn.Module, layer: nn.Module) -> Callable[..., torch.Tensor]:
-    def run(ids: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        seen: list[torch.Tensor] = []
-
-        def grab(_: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-            seen.append(args[0] if args else kwargs["hidden_states"])
-            raise _Reached
-
-        handle = layer.register_forward_pre_hook(grab, with_kwargs=True)
-        try:
-            if hasattr(model, "get_input_embeddings") and hasattr(model, "config"):
-                model(input_ids=ids, attention_mask=mask)
-            else:
-                model(ids)
-        except _Reached:
-            pass
-        finally:
-            handle.remove()
-        if not seen:
-            raise AssertionError("the first layer was never reached")  # our invariant
-        return seen[0]
-
-    return run
-
-
-def _input_path(model: nn.Module, facts: ModelFacts, first_layer: nn.Module | None) -> _InputPath:
-    from tokembed.embedding.harvard import HarvardEmbedding
-
-    assert facts.input_key is not None
-    table = model.get_submodule(facts.input_key.rpartition(".")[0])
-    weight: torch.Tensor = table.weight  # type: ignore[assignment]
-    cfg = facts.config
-    width = None if cfg is None else (cfg.embedding_size or cfg.hidden_size)
-    factor, owner = scale_convention(cfg, width)
-    own = getattr(getattr(table, "config", None), "input_scale", None)
-    if own is not None:
-        factor, owner = float(own), f"{type(table).__name__}.input_scale"
-    positions = None
-    for name, m in model.named_modules():
-        if isinstance(m, HarvardEmbedding):
-            positions = m.get_buffer("pe")
-        elif type(m) is nn.Embedding and name.rpartition(".")[2] in _POSITION_NAMES:
-            positions = m.weight
-    why = None
-    if any("emb" in n.lower() and "norm" in n.lower() for n, _ in model.named_modules()):
-        why = "the model normalizes its input rows before the first layer"
-    layer = first_layer if first_layer is not None else _first_layer(model)
-    run: Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor] | None = None
-    if layer is not None:
-        run = _hooked(model, layer)
-    elif table is model or isinstance(model, HarvardEmbedding | nn.Embedding):
-        run = lambda ids, mask: model(ids)  # noqa: E731 (the model is its own input path)
-    else:
-        why = why or "no first layer found: pass first_layer= (the module whose input is X0)"
-    return _InputPath(table=table, weight=weight, factor=factor, owner=owner,
-                      positions=positions, run=run, why_not=why)  # fmt: skip
-
-
 # --- the checks -----------------------------------------------------------------
 def _address(tokenizer: Any, facts: ModelFacts, b: _Batch) -> Check:
     mine = tokenizer.address_hash
@@ -215,7 +116,7 @@ def _address(tokenizer: Any, facts: ModelFacts, b: _Batch) -> Check:
     )  # fmt: skip
 
 
-def _admitted(path: _InputPath, b: _Batch) -> Check:
+def _admitted(path: InputPath, b: _Batch) -> Check:
     from tokembed.embedding.lookup_checks import admit_lookup_ids
     from tokembed.embedding.lookup_config import config_of
 
@@ -230,7 +131,7 @@ def _admitted(path: _InputPath, b: _Batch) -> Check:
                  detail=f"{b.ids.dtype} ids inside [0, {config.num_embeddings})")  # fmt: skip
 
 
-def _pad_id(facts: ModelFacts, path: _InputPath, b: _Batch) -> int | None:
+def _pad_id(facts: ModelFacts, path: InputPath, b: _Batch) -> int | None:
     if b.stamped is not None and b.stamped.pad_id is not None:
         return b.stamped.pad_id
     if b.pad_id is not None:
@@ -242,7 +143,7 @@ def _pad_id(facts: ModelFacts, path: _InputPath, b: _Batch) -> int | None:
     return None if pad is None else int(pad)
 
 
-def _pad_checks(facts: ModelFacts, path: _InputPath, b: _Batch, v: int) -> list[Check]:
+def _pad_checks(facts: ModelFacts, path: InputPath, b: _Batch, v: int) -> list[Check]:
     from tokembed.embedding.pad_masks import check_pad_masks
 
     pad = _pad_id(facts, path, b)
@@ -283,7 +184,7 @@ def _label_checks(b: _Batch, v: int) -> list[Check]:
                   else f"{n} labels are neither -100 nor a row of [0, {v})")]  # fmt: skip
 
 
-def _head(facts: ModelFacts, path: _InputPath) -> Check:
+def _head(facts: ModelFacts, path: InputPath) -> Check:
     from tokembed.checkpoint.heads import check_output_head
 
     if facts.output_key is None or facts.module is None:
@@ -313,99 +214,8 @@ def _finite(t: torch.Tensor, name: str, what: str) -> Check:
     return Check(name=name, code="NON_FINITE_VALUES", passed=True, detail=f"{what}: all finite")
 
 
-def _fit(x0: torch.Tensor, rows: torch.Tensor, pos: torch.Tensor | None) -> tuple[float, float]:
-    """Least-squares ``(a, b)`` of ``x0 ≈ a·rows + b·pos`` in float64 (b = 0 without ``pos``)."""
-    x, c = x0.detach().double().reshape(-1), rows.detach().double().reshape(-1)
-    if pos is None:
-        cc = float(c @ c)
-        return (float(x @ c) / cc if cc else 0.0), 0.0
-    p = pos.detach().double().expand_as(rows).reshape(-1)
-    gram = torch.tensor([[c @ c, c @ p], [c @ p, p @ p]], dtype=torch.float64)
-    rhs = torch.stack([x @ c, x @ p])
-    a, b = torch.linalg.lstsq(gram, rhs.unsqueeze(1)).solution.reshape(-1).tolist()
-    return float(a), float(b)
-
-
-def _tolerance(dtype: torch.dtype, terms: int) -> float:
-    # A ratio of sums over `terms` products rounds by about terms * eps relative.
-    return min(0.25, 8 * terms * torch.finfo(dtype).eps) if dtype.is_floating_point else 0.0
-
-
-def _scale_and_positions(
-    path: _InputPath, x0: torch.Tensor, rows: torch.Tensor, ids: torch.Tensor
-) -> list[Check]:
-    from tokembed.embedding.numerics import observe_numerics
-
-    length = ids.shape[-1]
-    pos = None if path.positions is None else path.positions[:length]
-    a, b = _fit(x0, rows, pos)
-    counted = 0 if pos is None else round(b)
-    rest = x0.detach().double() - (0.0 if pos is None else counted * pos.detach().double())
-    value = {"factor": path.factor, "owner": path.owner, "fit_scale": a, "fit_positions": b}
-    try:
-        state = observe_numerics(
-            path.table, ids, forward=lambda _ids: rest, input_scale=path.factor
-        )
-        detail = (
-            "no input scale declared and none observed" if path.factor == 1.0
-            else f"x{path.factor:.6g} (owner: {path.owner}) applied"
-            f" {state.scale_application_count} time(s)"
-        )  # fmt: skip
-        scale = Check(name="scale once", code="DOUBLE_SCALING", passed=True, value=value,
-                      detail=detail)  # fmt: skip
-    except EmbeddingError as exc:
-        scale = Check(name="scale once", code=exc.code, passed=False, detail=exc.message,
-                      value=value)  # fmt: skip
-    tol = _tolerance(x0.dtype, x0.shape[-1])
-    if pos is None:
-        resid = rest - a * rows.detach().double()
-        ratio = float(resid.norm() / max(float(rest.norm()), 1e-300))
-        ok = ratio <= tol or not scale.passed  # a wrong scale already explains the residual
-        positions = Check(
-            name="positions once", code="POSITIONS_UNEXPECTED", passed=ok,
-            value={"declared": None, "residual": ratio},
-            detail="no additive positions declared and none arrive" if ok
-            else f"the first layer's input holds an additive term (relative size {ratio:.3g})"
-            " the model declares no positions for",
-        )  # fmt: skip
-    else:
-        integral = abs(b - counted) <= tol * max(1.0, abs(b))
-        code = {0: "POSITIONS_MISSING", 1: "POSITIONS_MISSING", 2: "POSITION_APPLIED_TWICE"}.get(
-            counted if integral else -1, "POSITION_COUNT_MISMATCH")  # fmt: skip
-        positions = Check(
-            name="positions once", code=code, passed=integral and counted == 1,
-            value={"declared": 1, "observed": b},
-            detail=f"declared positions reach the first layer {b:.6g} time(s)",
-        )  # fmt: skip
-    return [scale, positions]
-
-
-def _observed(
-    path: _InputPath, x0: torch.Tensor | None, rows: torch.Tensor | None, ids: torch.Tensor,
-    *, finite: bool,
-) -> list[Check]:  # fmt: skip
-    """The scale and position checks, or the two of them skipped with the reason."""
-    why = path.why_not or (
-        "the ids were not admitted" if rows is None
-        else "no first-layer input observed" if x0 is None
-        else f"the first layer's input {list(x0.shape)} is not rows of the table"
-        if x0.shape != rows.shape
-        else "non-finite values carry no scale evidence" if not finite
-        else None
-    )  # fmt: skip
-    if why is None:
-        assert x0 is not None
-        assert rows is not None
-        return _scale_and_positions(path, x0, rows, ids)
-    return [
-        Check(name="scale once", code="DOUBLE_SCALING", passed=True, skipped=True, detail=why),
-        Check(name="positions once", code="POSITION_COUNT_MISMATCH", passed=True, skipped=True,
-              detail=why),
-    ]  # fmt: skip
-
-
 def _ledger(
-    facts: ModelFacts, path: _InputPath, b: _Batch, rows: torch.Tensor | None,
+    facts: ModelFacts, path: InputPath, b: _Batch, rows: torch.Tensor | None,
     x0: torch.Tensor | None, declared: ShapeLedger | None, *, head: bool,
 ) -> tuple[ShapeLedger, list[Check]]:  # fmt: skip
     ledger = ShapeLedger()
@@ -493,13 +303,13 @@ def check_initial_state(
             fix="pass the model whose input table the batch is looked up in",
         )
     b = _batch(batch, pad_id)
-    path = _input_path(model, facts, first_layer)
+    path = input_path(model, facts, first_layer)
     v = int(path.weight.shape[0])
     checks = [_address(tokenizer, facts, b)]
     admitted = _admitted(path, b)
     checks += [admitted, *_pad_checks(facts, path, b, v), *_label_checks(b, v)]
     rows = x0 = None
-    with torch.no_grad(), _eval(model):
+    with torch.no_grad(), model_eval(model):
         if admitted.passed:
             rows = F.embedding(b.ids, path.weight)
             checks.append(_finite(rows, "lookup finite", "the gathered rows"))
@@ -511,13 +321,13 @@ def check_initial_state(
                                         detail=exc.message, value=exc.value))  # fmt: skip
         if x0 is not None:
             checks.append(_finite(x0, "first-layer input finite", "the first layer's input"))
-        checks += _observed(path, x0, rows, b.ids, finite=all(
+        checks += observed(path, x0, rows, b.ids, finite=all(
             c.passed for c in checks if c.code == "NON_FINITE_VALUES"))  # fmt: skip
     head = _head(facts, path)
     checks.append(head)
     ledger, ledger_checks = _ledger(facts, path, b, rows, x0, declared_ledger, head=head.passed)
     checks += ledger_checks
-    checks += _tie_checks(facts)
+    checks += tie_checks(facts)
     name = getattr(tokenizer, "name", None) or "tokenizer"
     report = AuditReport(subject=f"{name} + {facts.source}", checks=tuple(checks), ledger=ledger)
     return report.require(

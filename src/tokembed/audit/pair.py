@@ -32,17 +32,17 @@ Example::
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from tokembed.audit._checks import AuditReport, Check
+from tokembed.audit._observe import scale_convention
 from tokembed.audit._source import ModelFacts, facts_of
 from tokembed.errors import EmbeddingError, MeasureError
 
-__all__ = ["ROLES", "check_pair", "read_tokenizer_roles", "require_pair", "scale_convention"]
+__all__ = ["ROLES", "check_pair", "read_tokenizer_roles", "require_pair", "tie_checks"]
 
 ROLES = ("bos", "eos", "pad", "unk")
 _FLOATS = ("float64", "float32", "bfloat16", "float16")
@@ -194,7 +194,8 @@ def _role_check(
                  detail=f"{', '.join(shown)}: {where}")  # fmt: skip
 
 
-def _tie_checks(facts: ModelFacts) -> list[Check]:
+def tie_checks(facts: ModelFacts) -> list[Check]:
+    """One check per tied, claimed or tie-like pair of tables (the tie report's codes)."""
     pairs: tuple[Any, ...] = ()
     if facts.kind == "module":
         from tokembed.checkpoint.ties import tie_report
@@ -227,21 +228,6 @@ def _tie_checks(facts: ModelFacts) -> list[Check]:
         )
         for p in pairs
     ]
-
-
-def scale_convention(config: Any, width: int | None) -> tuple[float, str]:
-    """``(factor, owner)`` of the input scale a config declares.
-
-    ``scale_embedding: true`` (BART, Marian, M2M-100) and Gemma's models scale by
-    sqrt(d_model) inside their input table module (transformers' scaled word
-    embeddings); everything else applies no input scale (factor 1.0, owner ``"none"``).
-    """
-    d = width or 1
-    if config is not None and config.scale_embedding:
-        return math.sqrt(d), "embedding module (scale_embedding)"
-    if config is not None and (config.model_type or "").startswith("gemma"):
-        return math.sqrt(d), "embedding module (Gemma)"
-    return 1.0, "none"
 
 
 def _scale(facts: ModelFacts) -> Check:
@@ -383,7 +369,7 @@ def check_pair(
         _vocab_rows(tokenizer, facts),
         _table_shape(facts),
         *(_role_check(r, tokenizer, facts, tok_roles.get(r), bool(stated)) for r in ROLES),
-        *_tie_checks(facts),
+        *tie_checks(facts),
         _scale(facts),
         _dtype_ledger(facts),
         _finite(facts, read_values),
