@@ -1,7 +1,7 @@
 """The failure lab as data: 84 named ways a model's input state breaks while every shape stays valid.
 
 Each :class:`Scenario` has an id ``"<group>.<n>"``, its group, its title (the
-scenario's stable review marker, lowercased), the code of the guard that
+scenario's stable review marker, as written), the code of the guard that
 rejects it and the tests that trigger it. Coverage is computed from what ships
 with the package: a scenario is *guarded* when its code is registered in
 :data:`tokembed.errors.CODES` and *tested* when tests are recorded for it.
@@ -50,7 +50,7 @@ class Scenario:
         id: ``"<group>.<n>"``, e.g. ``"6.3"``.
         group: the group number, 1 to 12.
         group_name: the group's name.
-        title: the scenario's marker name, lowercased.
+        title: the scenario's marker name (docstrings and lookups match it case-insensitively).
         code: the stable error code of the guard that rejects it.
         tests: pytest node ids of the tests that trigger it and assert the code.
     """
@@ -103,7 +103,9 @@ def _build() -> tuple[Scenario, ...]:
 
 
 SCENARIOS: tuple[Scenario, ...] = _build()
-_BY_KEY: dict[str, Scenario] = {s.id: s for s in SCENARIOS} | {s.title: s for s in SCENARIOS}
+_BY_KEY: dict[str, Scenario] = {s.id: s for s in SCENARIOS} | {
+    s.title.lower(): s for s in SCENARIOS
+}
 
 
 def scenario(key: str) -> Scenario:
