@@ -255,3 +255,35 @@ def test_a_live_table_below_the_declared_dtype(gpt2_tok: Any) -> None:
     assert report.check("dtype ledger").value == {
         "stored": "bfloat16", "encoded": False, "declared": "float32",
     }  # fmt: skip
+
+
+def _gguf_bytes(*fields: bytes, tensors: int = 0) -> bytes:
+    import struct
+
+    head = b"GGUF" + struct.pack("<IQQ", 3, tensors, len(fields))
+    return head + b"".join(fields)
+
+
+@pytest.mark.parametrize(
+    ("field", "why"),
+    [
+        # key "k", an array of 2**62 uint32: skipping it would seek past what a file offset holds
+        (b"\x01" + b"\x00" * 7 + b"k" + bytes([9, 0, 0, 0, 4, 0, 0, 0]) + (2**62).to_bytes(8, "little"),
+         "an array runs past the end"),
+        # key "k", a string claiming 2**60 bytes
+        (b"\x01" + b"\x00" * 7 + b"k" + bytes([8, 0, 0, 0]) + (2**60).to_bytes(8, "little"),
+         "a string runs past the end"),
+        # general.alignment = 0
+        (len(b"general.alignment").to_bytes(8, "little") + b"general.alignment"
+         + bytes([4, 0, 0, 0]) + (0).to_bytes(4, "little"), "alignment 0"),
+    ],
+)  # fmt: skip
+def test_damaged_gguf_headers_are_refused(tmp_path: Path, field: bytes, why: str) -> None:
+    from tokembed.errors import CheckpointError
+
+    path = tmp_path / "m.gguf"
+    path.write_bytes(_gguf_bytes(field))
+    with pytest.raises(CheckpointError) as e:
+        read_gguf_header(path)
+    assert e.value.code == "MALFORMED_CHECKPOINT"
+    assert e.value.message.endswith(f"not a readable GGUF file ({why})")

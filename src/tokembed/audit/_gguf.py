@@ -51,8 +51,8 @@ def _bad(path: Path, why: str) -> CheckpointError:
 
 
 class _Stream:
-    def __init__(self, f: BinaryIO, path: Path) -> None:
-        self.f, self.path = f, path
+    def __init__(self, f: BinaryIO, path: Path, size: int) -> None:
+        self.f, self.path, self.size = f, path, size
 
     def take(self, fmt: str) -> Any:
         size = struct.calcsize(fmt)
@@ -63,6 +63,8 @@ class _Stream:
 
     def string(self) -> str:
         n = self.take("<Q")
+        if n > self.size - self.f.tell():  # checked before reading: a damaged length is huge
+            raise _bad(self.path, "a string runs past the end")
         raw = self.f.read(n)
         if len(raw) != n:
             raise _bad(self.path, "truncated string")
@@ -76,7 +78,10 @@ class _Stream:
         if kind == _ARRAY:
             inner, count = self.take("<I"), self.take("<Q")
             if inner in _SCALARS:  # fixed width: skip without decoding
-                self.f.seek(count * struct.calcsize(_SCALARS[inner]), 1)
+                width = count * struct.calcsize(_SCALARS[inner])
+                if width > self.size - self.f.tell():  # a damaged count would seek past 2**63
+                    raise _bad(self.path, "an array runs past the end")
+                self.f.seek(width, 1)
             else:
                 for _ in range(count):
                     self.value(inner)
@@ -84,17 +89,12 @@ class _Stream:
         raise _bad(self.path, f"unknown value type {kind}")
 
 
-def read_gguf_header(path: str | Path) -> GGUFHeader:
-    """Fields and tensor infos of a GGUF file.
-
-    Raises:
-        CheckpointError MALFORMED_CHECKPOINT: not GGUF, an unknown version or value type, truncated.
-    """
+def _parse(p: Path) -> tuple[dict[str, Any], list[tuple[str, tuple[int, ...], str, int]], int]:
     from gguf import GGMLQuantizationType
 
-    p = Path(path)
+    size = p.stat().st_size
     with open(p, "rb") as f:
-        s = _Stream(f, p)
+        s = _Stream(f, p, size)
         if f.read(4) != b"GGUF":
             raise _bad(p, "no GGUF magic")
         version = s.take("<I")
@@ -115,8 +115,24 @@ def read_gguf_header(path: str | Path) -> GGUFHeader:
             except ValueError:
                 raise _bad(p, f"tensor {name!r} has unknown type {kind}") from None
             infos.append((name, tuple(reversed(dims)), type_name, offset))
-        align = int(fields.get("general.alignment", 32))
+        align = fields.get("general.alignment", 32)
+        if not isinstance(align, int) or isinstance(align, bool) or align < 1:
+            raise _bad(p, f"alignment {align!r}")
         start = -(-f.tell() // align) * align
+    return fields, infos, start
+
+
+def read_gguf_header(path: str | Path) -> GGUFHeader:
+    """Fields and tensor infos of a GGUF file.
+
+    Raises:
+        CheckpointError MALFORMED_CHECKPOINT: not GGUF, an unknown version or value type, truncated.
+    """
+    p = Path(path)
+    try:
+        fields, infos, start = _parse(p)
+    except RecursionError:  # arrays nested deeper than any real file
+        raise _bad(p, "arrays nested too deeply") from None
     tensors = {
         n: GGUFTensor(name=n, shape=shape, type_name=t, offset=start + o)
         for n, shape, t, o in infos
@@ -125,7 +141,11 @@ def read_gguf_header(path: str | Path) -> GGUFHeader:
 
 
 def read_gguf_tensor(header: GGUFHeader, name: str) -> Any:
-    """The float32 values of one tensor (dequantized by the ``gguf`` package), as torch."""
+    """The float32 values of one tensor (dequantized by the ``gguf`` package), as torch.
+
+    Raises:
+        CheckpointError MALFORMED_CHECKPOINT: the tensor's bytes do not fit in the file.
+    """
     import numpy as np
     import torch
     from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
@@ -137,6 +157,11 @@ def read_gguf_tensor(header: GGUFHeader, name: str) -> Any:
     count = 1
     for d in t.shape:
         count *= d
+    size = header.path.stat().st_size
+    if count == 0 or t.shape[-1] % block or t.offset + count // block * nbytes > size:
+        raise _bad(
+            header.path, f"tensor {name!r} {list(t.shape)} {t.type_name} does not fit the file"
+        )
     raw = np.fromfile(header.path, dtype=np.uint8, count=count // block * nbytes, offset=t.offset)
     rows = raw.reshape(*t.shape[:-1], t.shape[-1] // block * nbytes)
     values = dequantize(rows, qtype).astype(np.float32, copy=False)

@@ -164,8 +164,8 @@ def _folder_facts(path: Path) -> ModelFacts:
 def gguf_config(fields: Mapping[str, Any], tensor_names: set[str], *, path: str) -> dict[str, Any]:
     """An HF-style config dict from GGUF metadata (``fields``: key → value)."""
     arch = str(fields.get("general.architecture", ""))
-    tokens = fields.get("tokenizer.ggml.tokens")
-    vocab = fields.get(f"{arch}.vocab_size") or (len(tokens) if tokens is not None else None)
+    tokens = fields.get("tokenizer.ggml.tokens")  # the reader keeps an array's length
+    vocab = fields.get(f"{arch}.vocab_size") or (tokens if isinstance(tokens, int) else None)
     out: dict[str, Any] = {
         "model_type": arch or None,
         "vocab_size": vocab,
@@ -176,7 +176,7 @@ def gguf_config(fields: Mapping[str, Any], tensor_names: set[str], *, path: str)
     for role, key in (("bos", "bos"), ("eos", "eos"), ("pad", "padding"), ("unk", "unknown")):
         value = fields.get(f"tokenizer.ggml.{key}_token_id")
         if value is not None:
-            out[f"{role}_token_id"] = int(value)
+            out[f"{role}_token_id"] = value  # a non-integer is refused as INVALID_CONFIG
     return out
 
 
@@ -185,8 +185,6 @@ def _gguf_facts(path: Path) -> ModelFacts:
 
     header = read_gguf_header(path)
     fields = dict(header.fields)
-    if "tokenizer.ggml.tokens" in fields:  # the reader keeps an array's length
-        fields["tokenizer.ggml.tokens"] = range(int(fields["tokenizer.ggml.tokens"]))
     tensors = {
         t.name: TensorInfo(
             shape=t.shape,

@@ -58,7 +58,7 @@ def read_tokenizer_roles(tokenizer_path: str | os.PathLike[str]) -> dict[str, st
     folder = path if path.is_dir() else path.parent
     try:
         data = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested too deeply
         return {}
     out: dict[str, str] = {}
     for role in ROLES:
