@@ -287,3 +287,13 @@ def test_damaged_gguf_headers_are_refused(tmp_path: Path, field: bytes, why: str
         read_gguf_header(path)
     assert e.value.code == "MALFORMED_CHECKPOINT"
     assert e.value.message.endswith(f"not a readable GGUF file ({why})")
+
+
+def test_a_role_token_the_vocabulary_lacks(tmp_path: Path) -> None:
+    folder = _small_smollm2(tmp_path / "m")
+    report = check_pair(str(data_path(*SMOL)), folder, roles={"pad": "<|pad|>"})
+    assert [(c.name, c.code) for c in report.failures] == [("pad id", "SPECIAL_ID_MISMATCH")]
+    assert report.check("pad id").detail == (
+        "the tokenizer's config names '<|pad|>' as its pad token, but its vocabulary does not"
+        " define it"
+    )

@@ -233,6 +233,7 @@ def _module_facts(model: Any) -> ModelFacts:
         if pad is not None:
             raw["pad_token_id"] = pad
     config = model_config_from_dict(raw, path=type(model).__name__) if raw else None
+    bound = module_hash(model)
     return ModelFacts(
         source=type(model).__name__,
         kind="module",
@@ -240,8 +241,8 @@ def _module_facts(model: Any) -> ModelFacts:
         tensors=tensors,
         input_key=inputs,
         output_key=outputs,
-        address_hash=module_hash(model),
-        address_source="module" if module_hash(model) else None,
+        address_hash=bound,
+        address_source="module" if bound else None,
         module=model,
         raw_config=raw,
     )

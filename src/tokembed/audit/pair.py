@@ -70,13 +70,6 @@ def read_tokenizer_roles(tokenizer_path: str | os.PathLike[str]) -> dict[str, st
     return out
 
 
-def _role_ids(tokenizer: Any, roles: Mapping[str, str | int]) -> dict[str, int | None]:
-    out: dict[str, int | None] = {}
-    for role, spelling in roles.items():
-        out[role] = spelling if isinstance(spelling, int) else tokenizer.token_to_id(spelling)
-    return out
-
-
 # --- the checks ---------------------------------------------------------------
 def _address(tokenizer: Any, facts: ModelFacts) -> Check:
     mine = tokenizer.address_hash
@@ -151,13 +144,19 @@ def _is_special(tokenizer: Any, i: int) -> bool:
     return i in set(tokenizer.tables.specials.values())
 
 
-def _role_check(
-    role: str, tokenizer: Any, facts: ModelFacts, tok_role: int | None, declared: bool
-) -> Check:
+def _role_check(role: str, tokenizer: Any, facts: ModelFacts, stated: str | int | None) -> Check:
     name, rows = f"{role} id", None if facts.config is None else facts.config.vocab_size
     ids = () if facts.config is None else tuple(facts.config.role_ids.get(role, ()))
-    range_code = "PAD_ID_INVALID" if role == "pad" else "ID_OUT_OF_RANGE"
+    tok_role = (
+        stated if isinstance(stated, int) or stated is None else tokenizer.token_to_id(stated)
+    )
     value = {"config": list(ids), "tokenizer": tok_role}
+    if stated is not None and tok_role is None:
+        return Check(
+            name=name, code="SPECIAL_ID_MISMATCH", passed=False, value=value,
+            detail=f"the tokenizer's config names {stated!r} as its {role} token, but its"
+            " vocabulary does not define it",
+        )  # fmt: skip
     if not ids and tok_role is None:
         return Check(name=name, code="SPECIAL_ID_MISMATCH", passed=True, skipped=True,
                      detail="neither side names one", value=value)  # fmt: skip
@@ -165,22 +164,20 @@ def _role_check(
                if i < 0 or (rows is not None and i >= rows)]  # fmt: skip
     if outside:
         return Check(
-            name=name, code=range_code, passed=False, value=value,
+            name=name, code="PAD_ID_INVALID" if role == "pad" else "ID_OUT_OF_RANGE",
+            passed=False, value=value,
             detail=f"id {outside[0]} is not a row of the table [0, {rows})",
         )  # fmt: skip
-    if declared and tok_role is not None and ids and tok_role not in ids:
+    if tok_role is not None and ids and tok_role not in ids:
         spell = tokenizer.id_to_token(tok_role)
         return Check(
             name=name, code="SPECIAL_ID_MISMATCH", passed=False, value=value,
             detail=f"the config says {list(ids)}, the tokenizer's {role} is {spell!r} = {tok_role}",
         )  # fmt: skip
-    if declared and role in ("bos", "eos", "pad") and ids and tok_role is None:
-        return Check(
-            name=name, code="SPECIAL_ID_MISMATCH", passed=False, value=value,
-            detail=f"the config says {list(ids)} but the tokenizer's config names no {role} token",
-        )  # fmt: skip
+    # Where the tokenizer names no token for the role, the config's id must at least be
+    # one of its special tokens: an ordinary piece would collide with text.
     plain = [i for i in ids if not _is_special(tokenizer, i)]
-    if not declared and plain:
+    if tok_role is None and plain:
         spell = tokenizer.id_to_token(plain[0])
         return Check(
             name=name, code="SPECIAL_ID_MISMATCH", passed=False, value=value,
@@ -363,12 +360,11 @@ def check_pair(
         tokenizer = load_tokenizer(Path(tokenizer))
     stated.update(roles or {})
     facts = facts_of(model_or_dir)
-    tok_roles = _role_ids(tokenizer, stated)
     checks = [
         _address(tokenizer, facts),
         _vocab_rows(tokenizer, facts),
         _table_shape(facts),
-        *(_role_check(r, tokenizer, facts, tok_roles.get(r), bool(stated)) for r in ROLES),
+        *(_role_check(r, tokenizer, facts, stated.get(r)) for r in ROLES),
         *tie_checks(facts),
         _scale(facts),
         _dtype_ledger(facts),
