@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from tokembed.errors import CheckpointError
+from tokembed.errors import CheckpointError, UsageError
 
 __all__: list[str] = []
 
@@ -89,8 +89,21 @@ class _Stream:
         raise _bad(self.path, f"unknown value type {kind}")
 
 
+def _gguf_package() -> Any:
+    try:
+        import gguf
+    except ImportError:
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            "reading a .gguf model needs the gguf package, which is not installed",
+            value="gguf",
+            fix="pip install 'tokembed[gguf]' (or pass a folder with config.json and safetensors)",
+        ) from None
+    return gguf
+
+
 def _parse(p: Path) -> tuple[dict[str, Any], list[tuple[str, tuple[int, ...], str, int]], int]:
-    from gguf import GGMLQuantizationType
+    quant_type = _gguf_package().GGMLQuantizationType
 
     size = p.stat().st_size
     with open(p, "rb") as f:
@@ -111,7 +124,7 @@ def _parse(p: Path) -> tuple[dict[str, Any], list[tuple[str, tuple[int, ...], st
             dims = [s.take("<Q") for _ in range(s.take("<I"))]
             kind, offset = s.take("<I"), s.take("<Q")
             try:
-                type_name = GGMLQuantizationType(kind).name
+                type_name = quant_type(kind).name
             except ValueError:
                 raise _bad(p, f"tensor {name!r} has unknown type {kind}") from None
             infos.append((name, tuple(reversed(dims)), type_name, offset))
@@ -127,6 +140,7 @@ def read_gguf_header(path: str | Path) -> GGUFHeader:
 
     Raises:
         CheckpointError MALFORMED_CHECKPOINT: not GGUF, an unknown version or value type, truncated.
+        UsageError INVALID_ARGUMENT: the ``gguf`` package is not installed.
     """
     p = Path(path)
     try:
