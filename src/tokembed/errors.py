@@ -175,6 +175,12 @@ CODES: dict[str, str] = {
     "GATE_NOT_PASSED": "a release stage was entered before the gates it needs passed",
     # --- audit: under-trained tokens ------------------------------------------
     # --- audit: tokenizer/model admission and the initial state ---------------
+    "SPECIAL_ID_MISMATCH": "a model config's BOS/EOS/PAD/UNK id is not the tokenizer's token for that role",
+    "PAIR_NOT_ADMITTED": "a tokenizer/model pair failed admission (every failing check is listed)",
+    "POSITION_COUNT_MISMATCH": "positional rows reach the first layer a fractional or >2 number of times",
+    "LEDGER_DIMENSION_CONFLICT": "a shape ledger's symbolic dimension is bound to two sizes, or a rank differs",
+    "LEDGER_MISMATCH": "two shape ledgers disagree (the first differing entry is named)",
+    "INITIAL_STATE_REJECTED": "the initial state before step 0 fails its contract (every failing check is listed)",
     # --- audit: failure lab (guards of its own) -------------------------------
     "IDENTITY_KIND_MISMATCH": "an identity of one kind (address, table, checkpoint, artifact) stood for another",
     # --- handoff (positions, media rows, projectors, adapters, X0 assembly) ---

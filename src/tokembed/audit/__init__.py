@@ -14,6 +14,13 @@ from typing import TYPE_CHECKING
 from tokembed._lazy import attach
 
 if TYPE_CHECKING:
+    from tokembed.audit._checks import (
+        AuditReport,
+        Check,
+    )
+    from tokembed.audit.conformance import (
+        check_initial_state,
+    )
     from tokembed.audit.identity import (
         Identity,
         IdentityKind,
@@ -32,6 +39,16 @@ if TYPE_CHECKING:
         ScenarioStatus,
         lab_coverage,
         scenario,
+    )
+    from tokembed.audit.pair import (
+        check_pair,
+        read_tokenizer_roles,
+        require_pair,
+    )
+    from tokembed.audit.shapes import (
+        LedgerDifference,
+        LedgerEntry,
+        ShapeLedger,
     )
 
 # Public name -> submodule; each audit adds its names here.
@@ -53,22 +70,41 @@ _SOURCES: dict[str, str] = {
     "checkpoint_identity": "identity",
     "require_identity": "identity",
     "table_identity": "identity",
+    # tokenizer/model admission and the initial state
+    "AuditReport": "_checks",
+    "Check": "_checks",
+    "check_initial_state": "conformance",
+    "check_pair": "pair",
+    "read_tokenizer_roles": "pair",
+    "require_pair": "pair",
+    "LedgerDifference": "shapes",
+    "LedgerEntry": "shapes",
+    "ShapeLedger": "shapes",
 }
 
 __all__ = [
     "GROUP_SIZES",
     "SCENARIOS",
+    "AuditReport",
+    "Check",
     "GroupCoverage",
     "Identity",
     "IdentityKind",
     "LabCoverage",
+    "LedgerDifference",
+    "LedgerEntry",
     "Scenario",
     "ScenarioStatus",
+    "ShapeLedger",
     "address_identity",
     "artifact_identity",
+    "check_initial_state",
+    "check_pair",
     "checkpoint_identity",
     "lab_coverage",
+    "read_tokenizer_roles",
     "require_identity",
+    "require_pair",
     "scenario",
     "table_identity",
 ]
