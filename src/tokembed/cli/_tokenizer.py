@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokembed.cli._common import (
     add_json,
@@ -22,6 +22,9 @@ from tokembed.cli._common import (
 )
 from tokembed.errors import TokembedError
 
+if TYPE_CHECKING:
+    from tokembed.measure.sources import TextFiles
+
 __all__ = ["register"]
 
 # The library's fixes name Python arguments; on the command line they are these flags.
@@ -29,6 +32,10 @@ _ENCODE_FIXES = {
     "SPECIAL_TOKEN_DISALLOWED": "pass --allow-special to encode {name!r} as its id, or "
     "--specials-as-text to encode it as ordinary text",
     "LONE_SURROGATE": "repair the input text (it has no UTF-8 form)",
+}
+_TRAIN_FIXES = {
+    "SCHEDULER_UNREACHABLE": "start one (`dask scheduler`) and pass its address with "
+    "--scheduler tcp://HOST:8786, or drop --scheduler to start a local cluster",
 }
 _DECODE_FIXES = {
     "INVALID_UTF8": "pass --errors replace to show U+FFFD, or --errors ignore to drop the "
@@ -63,7 +70,25 @@ def _add_train(sub: argparse._SubParsersAction[Any]) -> None:
         help="special token (id defaults to the next free id); repeatable",
     )
     p.add_argument("--raw", action="store_true", help="train on .conllu files as raw text")
-    p.add_argument("--workers", type=int, default=1, help="processes counting chunks")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes counting chunks (with --engine dask and no --scheduler: local workers)",
+    )
+    p.add_argument(
+        "--engine",
+        choices=("local", "dask"),
+        default="local",
+        help="count chunks on this machine (default) or on a Dask cluster, whose workers read "
+        "the files in byte ranges; the merges are the same",
+    )
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="Dask scheduler address (tcp://host:8786) for --engine dask; without it a "
+        "local cluster of --workers processes is started",
+    )
     p.add_argument("-o", "--output", required=True, help="tokenizer JSON to write")
     add_json(p)
     add_quiet(p)
@@ -83,22 +108,49 @@ def _training_texts(corpus: list[str], *, raw: bool) -> tuple[list[str], int]:
     return texts, sum(len(t.encode("utf-8")) for t in texts)
 
 
+def _cluster_texts(corpus: list[str], *, raw: bool) -> tuple[list[str] | TextFiles, int]:
+    """Plain files are left for the cluster's workers to read; sentences and stdin are read here."""
+    import os
+
+    from tokembed.measure.sources import TextFiles, expand_paths
+
+    names = expand_paths(corpus)
+    if "-" in names or (not raw and any(n.endswith((".conllu", ".conllu.gz")) for n in names)):
+        return _training_texts(corpus, raw=raw)
+    return TextFiles(tuple(names)), sum(os.path.getsize(n) for n in names)
+
+
 def _run_train(args: argparse.Namespace) -> int:
     import time
 
     from tokembed.tokenizer.formats import save_tokenizer
     from tokembed.tokenizer.train import TrainConfig, train
 
+    if args.scheduler is not None and args.engine != "dask":
+        raise usage(
+            "--scheduler needs --engine dask",
+            value=args.scheduler,
+            fix="add --engine dask, or drop --scheduler",
+        )
     config = TrainConfig(
         merges=args.merges,
         pattern=args.regex or args.pattern,
         specials=dict(args.special),
         workers=args.workers,
         progress=progress_wanted(args),
+        engine=args.engine,
+        scheduler=args.scheduler,
     )
-    texts, n_bytes = _training_texts(args.corpus, raw=args.raw)
+    texts: list[str] | TextFiles
+    if args.engine == "dask":
+        texts, n_bytes = _cluster_texts(args.corpus, raw=args.raw)
+    else:
+        texts, n_bytes = _training_texts(args.corpus, raw=args.raw)
     start = time.perf_counter()
-    tok = train(texts, config=config)
+    try:
+        tok = train(texts, config=config)
+    except TokembedError as exc:
+        raise speak_cli(exc, _TRAIN_FIXES) from None
     seconds = time.perf_counter() - start
     path = save_tokenizer(tok, args.output, inputs=input_files(args.corpus))
     if tok.n_merges < args.merges:
