@@ -6,6 +6,7 @@ with ``count_chunks`` or ``train`` in this process, chunk for chunk and merge fo
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -13,11 +14,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from conftest import PUD_LANGS, pud_text
 from tokembed.cli import main
 from tokembed.errors import MeasureError, TokenizerError, UsageError
-from tokembed.measure.sources import ByteRange, TextFiles, split_ranges
+from tokembed.measure.sources import TextFiles, split_ranges
 from tokembed.tokenizer import Pretokenizer, TrainConfig, train
 from tokembed.tokenizer._count import count_chunks
 from tokembed.tokenizer._dask_count import (
@@ -87,7 +90,10 @@ def test_13_pud_files_equal_single_process(
     files = TextFiles(tuple(pud_files))
     # 60 kB ranges: every file is cut 2 to 5 times, in all 13 scripts and languages.
     assert len(files.ranges(target_bytes=60_000)) == 41
-    got = count_with_client(client, files, Pretokenizer.preset(pattern), range_bytes=60_000)
+    got, whole = _count(
+        client, files, Pretokenizer.preset(pattern), range_bytes=60_000, merge=combine
+    )
+    assert whole == ()  # every seam joined: no file had to be read whole
     assert _lists(got) == _local(files, pattern)
 
 
@@ -97,7 +103,9 @@ def test_a_file_cut_in_many_ranges_equals_single_process(
     files = TextFiles((pud_files[PUD_LANGS.index("ru")], pud_files[PUD_LANGS.index("zh")]))
     ranges = files.ranges(target_bytes=20_000)
     assert len(ranges) == 17  # every cut is a seam the workers' scans must agree on
-    got = count_with_client(client, files, Pretokenizer.preset("cl100k"), range_bytes=20_000)
+    pre = Pretokenizer.preset("cl100k")
+    got, whole = _count(client, files, pre, range_bytes=20_000, merge=combine)
+    assert whole == ()
     assert _lists(got) == _local(files, "cl100k")
 
 
@@ -125,14 +133,52 @@ def test_a_refused_seam_reads_that_file_whole(client: distributed.Client, tmp_pa
     spec = (pre.stages, pre.engine)
     left, right = _count_range(ranges[cut - 1], spec), _count_range(ranges[cut], spec)
     assert combine(left, right).refused == (0,)
-    got = count_with_client(client, files, pre, range_bytes=12_000)
+    got, whole = _count(client, files, pre, range_bytes=12_000, merge=combine)
+    assert whole == (0,)
     assert _lists(got) == _local(files, "teaching")
+
+
+_ALPHABET = st.sampled_from(list("ab \n\n\n  \t'sdz19.,!?-ёжЖ日本🙂\r"))
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    text=st.text(_ALPHABET, min_size=1, max_size=600),
+    target=st.integers(1, 80),
+    pattern=st.sampled_from(["teaching", "cl100k", "o200k", "gpt2-hf"]),
+)
+def test_seams_join_exactly_in_any_order_of_combining(
+    tmp_path: Path, text: str, target: int, pattern: str
+) -> None:
+    # In this process, without a cluster: ranges of a few bytes put a seam in every
+    # kind of whitespace run, contraction and digit group; folding from the left and
+    # combining as a balanced tree must give the single-process table.
+    path = tmp_path / "h.txt"
+    path.write_bytes(text.encode())
+    pre = Pretokenizer.preset(pattern)
+    parts = [
+        _count_range(r, (pre.stages, pre.engine)) for r in split_ranges([path], target_bytes=target)
+    ]
+    want = count_chunks([text], pre, workers=1, progress=False)
+    folded = functools.reduce(combine, parts)
+    while len(parts) > 1:
+        pairs = [combine(a, b) for a, b in zip(parts[::2], parts[1::2], strict=False)]
+        parts = pairs + parts[len(pairs) * 2 :]
+    assert parts[0].refused == folded.refused
+    # A refused seam sends the file to be read whole (tested on the cluster below); a
+    # seam that was accepted must be exact.
+    event("refused" if folded.refused else "joined")
+    if not folded.refused:
+        assert _lists(folded.table) == want
+        assert _lists(parts[0].table) == want
 
 
 def test_texts_in_memory_are_counted_in_batches(client: distributed.Client) -> None:
     texts = [pud_text(lang)[:30_000] for lang in ("ru", "ko", "th")]
     pre = Pretokenizer.preset("teaching")
-    got = _count(client, texts, pre, range_bytes=25_000, merge=combine)
+    got, _ = _count(client, texts, pre, range_bytes=25_000, merge=combine)
     assert _lists(got) == count_chunks(texts, pre, workers=1, progress=False)
 
 
@@ -171,8 +217,8 @@ def test_reduction_order_decides_ties(client: distributed.Client, tmp_path: Path
     files, pre = TextFiles(tuple(paths)), Pretokenizer.preset("teaching")
     chunks, counts = _local(files, "teaching")
     want = learn_merges(chunks, counts, merges=6)
-    good = _count(client, files, pre, range_bytes=1 << 20, merge=combine)
-    bad = _count(client, files, pre, range_bytes=1 << 20, merge=_swapped)
+    good, _ = _count(client, files, pre, range_bytes=1 << 20, merge=combine)
+    bad, _ = _count(client, files, pre, range_bytes=1 << 20, merge=_swapped)
     assert learn_merges(*_lists(good), merges=6) == want
     assert bad.to_dict() == good.to_dict()  # same counts ...
     assert learn_merges(*_lists(bad), merges=6) != want  # ... other merges
@@ -242,17 +288,3 @@ def test_cli_scheduler_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "--scheduler" in err
     assert len(err.splitlines()) == 1
     assert not (tmp_path / "t.json").exists()
-
-
-def test_split_ranges_cut_after_line_feeds(tmp_path: Path) -> None:
-    path = tmp_path / "t.txt"
-    line = "строка номер один\n".encode()  # 33 bytes
-    path.write_bytes(line * 1000)
-    ranges = split_ranges([path], target_bytes=1000)
-    assert [r.start for r in ranges][:3] == [1023 - 1023, 1023, 1023 + 1023]  # 31 lines each
-    assert all(r.start % len(line) == 0 for r in ranges)
-    assert ranges[-1].stop is None
-    assert [r.stop for r in ranges[:-1]] == [r.start for r in ranges[1:]]
-    assert split_ranges([path], target_bytes=10**9) == [
-        ByteRange(path=str(path), index=0, start=0, stop=None)
-    ]

@@ -33,7 +33,6 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -81,6 +80,12 @@ class _Partial:
     tail_file: int  # index of the file the last range belongs to (-1: texts in memory)
     refused: tuple[int, ...] = ()  # files whose seams did not join
 
+    def __sizeof__(self) -> int:
+        # Dask sizes results with sys.getsizeof; without this it would count 56 bytes a
+        # partial, and its transfer logs and memory limits would not see the tables.
+        pieces = (self.head or ()) + (self.tail or ())
+        return self.table.nbytes + sum(24 + len(p[2]) for p in pieces)
+
 
 _EMPTY = ChunkTable.from_lists([], [])
 
@@ -110,26 +115,33 @@ def _count_range(r: ByteRange, spec: _Spec) -> _Partial:
     text, extra = read_range(r, overlap_bytes=_OVERLAP_BYTES)
     if r.first and r.last:
         return _Partial(head=None, table=_table([text], stage), tail=None, tail_file=r.index)
-    chunks = stage.split(text + extra)
-    ends = list(itertools.accumulate(map(len, chunks)))
-    starts = [0, *ends[:-1]]
+    chunks = stage.split(text + extra)  # they tile the window: positions are running sums
     n = len(text)
-    head_count = 0
+    head: list[_Piece] = []
     if not r.first:
-        head_end = min(_HEAD_CHARS, n)  # never into the overlap, which is the next range's
-        while head_count < len(chunks) and starts[head_count] < head_end:
-            head_count += 1
-    middle_end = len(chunks)
+        head_end, pos = min(_HEAD_CHARS, n), 0  # never into the overlap: the next range's
+        while len(head) < len(chunks) and pos < head_end:
+            chunk = chunks[len(head)]
+            head.append((pos, pos + len(chunk), chunk))
+            pos += len(chunk)
+    tail: list[_Piece] = []  # chunks ending past the range (the first may straddle its end)
     if not r.last:
-        while middle_end > head_count and starts[middle_end - 1] >= n:
-            middle_end -= 1
-    span = range(head_count)
-    tail_span = range(middle_end, len(chunks))
+        end = n + len(extra)
+        while len(tail) < len(chunks) and end > n:
+            chunk = chunks[len(chunks) - 1 - len(tail)]
+            tail.append((end - len(chunk) - n, end - n, chunk))
+            end -= len(chunk)
+        tail.reverse()
+    tail_start = len(chunks) - len(tail)
+    # A chunk in both head and tail spans the head region and the range's end: the two
+    # seams would both count it. Such a range is refused, and its file read whole.
+    refused = (r.index,) if tail_start < len(head) else ()
     return _Partial(
-        head=None if r.first else tuple((starts[i], ends[i], chunks[i]) for i in span),
-        table=_packed(Counter(chunks[head_count:middle_end])),
-        tail=None if r.last else tuple((starts[i] - n, ends[i] - n, chunks[i]) for i in tail_span),
+        head=None if r.first else tuple(head),
+        table=_packed(Counter(chunks[len(head) : tail_start])),
+        tail=None if r.last else tuple(tail),
         tail_file=r.index,
+        refused=refused,
     )
 
 
@@ -217,16 +229,18 @@ def _count(
     *,
     range_bytes: int,
     merge: Callable[[_Partial, _Partial], _Partial],
-) -> ChunkTable:
+) -> tuple[ChunkTable, tuple[int, ...]]:
+    """The table, and the files read whole after a seam was refused (in order)."""
     spec: _Spec = (pretokenizer.stages, pretokenizer.engine)
     if not isinstance(texts, TextFiles):
         batches = client.scatter(list(_batches(texts, range_bytes)))
         partial = _reduce(client, client.map(_count_texts, batches, spec=spec, pure=False), merge)
-        return _refine(partial.table, pretokenizer)
+        return _refine(partial.table, pretokenizer), ()
     ranges = texts.ranges(target_bytes=range_bytes)
     whole: set[int] = set()
     if _LOOKS_BACK.search(pretokenizer.patterns[0]) is not None:
-        whole = set(range(len(texts)))
+        ranges = [r for r in ranges if r.first]
+        ranges = [ByteRange(path=r.path, index=r.index, start=0, stop=None) for r in ranges]
     while True:
         if whole:
             ranges = [r for r in ranges if r.index not in whole or r.first]
@@ -236,7 +250,7 @@ def _count(
             ]
         partial = _reduce(client, client.map(_count_range, ranges, spec=spec, pure=False), merge)
         if not partial.refused:
-            return _refine(partial.table, pretokenizer)
+            return _refine(partial.table, pretokenizer), tuple(sorted(whole))
         assert not whole.issuperset(partial.refused), "a whole file has no seam to refuse"
         whole |= set(partial.refused)
 
@@ -257,7 +271,7 @@ def count_with_client(
         UsageError(FILE_NOT_FOUND), MeasureError(UNREADABLE_INPUT, INPUT_NOT_UTF8, ...):
             a worker could not read its range.
     """
-    return _count(client, texts, pretokenizer, range_bytes=range_bytes, merge=combine)
+    return _count(client, texts, pretokenizer, range_bytes=range_bytes, merge=combine)[0]
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ Example::
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -66,7 +67,8 @@ class TrainConfig:
 
     Raises:
         UsageError(INVALID_ARGUMENT): negative merges, workers < 1, a negative id, an
-            unknown engine, a scheduler without ``engine="dask"``.
+            unknown engine, ``engine="dask"`` without Dask installed, a scheduler without
+            ``engine="dask"``.
         UsageError(INVALID_PATTERN): the pattern does not compile.
     """
 
@@ -98,6 +100,10 @@ class TrainConfig:
                 "scheduler",
                 self.scheduler,
                 "a scheduler address is used only with engine='dask'; pass both, or neither",
+            )
+        if self.engine == "dask" and importlib.util.find_spec("distributed") is None:
+            raise _bad(
+                "engine", self.engine, "install the dask extra: pip install 'tokembed[dask]'"
             )
         object.__setattr__(self, "specials", dict(self.specials))
         self.pretokenizer  # noqa: B018  (compiles the pattern: fail here, not later)
