@@ -233,8 +233,12 @@ def _count(
     """The table, and the files read whole after a seam was refused (in order)."""
     spec: _Spec = (pretokenizer.stages, pretokenizer.engine)
     if not isinstance(texts, TextFiles):
-        batches = client.scatter(list(_batches(texts, range_bytes)))
-        partial = _reduce(client, client.map(_count_texts, batches, spec=spec, pure=False), merge)
+        # One batch at a time leaves this process: the corpus need not fit in its memory.
+        futures = [
+            client.submit(_count_texts, client.scatter([batch])[0], spec, pure=False)
+            for batch in _batches(texts, range_bytes)
+        ]
+        partial = _reduce(client, futures, merge)
         return _refine(partial.table, pretokenizer), ()
     ranges = texts.ranges(target_bytes=range_bytes)
     whole: set[int] = set()
