@@ -10,6 +10,8 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tokembed.errors import MeasureError, UsageError
 from tokembed.measure.sources import (
@@ -220,3 +222,35 @@ def test_range_errors(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as u:
         split_ranges([path], target_bytes=0)
     assert u.value.code == "INVALID_ARGUMENT"
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    data=st.lists(
+        st.sampled_from(
+            [b"\n", b"a", b" ", b"\xc3\xa9", b"\xe6\x97\xa5", b"\xf0\x9f\x99\x82", b"\xc3", b"\xff"]
+        ),
+        max_size=300,
+    ).map(b"".join),
+    target=st.integers(1, 40),
+)
+def test_ranges_read_what_the_whole_file_reader_reads(
+    tmp_path: Path, data: bytes, target: int
+) -> None:
+    # Any bytes: the ranges' texts join to the file's text, or both readers refuse the
+    # same first bad byte with the same offset.
+    path = tmp_path / "f.txt"
+    path.write_bytes(data)
+    try:
+        whole: str | tuple[str, object] = read_source(path).text
+    except MeasureError as exc:
+        whole = (exc.code, exc.value)
+    try:
+        got: str | tuple[str, object] = "".join(
+            read_range(r, overlap_bytes=7)[0] for r in split_ranges([path], target_bytes=target)
+        )
+    except MeasureError as exc:
+        got = (exc.code, exc.value)
+    assert got == whole
