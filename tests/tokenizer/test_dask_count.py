@@ -175,6 +175,34 @@ def test_seams_join_exactly_in_any_order_of_combining(
         assert _lists(parts[0].table) == want
 
 
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    lines=st.lists(
+        st.text(_ALPHABET, max_size=30).map(lambda t: t + "\n"), min_size=2, max_size=60
+    ),
+    target=st.integers(20, 120),
+    pattern=st.sampled_from(["teaching", "cl100k", "o200k"]),
+)
+def test_seams_with_short_overlaps_are_exact_or_refused(
+    tmp_path: Path, lines: list[str], target: int, pattern: str
+) -> None:
+    # An overlap of 24 bytes and a head of 6 characters (instead of 32 KiB and 4,096):
+    # the scans past a cut end long before the text does, as on a real corpus.
+    text = "".join(lines)
+    path = tmp_path / "h.txt"
+    path.write_bytes(text.encode())
+    pre = Pretokenizer.preset(pattern)
+    ranges = split_ranges([path], target_bytes=target)
+    spec = (pre.stages, pre.engine)
+    parts = [_count_range(r, spec, overlap_bytes=24, head_chars=6) for r in ranges]
+    folded = functools.reduce(combine, parts)
+    event("refused" if folded.refused else "joined")
+    if not folded.refused:
+        assert _lists(folded.table) == count_chunks([text], pre, workers=1, progress=False)
+
+
 def test_texts_in_memory_are_counted_in_batches(client: distributed.Client) -> None:
     texts = [pud_text(lang)[:30_000] for lang in ("ru", "ko", "th")]
     pre = Pretokenizer.preset("teaching")

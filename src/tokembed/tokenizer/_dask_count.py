@@ -109,17 +109,23 @@ def _count_texts(texts: list[str], spec: _Spec) -> _Partial:
     return _Partial(head=None, table=_table(texts, _first_stage(spec)), tail=None, tail_file=-1)
 
 
-def _count_range(r: ByteRange, spec: _Spec) -> _Partial:
+def _count_range(
+    r: ByteRange,
+    spec: _Spec,
+    *,
+    overlap_bytes: int = _OVERLAP_BYTES,
+    head_chars: int = _HEAD_CHARS,
+) -> _Partial:
     """Count one range on a worker: its head and tail wait for the neighbours' scans."""
     stage = _first_stage(spec)
-    text, extra = read_range(r, overlap_bytes=_OVERLAP_BYTES)
+    text, extra = read_range(r, overlap_bytes=overlap_bytes)
     if r.first and r.last:
         return _Partial(head=None, table=_table([text], stage), tail=None, tail_file=r.index)
     chunks = stage.split(text + extra)  # they tile the window: positions are running sums
     n = len(text)
     head: list[_Piece] = []
     if not r.first:
-        head_end, pos = min(_HEAD_CHARS, n), 0  # never into the overlap: the next range's
+        head_end, pos = min(head_chars, n), 0  # never into the overlap: the next range's
         while len(head) < len(chunks) and pos < head_end:
             chunk = chunks[len(head)]
             head.append((pos, pos + len(chunk), chunk))
