@@ -5,7 +5,8 @@ temporary file) with the ``teaching`` pattern; the tables are checked equal. The
 single-process side is ``count_chunks`` at its best configuration for one core
 (``workers=1``: no pool to start) on the file's text read by ``read_source``; the
 cluster side is ``count_with_client`` on a ``LocalCluster`` of ``--workers``
-processes, one thread each, whose workers read their byte ranges themselves.
+processes, one thread each, whose workers read their byte ranges themselves (the
+workers' sampling profiler off, as in the cluster ``train`` starts).
 Reading the file is timed on both sides. Cluster start-up is timed apart (a real
 cluster is started once for many jobs), and both sides are warmed first (the
 regex dialect tables are built once per process).
@@ -90,7 +91,11 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--range-mb", type=float, default=RANGE_BYTES / 2**20)
     args = ap.parse_args()
+    import dask
     from distributed import Client, LocalCluster
+
+    # As count_on_dask starts its own cluster: without the workers' sampling profiler.
+    dask.config.set({"distributed.worker.profile.enabled": False})
 
     print(machine_line())
     print(load_line("start"))
