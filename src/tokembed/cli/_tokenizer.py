@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from tokembed.cli._common import (
@@ -24,7 +24,7 @@ from tokembed.cli._common import (
 from tokembed.errors import TokembedError
 
 if TYPE_CHECKING:
-    from tokembed.measure.sources import TextBlock
+    from tokembed.measure.sources import TextBlock, TextFiles
 
 __all__ = ["register"]
 
@@ -33,6 +33,10 @@ _ENCODE_FIXES = {
     "SPECIAL_TOKEN_DISALLOWED": "pass --allow-special to encode {name!r} as its id, or "
     "--specials-as-text to encode it as ordinary text",
     "LONE_SURROGATE": "repair the input text (it has no UTF-8 form)",
+}
+_TRAIN_FIXES = {
+    "SCHEDULER_UNREACHABLE": "start one (`dask scheduler`) and pass its address with "
+    "--scheduler tcp://HOST:8786, or drop --scheduler to start a local cluster",
 }
 _DECODE_FIXES = {
     "INVALID_UTF8": "pass --errors replace to show U+FFFD, or --errors ignore to drop the "
@@ -67,7 +71,25 @@ def _add_train(sub: argparse._SubParsersAction[Any]) -> None:
         help="special token (id defaults to the next free id); repeatable",
     )
     p.add_argument("--raw", action="store_true", help="train on .conllu files as raw text")
-    p.add_argument("--workers", type=int, default=1, help="processes counting chunks")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes counting chunks (with --engine dask and no --scheduler: local workers)",
+    )
+    p.add_argument(
+        "--engine",
+        choices=("local", "dask"),
+        default="local",
+        help="count chunks on this machine (default) or on a Dask cluster, whose workers read "
+        "the files in byte ranges; the merges are the same",
+    )
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="Dask scheduler address (tcp://host:8786) for --engine dask; without it a "
+        "local cluster of --workers processes is started",
+    )
     p.add_argument("-o", "--output", required=True, help="tokenizer JSON to write")
     add_json(p)
     add_quiet(p)
@@ -121,27 +143,60 @@ def _allow_empty(blocks: Iterator[TextBlock]) -> Iterator[TextBlock]:
             raise
 
 
+def _cluster_files(corpus: list[str], *, raw: bool) -> tuple[list[str], TextFiles, int] | None:
+    """Plain files left for the cluster's workers to read, and their size on disk.
+
+    None when some input must be read here (stdin, the sentences of .conllu files).
+    """
+    import os
+
+    from tokembed.measure.sources import TextFiles, expand_paths
+
+    names = expand_paths(corpus)
+    if "-" in names or (not raw and any(n.endswith((".conllu", ".conllu.gz")) for n in names)):
+        return None
+    return names, TextFiles(tuple(names)), sum(os.path.getsize(n) for n in names)
+
+
 def _run_train(args: argparse.Namespace) -> int:
     import time
 
     from tokembed.tokenizer.formats import save_tokenizer
     from tokembed.tokenizer.train import TrainConfig, train
 
+    if args.scheduler is not None and args.engine != "dask":
+        raise usage(
+            "--scheduler needs --engine dask",
+            value=args.scheduler,
+            fix="add --engine dask, or drop --scheduler",
+        )
     config = TrainConfig(
         merges=args.merges,
         pattern=args.regex or args.pattern,
         specials=dict(args.special),
         workers=args.workers,
         progress=progress_wanted(args),
+        engine=args.engine,
+        scheduler=args.scheduler,
     )
     from tokembed.tokenizer.pretokenize import PATTERNS
 
-    names, texts = _training_texts(args.corpus, raw=args.raw, preset=config.pattern in PATTERNS)
     tally = _Tally()
+    files = _cluster_files(args.corpus, raw=args.raw) if args.engine == "dask" else None
+    texts: Iterable[str] | TextFiles
+    if files is not None:
+        names, texts, disk_bytes = files
+    else:
+        preset = config.pattern in PATTERNS
+        names, streamed = _training_texts(args.corpus, raw=args.raw, preset=preset)
+        texts = tally.count(streamed)
     start = time.perf_counter()
-    tok = train(tally.count(texts), config=config)
+    try:
+        tok = train(texts, config=config)
+    except TokembedError as exc:
+        raise speak_cli(exc, _TRAIN_FIXES) from None
     seconds = time.perf_counter() - start
-    n_bytes = tally.bytes
+    n_bytes = disk_bytes if files is not None else tally.bytes
     path = save_tokenizer(tok, args.output, inputs=input_files(args.corpus))
     if tok.n_merges < args.merges:
         print(
