@@ -76,7 +76,9 @@ def pud_files(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
 
 
 def _local(texts: TextFiles | list[str], pattern: str) -> tuple[list[bytes], list[int]]:
-    return count_chunks(list(texts), Pretokenizer.preset(pattern), workers=1, progress=False)
+    return _lists(
+        count_chunks(list(texts), Pretokenizer.preset(pattern), workers=1, progress=False)
+    )
 
 
 def _lists(table: ChunkTable) -> tuple[list[bytes], list[int]]:
@@ -115,10 +117,10 @@ def test_look_behind_pattern_and_two_stages_equal_single_process(
     files = TextFiles((pud_files[PUD_LANGS.index("de")],))
     behind = Pretokenizer.preset(r"\b\w+\b|\W+")  # \b looks behind: files are read whole
     got = count_with_client(client, files, behind, range_bytes=10_000)
-    assert _lists(got) == count_chunks(list(files), behind, workers=1, progress=False)
+    assert _lists(got) == _lists(count_chunks(list(files), behind, workers=1, progress=False))
     staged = Pretokenizer(stages=(r"\S+\s*|\s+", r"\p{L}+|\P{L}+"))
     got = count_with_client(client, files, staged, range_bytes=10_000)
-    assert _lists(got) == count_chunks(list(files), staged, workers=1, progress=False)
+    assert _lists(got) == _lists(count_chunks(list(files), staged, workers=1, progress=False))
 
 
 def test_a_refused_seam_reads_that_file_whole(client: distributed.Client, tmp_path: Path) -> None:
@@ -161,7 +163,7 @@ def test_seams_join_exactly_in_any_order_of_combining(
     parts = [
         _count_range(r, (pre.stages, pre.engine)) for r in split_ranges([path], target_bytes=target)
     ]
-    want = count_chunks([text], pre, workers=1, progress=False)
+    want = _lists(count_chunks([text], pre, workers=1, progress=False))
     folded = functools.reduce(combine, parts)
     while len(parts) > 1:
         pairs = [combine(a, b) for a, b in zip(parts[::2], parts[1::2], strict=False)]
@@ -200,14 +202,14 @@ def test_seams_with_short_overlaps_are_exact_or_refused(
     folded = functools.reduce(combine, parts)
     event("refused" if folded.refused else "joined")
     if not folded.refused:
-        assert _lists(folded.table) == count_chunks([text], pre, workers=1, progress=False)
+        assert _lists(folded.table) == _lists(count_chunks([text], pre, workers=1, progress=False))
 
 
 def test_texts_in_memory_are_counted_in_batches(client: distributed.Client) -> None:
     texts = [pud_text(lang)[:30_000] for lang in ("ru", "ko", "th")]
     pre = Pretokenizer.preset("teaching")
     got, _ = _count(client, texts, pre, range_bytes=25_000, merge=combine)
-    assert _lists(got) == count_chunks(texts, pre, workers=1, progress=False)
+    assert _lists(got) == _lists(count_chunks(texts, pre, workers=1, progress=False))
 
 
 def test_train_merges_equal_local_on_a_pud_file(address: str, pud_files: list[str]) -> None:
@@ -243,13 +245,12 @@ def test_reduction_order_decides_ties(client: distributed.Client, tmp_path: Path
         path.write_text(words)
         paths.append(str(path))
     files, pre = TextFiles(tuple(paths)), Pretokenizer.preset("teaching")
-    chunks, counts = _local(files, "teaching")
-    want = learn_merges(chunks, counts, merges=6)
+    want = learn_merges(count_chunks(list(files), pre, workers=1, progress=False), merges=6)
     good, _ = _count(client, files, pre, range_bytes=1 << 20, merge=combine)
     bad, _ = _count(client, files, pre, range_bytes=1 << 20, merge=_swapped)
-    assert learn_merges(*_lists(good), merges=6) == want
+    assert learn_merges(good, merges=6) == want
     assert bad.to_dict() == good.to_dict()  # same counts ...
-    assert learn_merges(*_lists(bad), merges=6) != want  # ... other merges
+    assert learn_merges(bad, merges=6) != want  # ... other merges
 
 
 def test_worker_errors_arrive_with_their_code(client: distributed.Client, tmp_path: Path) -> None:
