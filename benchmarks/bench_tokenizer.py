@@ -179,14 +179,11 @@ def _count_table(a: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
     from tokembed.tokenizer._count import count_chunks
-    from tokembed.tokenizer.chunks import ChunkTable
     from tokembed.tokenizer.pretokenize import Pretokenizer
 
-    counted = count_chunks(
+    table = count_chunks(
         [_read(a["file"])], Pretokenizer.preset("teaching"), workers=a["workers"], progress=False
     )
-    # The compiled counter returns a ChunkTable, the older pure-Python one two lists.
-    table = counted if isinstance(counted, ChunkTable) else ChunkTable.from_lists(*counted)
     data = np.frombuffer(table.data, dtype=np.uint8)
     np.savez(a["path"], data=data, offsets=table.offsets, counts=table.counts)
     return {"chunks": len(table), "bytes": len(table.data)}
