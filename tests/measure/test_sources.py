@@ -14,18 +14,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokembed.errors import MeasureError, UsageError
+from tokembed.measure.ranges import ByteRange, TextFiles, read_range, split_ranges
 from tokembed.measure.sources import (
-    ByteRange,
     FileRecord,
     SourceText,
-    TextFiles,
     default_corpus,
     expand_paths,
     iter_text_blocks,
-    read_range,
     read_source,
     read_texts,
-    split_ranges,
 )
 
 

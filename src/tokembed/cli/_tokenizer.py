@@ -24,7 +24,8 @@ from tokembed.cli._common import (
 from tokembed.errors import TokembedError
 
 if TYPE_CHECKING:
-    from tokembed.measure.sources import TextBlock, TextFiles
+    from tokembed.measure.ranges import TextFiles
+    from tokembed.measure.sources import TextBlock
 
 __all__ = ["register"]
 
@@ -150,7 +151,8 @@ def _cluster_files(corpus: list[str], *, raw: bool) -> tuple[list[str], TextFile
     """
     import os
 
-    from tokembed.measure.sources import TextFiles, expand_paths
+    from tokembed.measure.ranges import TextFiles
+    from tokembed.measure.sources import expand_paths
 
     names = expand_paths(corpus)
     if "-" in names or (not raw and any(n.endswith((".conllu", ".conllu.gz")) for n in names)):

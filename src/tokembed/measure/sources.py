@@ -36,7 +36,7 @@ import sys
 import sysconfig
 import zlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -47,18 +47,14 @@ __all__ = [
     "MAX_DECOMPRESSED_BYTES",
     "STDIN",
     "TEXT_BLOCK_CHARS",
-    "ByteRange",
     "FileRecord",
     "SourceText",
     "TextBlock",
-    "TextFiles",
     "default_corpus",
     "expand_paths",
     "iter_text_blocks",
-    "read_range",
     "read_source",
     "read_texts",
-    "split_ranges",
 ]
 
 # The whole CPython 3.11 stdlib is ~31.5 MB of .py; 40 MB takes all of it, and
@@ -417,183 +413,3 @@ def default_corpus(*, max_bytes: int = DEFAULT_CORPUS_BYTES) -> list[SourceText]
     if not sources:
         raise _empty([str(root)], f" under {root} (no readable .py files)")
     return sources
-
-
-# --- byte ranges: one file's text read in parts (counting on a cluster) ----------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class ByteRange:
-    """Bytes ``[start, stop)`` of one file's text; ``stop`` None: to the end (a whole file).
-
-    A range starts at the file's start or just after a line feed, so it begins and ends on a
-    character boundary. A gzip file cannot be entered in the middle: it is one whole range,
-    decompressed when read. ``index`` numbers the file in its corpus (ranges of one file
-    share it).
-    """
-
-    path: str
-    index: int
-    start: int
-    stop: int | None
-
-    @property
-    def first(self) -> bool:
-        """The range begins its file's text."""
-        return self.start == 0
-
-    @property
-    def last(self) -> bool:
-        """The range ends its file's text."""
-        return self.stop is None
-
-
-_NEWLINE_PROBE = 1 << 16  # bytes read at a time while looking for the line feed after a cut
-
-
-def _cuts(f: BinaryIO, size: int, target: int) -> list[int]:
-    """Offsets just after the first line feed at or past each multiple of ``target``."""
-    cuts: list[int] = []
-    pos = target
-    while pos < size:
-        f.seek(pos - 1)  # a line feed right before ``pos`` makes ``pos`` itself a cut
-        while True:
-            block = f.read(_NEWLINE_PROBE)
-            if not block:
-                return cuts
-            nl = block.find(b"\n")
-            if nl >= 0:
-                break
-            pos += len(block)
-        cut = f.tell() - len(block) + nl + 1
-        if cut >= size:
-            return cuts
-        cuts.append(cut)
-        pos = cut + target
-    return cuts
-
-
-def split_ranges(paths: Iterable[str | Path], *, target_bytes: int) -> list[ByteRange]:
-    """The files cut into ranges of about ``target_bytes``, each cut just after a line feed.
-
-    Files keep their order and ranges their order within a file; a file with no line feed
-    past a cut point, a gzip file, and a file shorter than ``target_bytes`` are one range.
-    Standard input (``"-"``) cannot be split into ranges and is refused.
-
-    Example::
-
-        >>> [(r.start, r.stop) for r in split_ranges(["big.txt"], target_bytes=64 << 20)]  # doctest: +SKIP
-        [(0, 67108901), (67108901, None)]
-
-    Raises:
-        UsageError(INVALID_ARGUMENT): ``target_bytes`` < 1, or ``"-"`` among the paths.
-        UsageError(FILE_NOT_FOUND): a path is not a file.
-        MeasureError(UNREADABLE_INPUT): a file cannot be read.
-    """
-    if isinstance(target_bytes, bool) or not isinstance(target_bytes, int) or target_bytes < 1:
-        raise UsageError(
-            "INVALID_ARGUMENT",
-            f"target_bytes = {target_bytes!r} is invalid",
-            value=target_bytes,
-            fix="pass a positive number of bytes per range",
-        )
-    ranges: list[ByteRange] = []
-    for index, item in enumerate(paths):
-        name = str(item)
-        if name == STDIN:
-            raise UsageError(
-                "INVALID_ARGUMENT",
-                "standard input cannot be read in byte ranges",
-                value=name,
-                fix="save the text to a file and pass its path",
-            )
-        if not Path(name).is_file():
-            raise _not_found(name, "no such file")
-        try:
-            with open(name, "rb") as f:
-                gz = f.read(2) == _GZIP_MAGIC
-                cuts = [] if gz else _cuts(f, Path(name).stat().st_size, target_bytes)
-        except OSError as exc:
-            raise _unreadable(name, exc) from None
-        bounds = [0, *cuts]
-        stops: list[int | None] = [*cuts, None]
-        ranges += [
-            ByteRange(path=name, index=index, start=a, stop=b)
-            for a, b in zip(bounds, stops, strict=True)
-        ]
-    return ranges
-
-
-def _decode_at(name: str, data: bytes, offset: int, *, partial: bool = False) -> str:
-    try:
-        if partial:
-            return codecs.getincrementaldecoder("utf-8")().decode(data, final=False)
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        at = offset + exc.start
-        raise MeasureError(
-            "INPUT_NOT_UTF8",
-            f"{name} is not UTF-8: byte 0x{data[exc.start]:02x} at offset {at}",
-            value=(name, at),
-            fix="convert the file to UTF-8 (e.g. iconv -t UTF-8) or leave it out",
-        ) from None
-
-
-def read_range(r: ByteRange, *, overlap_bytes: int = 0) -> tuple[str, str]:
-    """The range's text, and the text of up to ``overlap_bytes`` bytes after it.
-
-    The overlap ends on a character boundary (a character cut by the limit is left out)
-    and is empty for a range that ends its file. A whole range (``start == 0`` and
-    ``stop`` None) is read by :func:`read_source`, gzip included, with its checks.
-
-    Raises:
-        UsageError(FILE_NOT_FOUND): the file is gone.
-        MeasureError(UNREADABLE_INPUT, INPUT_TOO_LARGE): see :func:`read_source`.
-        MeasureError(INPUT_NOT_UTF8): a bad byte; the offset is counted from the file's start.
-    """
-    if r.first and r.last:
-        return read_source(r.path).text, ""
-    if not Path(r.path).is_file():
-        raise _not_found(r.path, "no such file")
-    try:
-        with open(r.path, "rb") as f:
-            f.seek(r.start)
-            data = f.read() if r.stop is None else f.read(r.stop - r.start)
-            extra = b"" if r.stop is None else f.read(overlap_bytes)
-    except OSError as exc:
-        raise _unreadable(r.path, exc) from None
-    text = _decode_at(r.path, data, r.start)
-    # final=False: a character the limit cut in two is held back, not an error
-    tail = _decode_at(r.path, extra, r.start + len(data), partial=True)
-    return text, tail
-
-
-@dataclass(frozen=True)
-class TextFiles:
-    """Files whose texts are read lazily, one text per file, in order.
-
-    Iterating yields each file's text through :func:`read_source` (what ``train`` reads
-    when the files are counted in this process); a cluster instead reads
-    :meth:`ranges` of them on its workers.
-
-    Example::
-
-        >>> files = TextFiles(expand_paths(["corpus/"]))  # doctest: +SKIP
-        >>> sum(len(t) for t in files)  # doctest: +SKIP
-    """
-
-    paths: tuple[str, ...] = field(default=())
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "paths", tuple(str(p) for p in self.paths))
-
-    def __iter__(self) -> Iterator[str]:
-        for path in self.paths:
-            yield read_source(path).text
-
-    def __len__(self) -> int:
-        return len(self.paths)
-
-    def ranges(self, *, target_bytes: int) -> list[ByteRange]:
-        """See :func:`split_ranges`."""
-        return split_ranges(self.paths, target_bytes=target_bytes)

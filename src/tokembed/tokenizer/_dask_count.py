@@ -1,7 +1,7 @@
 """Counting chunks on a Dask cluster, equal to the single-process count chunk for chunk.
 
 Work is cut into tasks that workers count on their own: files are split into byte
-ranges at line feeds (``measure.sources.split_ranges``) and each worker reads its
+ranges at line feeds (``measure.ranges.split_ranges``) and each worker reads its
 range itself; texts held in memory travel in batches of whole texts. Each task
 returns a :class:`_Partial`: a :class:`ChunkTable` of what it counted, in
 first-encounter order. Partials are merged by a binary tree of ``combine``
@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import regex
 
 from tokembed.errors import TokenizerError
-from tokembed.measure.sources import ByteRange, TextFiles, read_range
+from tokembed.measure.ranges import ByteRange, TextFiles, read_range
 from tokembed.tokenizer._count import count_chunks
 from tokembed.tokenizer._dialect import Engine
 from tokembed.tokenizer._utf8 import utf8
@@ -273,7 +273,7 @@ def count_with_client(
 ) -> ChunkTable:
     """The chunk table of ``texts`` counted on ``client``'s workers (see the module docstring).
 
-    ``texts`` given as :class:`~tokembed.measure.sources.TextFiles` are read by the
+    ``texts`` given as :class:`~tokembed.measure.ranges.TextFiles` are read by the
     workers in ranges of about ``range_bytes``; other texts are sent in batches.
 
     Raises:

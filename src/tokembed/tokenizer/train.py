@@ -60,7 +60,7 @@ class TrainConfig:
             script using workers > 1 needs the ``if __name__ == "__main__":`` guard.
         engine: where chunks are counted: ``"local"`` (this machine) or ``"dask"`` (a Dask
             cluster; needs the ``dask`` extra). Pass the texts as
-            ``measure.sources.TextFiles`` to have the workers read the files in byte ranges.
+            ``measure.ranges.TextFiles`` to have the workers read the files in byte ranges.
             The chunk table, and so every merge, is the same either way.
         scheduler: address of a running Dask scheduler (``tcp://host:8786``), or None for
             a local cluster; only with ``engine="dask"``.
