@@ -1,7 +1,9 @@
 """Batch encoding, in this process, in threads, or in a pool of worker processes.
 
-On tiktoken's core (which releases the GIL) the batch runs in threads. Otherwise
-the pure-Python encoder needs processes: workers receive the tokenizer once
+On the compiled encoder and on tiktoken's core (both release the GIL while they
+merge, and the compiled one while it splits preset patterns too) the batch runs
+in threads, each with its own compiled encoder and chunk cache. Otherwise the
+pure-Python encoder needs processes: workers receive the tokenizer once
 (pickled without its caches) and each builds its own fast encoder. Results come
 back in input order either way.
 """
@@ -80,8 +82,8 @@ def encode_batch(
         return out
     # Fail fast in the parent for policy errors that do not depend on the text.
     tok.encode("", **opts)
-    if tok.backend == "tiktoken":
-        # tiktoken's core releases the GIL while it splits and merges, so threads
+    if tok.backend in ("native", "tiktoken"):
+        # Both engines release the GIL while they split and merge, so threads
         # scale like tiktoken's own batch API without processes' start-up (1–2 s
         # each, which made process batches 0.6x tiktoken's threads on RusLit40).
         from concurrent.futures import ThreadPoolExecutor

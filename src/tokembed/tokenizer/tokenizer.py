@@ -22,7 +22,7 @@ meaning; ``docs/api.md`` lists them side by side and where we differ on purpose.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -60,9 +60,49 @@ class Tokenizer:
         metadata: Mapping[str, str] | None = None,
     ) -> None:
         self.pretokenizer = pretokenizer
-        self.tables = tables
+        self._tables: BPETables | None = tables
+        self._build_tables: Callable[[], BPETables] | None = None
+        self._specials: dict[str, int] = dict(tables.specials)
+        self._native: Any | None = None
         self.name = name
         self.metadata: dict[str, str] = dict(metadata or {})
+
+    @classmethod
+    def _deferred(
+        cls,
+        *,
+        pretokenizer: Pretokenizer,
+        build_tables: Callable[[], BPETables],
+        specials: Mapping[str, int],
+        native: Any,
+        name: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Tokenizer:
+        """A tokenizer that encodes with compiled ``native`` tables (a rank file's) at once
+        and builds its explicit :class:`BPETables` only when something asks for them.
+
+        ``build_tables`` must be picklable (worker processes rebuild it) and give tables
+        with exactly ``specials``.
+        """
+        tok = cls.__new__(cls)
+        tok.pretokenizer = pretokenizer
+        tok._tables, tok._build_tables = None, build_tables
+        tok._specials, tok._native = dict(specials), native
+        tok.name, tok.metadata = name, dict(metadata or {})
+        return tok
+
+    @property
+    def tables(self) -> BPETables:
+        """The validated tables (a rank file's merge list is derived on first access)."""
+        if self._tables is None:
+            assert self._build_tables is not None
+            self._tables = self._build_tables()
+        return self._tables
+
+    @tables.setter
+    def tables(self, tables: BPETables) -> None:
+        self._tables, self._specials, self._native = tables, dict(tables.specials), None
+        self.__dict__.pop("_fast", None)
 
     def __repr__(self) -> str:
         return (
@@ -78,6 +118,9 @@ class Tokenizer:
         state.pop("_decoder", None)
         state.pop("_piece_ids", None)
         state.pop("_sorted_pieces", None)
+        # Compiled tables do not pickle: a deferred tokenizer sends its tables instead.
+        if state.get("_native") is not None:
+            state["_tables"], state["_native"] = self.tables, None
         if fast is not None:
             state["_verified"] = fast.backend == "tiktoken"
         return state
@@ -222,11 +265,16 @@ class Tokenizer:
     @cached_property
     def _fast(self) -> FastEncoder:
         verified = self.__dict__.get("_verified", False)
+        if self._tables is None and self._native is not None:
+            return FastEncoder(
+                lambda: self.tables, self.pretokenizer, verified=verified, native=self._native
+            )
         return FastEncoder(self.tables, self.pretokenizer, verified=verified)
 
     @property
     def backend(self) -> str:
-        """Engine of the fast path: ``"tiktoken"`` when exact for this vocabulary, else ``"cached"``."""
+        """Engine of the fast path: ``"native"`` (compiled), ``"tiktoken"`` (when exact for
+        this vocabulary and the compiled encoder is not built), else ``"cached"`` (Python)."""
         return self._fast.backend
 
     def encode_ordinary(self, text: str) -> list[int]:
@@ -260,7 +308,7 @@ class Tokenizer:
         special spelling raises SPECIAL_TOKEN_DISALLOWED; ``disallowed_special=frozenset()``
         encodes them as ordinary text.
         """
-        specials = self.tables.specials
+        specials = self._specials
         allowed = find_disallowed(
             text, specials, allowed_special=allowed_special, disallowed_special=disallowed_special
         )
@@ -321,6 +369,21 @@ class Tokenizer:
         """:meth:`encode` as a ``uint32`` NumPy array, as tiktoken returns it."""
         import numpy as np
 
+        allowed = find_disallowed(
+            text,
+            self._specials,
+            allowed_special=allowed_special,
+            disallowed_special=disallowed_special,
+        )
+        if not allowed:
+            try:
+                data = self._fast.encode_ordinary_bytes(text)
+            except TokenizerError as exc:  # surrogate pairs are joined by encode() below
+                if exc.code != "LONE_SURROGATE":
+                    raise
+                data = None
+            if data is not None:  # the compiled encoder's u32 buffer, no list in between
+                return np.frombuffer(bytearray(data), dtype=np.uint32)
         ids = self.encode(
             text, allowed_special=allowed_special, disallowed_special=disallowed_special
         )
