@@ -5,8 +5,6 @@ still installs tokembed, and ``tokembed.tokenizer._native.load`` then reports th
 module as missing so callers take the pure-Python reference path.
 """
 
-from pathlib import Path
-
 from setuptools import Extension, setup
 
 _NATIVE = "src/tokembed/tokenizer/_native"
@@ -24,13 +22,11 @@ def _ext(name: str, *sources: str) -> Extension:
     )
 
 
-# The encoder compiles the pre-tokenizer's scanner in when it is present, so whole
-# texts are split and merged without the GIL.
-_SCAN = ["scan.c"] if Path(f"{_NATIVE}/scan.c").exists() else []
-
 # One line per compiled module; keep the list sorted.
 EXTENSIONS: list[Extension] = [
-    _ext("_encode", "encode.c", *_SCAN),
+    _ext("_count", "count_module.c", "scan.c"),
+    # The encoder splits preset patterns with the same scanner, without the GIL.
+    _ext("_encode", "encode.c", "scan.c"),
 ]
 
 setup(ext_modules=EXTENSIONS)
