@@ -22,7 +22,7 @@ from conftest import PUD_LANGS, data_path, pud_text
 from tokembed.errors import TokenizerError
 from tokembed.tokenizer import BPETables, Pretokenizer, Tokenizer
 from tokembed.tokenizer._native import load
-from tokembed.tokenizer.encode import encode_ordinary_reference, native_tables
+from tokembed.tokenizer.encode import FastEncoder, encode_ordinary_reference, native_tables
 
 RANK_FILES = ("o200k_base", "cl100k_base", "r50k_base")
 
@@ -88,6 +88,7 @@ def test_rank_mode_equals_tiktoken_and_merge_mode_on_pud(name: str) -> None:
         expected = peer.encode_ordinary(text)
         assert _chunked(by_rank, tok.pretokenizer, text) == expected, lang
         assert _chunked(by_merge, tok.pretokenizer, text) == expected, lang
+        assert tok.encode_ordinary(text) == expected, lang  # split by the compiled scanner
 
 
 @pytest.mark.parametrize("name", ["gpt2-hf", "smollm2-135m"])
@@ -269,6 +270,15 @@ def test_batch_in_threads_equals_sequential() -> None:
     one = tok.encode_batch(texts, progress=False)
     two = tok.encode_batch(texts, workers=2, progress=False)
     assert one == two == [tok.encode_ordinary_reference(t) for t in texts]
+    # Ordinary batches go through one compiled call per slice; a surrogate pair sends its
+    # slice back to the per-text path (which joins the pair), a lone one still raises.
+    odd = [*texts[:50], "abc \ud83d\udc4d", *texts[50:100]]
+    expected = [tok.encode_ordinary(t) for t in odd]
+    assert tok.encode_ordinary_batch(odd, num_threads=2, progress=False) == expected
+    assert tok.encode_ordinary_batch(odd, progress=False) == expected
+    with pytest.raises(TokenizerError) as e:
+        tok.encode_ordinary_batch([*texts[:10], "x \udc80"], num_threads=2, progress=False)
+    assert e.value.code == "LONE_SURROGATE"
 
 
 def test_encode_to_numpy_equals_list() -> None:
@@ -336,3 +346,18 @@ def test_deferred_tokenizer_pickles_with_its_tables() -> None:
     text = pud_text("en")[:2000]
     assert back.encode_ordinary(text) == lazy.encode_ordinary(text) == tok.encode_ordinary(text)
     assert back.address_hash == tok.address_hash
+
+
+@pytest.mark.parametrize("preset", ["teaching", "r50k", "cl100k", "o200k", "gpt2-hf"])
+@pytest.mark.parametrize("engine", ["tiktoken", "huggingface"])
+def test_compiled_split_equals_python_split(preset: str, engine: str) -> None:
+    """Whole texts split by scan.c give the ids of the Python pre-tokenizer's chunks."""
+    module = _module()
+    tok = pud_tokenizer()
+    pre = Pretokenizer.preset(preset, engine=engine)  # type: ignore[arg-type]
+    fast = FastEncoder(tok.tables, pre)
+    assert fast.native_split == bool(module.HAVE_SCAN)
+    enc = fast.native_encoder()
+    for lang in PUD_LANGS:
+        text = pud_text(lang) + " \n\n  x  \t\r\n 12345 'S 's ?!.. \u00a0\u2028"
+        assert fast.encode_ordinary(text) == _chunked(enc, pre, text), lang

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import pairwise, repeat
 from typing import Any
 
@@ -247,6 +247,18 @@ class FastEncoder:
         except (UnicodeEncodeError, self._module.MissingByte):
             _check_text(lambda: self.tables, text)
             raise  # _check_text raises for every such text; this line is a safety net
+
+    def encode_ordinary_many(self, texts: Sequence[str]) -> list[list[int]] | None:
+        """Ids of each text in one compiled call (split by the scanner), or None when that
+        path is not in use or a text needs the located error of :meth:`encode_ordinary`."""
+        if self._scan is None:
+            return None
+        assert self._module is not None
+        try:
+            many: list[list[int]] = self.native_encoder().encode_texts(texts, *self._scan)
+        except (UnicodeEncodeError, self._module.MissingByte):
+            return None
+        return many
 
     def encode_ordinary_bytes(self, text: str) -> bytes | None:
         """The ids as native-endian ``uint32`` bytes from the compiled encoder, or None

@@ -343,13 +343,22 @@ class Tokenizer:
         Raises:
             UsageError(INVALID_ARGUMENT): both names given with different values, or < 1.
         """
+        ordinary = not self._specials or all(
+            not isinstance(s, str) and not s for s in (allowed_special, disallowed_special)
+        )
         return _batch.encode_batch(
             self,
             texts,
             workers=_familiar.workers(workers, num_threads),
             options={"allowed_special": allowed_special, "disallowed_special": disallowed_special},
             progress=progress,
+            many=self._encode_ordinary_many if ordinary else None,
         )
+
+    def _encode_ordinary_many(self, texts: Sequence[str]) -> list[list[int]]:
+        """:meth:`encode_ordinary` of each text; one compiled call when the scanner splits."""
+        many = self._fast.encode_ordinary_many(texts)
+        return many if many is not None else [self.encode_ordinary(t) for t in texts]
 
     def encode_ordinary_batch(
         self, texts: Sequence[str], *, num_threads: int = 1, progress: bool = True

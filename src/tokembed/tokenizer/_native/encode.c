@@ -10,6 +10,7 @@
  *                                         threads use one encoder each.
  *   encode_chunks(text, chunks)            text split by the Python pre-tokenizer
  *   encode_text(str, preset, engine)      whole text, split by scan.c (when built)
+ *   encode_texts(list[str], preset, engine) one list of ids per text
  *
  * The GIL is released while merging (and scanning). A byte without an id raises
  * MissingByte(offset); the caller re-checks the text to raise its located error.
@@ -45,12 +46,19 @@ typedef struct {
     unsigned char *blob;
     size_t n_pieces;
     uint32_t max_rank;
+    uint32_t max_id;     /* largest id either mode can output */
+    PyObject **id_objs;  /* id -> its int object, built on first list output */
 } TablesObject;
 
 static void Tables_dealloc(TablesObject *self) {
+    if (self->id_objs) {
+        for (size_t i = 0; i <= self->max_id; i++) Py_XDECREF(self->id_objs[i]);
+        free(self->id_objs);
+    }
     free(self->pairs.slots);
     free(self->merge_lr);
     free(self->pieces.slots);
+    free(self->pieces.two);
     free(self->blob);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -96,6 +104,7 @@ static PyObject *Tables_from_merges(PyObject *cls, PyObject *args) {
         if (v == -1 && PyErr_Occurred()) goto fail;
         if (v < 0) continue;
         if (id_from(o, &t->byte_id[b]) < 0) goto fail;
+        if (t->byte_id[b] > t->max_id) t->max_id = t->byte_id[b];
     }
     Py_CLEAR(bseq);
     PyObject *mseq = PySequence_Fast(merges, "merges must be a sequence of (left, right, result)");
@@ -122,6 +131,7 @@ static PyObject *Tables_from_merges(PyObject *cls, PyObject *args) {
                 goto fail;
             }
         tk_pair_map_put(&t->pairs, lr[0], lr[1], (uint32_t)k, lr[2]);
+        if (lr[2] > t->max_id) t->max_id = lr[2];
     }
     Py_DECREF(mseq);
     return (PyObject *)t;
@@ -237,6 +247,7 @@ static size_t parse_rank_file(TablesObject *t, const unsigned char *d, size_t n)
             goto done;
         }
     t->n_pieces = count;
+    t->max_id = t->max_rank;
 done:
     free(offs);
     free(lens);
@@ -316,6 +327,7 @@ typedef struct {
     PyObject_HEAD
     TablesObject *tables;
     tk_cache cache;
+    tk_memo memo;
     tk_scratch scratch;
     pthread_mutex_t lock;
     uint32_t *out;
@@ -368,8 +380,8 @@ static int encode_chunk(EncoderObject *e, const unsigned char *data, size_t n, s
     size_t m;
     if (t->rank_mode) {
         if (n <= TK_SMALL)
-            m = tk_rankbpe_small(&t->pieces, data, n, s);
-        else if (tk_rankbpe_heap(&t->pieces, data, n, s, &m) < 0)
+            m = tk_rankbpe_small(&t->pieces, &e->memo, data, n, s);
+        else if (tk_rankbpe_heap(&t->pieces, &e->memo, data, n, s, &m) < 0)
             return -1;
     } else {
         if (n <= TK_SMALL)
@@ -381,20 +393,50 @@ static int encode_chunk(EncoderObject *e, const unsigned char *data, size_t n, s
     return out_append(e, s->ids, m);
 }
 
-static PyObject *ids_result(EncoderObject *e, int as_bytes) {
-    if (as_bytes)
-        return PyBytes_FromStringAndSize((const char *)e->out, (Py_ssize_t)(e->out_len * sizeof(uint32_t)));
-    PyObject *list = PyList_New((Py_ssize_t)e->out_len);
+/* One int object per id, shared by every list this table's encoders return:
+ * building a list is then a reference count per id instead of an allocation
+ * (ids above 256 are not among Python's cached small ints). Vocabularies with
+ * ids beyond this bound allocate as usual. */
+#define TK_ID_OBJECTS_MAX (1u << 22)
+
+static int ensure_id_objects(TablesObject *t) {
+    if (t->id_objs || t->max_id >= TK_ID_OBJECTS_MAX) return 0;
+    PyObject **objs = calloc((size_t)t->max_id + 1, sizeof(PyObject *));
+    if (!objs) return -1;
+    for (size_t i = 0; i <= t->max_id; i++) {
+        objs[i] = PyLong_FromSize_t(i);
+        if (!objs[i]) {
+            for (size_t k = 0; k < i; k++) Py_DECREF(objs[k]);
+            free(objs);
+            return -1;
+        }
+    }
+    t->id_objs = objs;
+    return 0;
+}
+
+static PyObject *ids_list(TablesObject *t, const uint32_t *ids, size_t n) {
+    if (ensure_id_objects(t) < 0) return PyErr_NoMemory();
+    PyObject *list = PyList_New((Py_ssize_t)n);
     if (!list) return NULL;
-    for (size_t i = 0; i < e->out_len; i++) {
-        PyObject *v = PyLong_FromUnsignedLong(e->out[i]);
-        if (!v) {
+    for (size_t i = 0; i < n; i++) {
+        PyObject *v;
+        if (t->id_objs && ids[i] <= t->max_id) {
+            v = t->id_objs[ids[i]];
+            Py_INCREF(v);
+        } else if (!(v = PyLong_FromUnsignedLong(ids[i]))) {
             Py_DECREF(list);
             return NULL;
         }
         PyList_SET_ITEM(list, (Py_ssize_t)i, v);
     }
     return list;
+}
+
+static PyObject *ids_result(EncoderObject *e, int as_bytes) {
+    if (as_bytes)
+        return PyBytes_FromStringAndSize((const char *)e->out, (Py_ssize_t)(e->out_len * sizeof(uint32_t)));
+    return ids_list(e->tables, e->out, e->out_len);
 }
 
 static PyObject *job_error(int status, size_t offset) {
@@ -517,6 +559,72 @@ static PyObject *Encoder_encode_text(EncoderObject *self, PyObject *args, PyObje
 #endif
 }
 
+/* Many texts in one call (a batch slice): UTF-8 of each is taken with the GIL,
+ * then all are split and merged without it; one list of ids per text. */
+static PyObject *Encoder_encode_texts(EncoderObject *self, PyObject *args) {
+#if TK_HAVE_SCAN
+    PyObject *texts;
+    int preset, engine;
+    if (!PyArg_ParseTuple(args, "Oii", &texts, &preset, &engine)) return NULL;
+    PyObject *seq = PySequence_Fast(texts, "texts must be a sequence of str");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    const char **ptr = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(char *));
+    Py_ssize_t *len = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(Py_ssize_t));
+    size_t *ends = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(size_t));
+    PyObject *result = NULL;
+    if (!ptr || !len || !ends) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyUnicode_Check(t)) {
+            PyErr_SetString(PyExc_TypeError, "texts must be str");
+            goto done;
+        }
+        ptr[i] = PyUnicode_AsUTF8AndSize(t, &len[i]);
+        if (!ptr[i]) goto done;
+    }
+    tk_job job = {self, NULL, 0, 0};
+    int rc = 0;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&self->lock);
+    self->out_len = 0;
+    for (Py_ssize_t i = 0; i < n && rc == 0 && job.status == 0; i++) {
+        job.text = (const unsigned char *)ptr[i];
+        rc = tk_scan(preset, engine, job.text, (size_t)len[i], emit_piece, &job);
+        ends[i] = self->out_len;
+    }
+    pthread_mutex_unlock(&self->lock);
+    Py_END_ALLOW_THREADS
+    if (job.status) {
+        job_error(job.status, job.missing_at);
+        goto done;
+    }
+    if (rc) {
+        PyErr_Format(PyExc_ValueError, "scan failed with code %d", rc);
+        goto done;
+    }
+    result = PyList_New(n);
+    for (Py_ssize_t i = 0; result && i < n; i++) {
+        size_t start = i ? ends[i - 1] : 0;
+        PyObject *ids = ids_list(self->tables, self->out + start, ends[i] - start);
+        if (!ids) Py_CLEAR(result);
+        else PyList_SET_ITEM(result, i, ids);
+    }
+done:
+    PyMem_Free(ptr);
+    PyMem_Free(len);
+    PyMem_Free(ends);
+    Py_DECREF(seq);
+    return result;
+#else
+    PyErr_SetString(PyExc_NotImplementedError, "this build has no compiled pre-tokenizer");
+    return NULL;
+#endif
+}
+
 static PyObject *Encoder_clear_cache(EncoderObject *self, PyObject *unused) {
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&self->lock);
@@ -568,6 +676,7 @@ static PyObject *Encoder_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
 static void Encoder_dealloc(EncoderObject *self) {
     Py_XDECREF(self->tables);
     tk_cache_free(&self->cache);
+    tk_memo_free(&self->memo);
     tk_scratch_free(&self->scratch);
     free(self->out);
     pthread_mutex_destroy(&self->lock);
@@ -579,6 +688,8 @@ static PyMethodDef Encoder_methods[] = {
      "encode_chunks(text, chunks, *, as_bytes=False): ids of text split into chunks (list, or uint32 bytes)."},
     {"encode_text", (PyCFunction)(void (*)(void))Encoder_encode_text, METH_VARARGS | METH_KEYWORDS,
      "encode_text(text, preset, engine, *, as_bytes=False): ids of a whole text split by scan.c."},
+    {"encode_texts", (PyCFunction)Encoder_encode_texts, METH_VARARGS,
+     "encode_texts(texts, preset, engine): one list of ids per text, split by scan.c."},
     {"clear_cache", (PyCFunction)Encoder_clear_cache, METH_NOARGS, "Forget every cached chunk."},
     {NULL}};
 

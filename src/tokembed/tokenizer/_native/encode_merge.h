@@ -117,31 +117,37 @@ static inline void tk_pair_lookup(const tk_pair_map *pairs, uint32_t l, uint32_t
     *res = slot ? slot->result : 0;
 }
 
-/* s->ids[0..n) in, the merged ids out in s->ids; returns their count. */
+/* s->ids[0..n) in, the merged ids out in s->ids; returns their count.
+ * A step takes the leftmost pair of the smallest rank, then every later
+ * occurrence of that pair left to right (the reference's non-overlapping scan);
+ * each merge looks up only the two pairs it creates. A created pair is never the
+ * step's own pair (a result's bytes are longer than either part), so the search
+ * for the next occurrence cannot pick one up. */
 static size_t tk_merge_small(const tk_pair_map *pairs, tk_scratch *s, size_t n) {
     uint32_t *ids = s->ids, *rank = s->rank, *res = s->res;
     for (size_t i = 0; i + 1 < n; i++) tk_pair_lookup(pairs, ids[i], ids[i + 1], &rank[i], &res[i]);
     while (n > 1) {
-        size_t best = 0;
+        size_t i = 0;
         uint32_t br = rank[0];
-        for (size_t i = 1; i + 1 < n; i++)
-            if (rank[i] < br) br = rank[i], best = i;
+        for (size_t k = 1; k + 1 < n; k++)
+            if (rank[k] < br) br = rank[k], i = k;
         if (br == TK_NO_RANK) break;
-        uint32_t L = ids[best], R = ids[best + 1], out = res[best];
-        /* best is the leftmost occurrence; replace every later one not overlapping. */
-        size_t w = best;
-        for (size_t i = best; i < n;) {
-            if (i + 1 < n && ids[i] == L && ids[i + 1] == R) {
-                ids[w++] = out;
-                i += 2;
-            } else {
-                ids[w++] = ids[i++];
+        uint32_t out = res[i];
+        for (;;) {
+            ids[i] = out;
+            memmove(&ids[i + 1], &ids[i + 2], (n - i - 2) * sizeof(uint32_t));
+            if (i + 2 < n) {
+                memmove(&rank[i + 1], &rank[i + 2], (n - i - 3) * sizeof(uint32_t));
+                memmove(&res[i + 1], &res[i + 2], (n - i - 3) * sizeof(uint32_t));
             }
+            n--;
+            if (i > 0) tk_pair_lookup(pairs, ids[i - 1], out, &rank[i - 1], &res[i - 1]);
+            if (i + 1 < n) tk_pair_lookup(pairs, out, ids[i + 1], &rank[i], &res[i]);
+            size_t j = i + 1;
+            while (j + 1 < n && rank[j] != br) j++;
+            if (j + 1 >= n) break;
+            i = j;
         }
-        n = w;
-        /* Pair ranks from best - 1 on changed; recompute them (n <= TK_SMALL). */
-        for (size_t i = best ? best - 1 : 0; i + 1 < n; i++)
-            tk_pair_lookup(pairs, ids[i], ids[i + 1], &rank[i], &res[i]);
     }
     return n;
 }
@@ -200,13 +206,13 @@ static int tk_merge_heap(const tk_pair_map *pairs, const uint32_t *merge_lr, tk_
 
 /* ---- rank files ------------------------------------------------------------------ */
 /* s->ids holds the parts' ranks and s->aux their start offsets into data. */
-static size_t tk_rankbpe_small(const tk_piece_map *pieces, const unsigned char *data, size_t n,
-                               tk_scratch *s) {
+static size_t tk_rankbpe_small(const tk_piece_map *pieces, tk_memo *memo,
+                               const unsigned char *data, size_t n, tk_scratch *s) {
     uint32_t *id = s->ids, *start = s->aux, *rank = s->rank;
     size_t m = n; /* parts; part i spans start[i] .. start[i + 1] (start[m] = n) */
     for (size_t i = 0; i < n; i++) start[i] = (uint32_t)i;
     start[n] = (uint32_t)n;
-    for (size_t i = 0; i + 1 < m; i++) rank[i] = tk_piece_map_get(pieces, data + i, 2);
+    for (size_t i = 0; i + 1 < m; i++) rank[i] = pieces->two[(unsigned)data[i] << 8 | data[i + 1]];
     while (m > 1) {
         size_t best = 0;
         uint32_t br = rank[0];
@@ -219,16 +225,17 @@ static size_t tk_rankbpe_small(const tk_piece_map *pieces, const unsigned char *
         if (best + 2 < m) memmove(&rank[best + 1], &rank[best + 2], (m - best - 3) * sizeof(uint32_t));
         m--;
         if (best > 0)
-            rank[best - 1] = tk_piece_map_get(pieces, data + start[best - 1],
-                                              start[best + 1] - start[best - 1]);
+            rank[best - 1] = tk_join_rank(pieces, memo, id[best - 1], br, data + start[best - 1],
+                                          start[best + 1] - start[best - 1]);
         if (best + 1 < m)
-            rank[best] = tk_piece_map_get(pieces, data + start[best], start[best + 2] - start[best]);
+            rank[best] = tk_join_rank(pieces, memo, br, id[best + 1], data + start[best],
+                                      start[best + 2] - start[best]);
     }
     return m;
 }
 
-static int tk_rankbpe_heap(const tk_piece_map *pieces, const unsigned char *data, size_t n,
-                           tk_scratch *s, size_t *out_n) {
+static int tk_rankbpe_heap(const tk_piece_map *pieces, tk_memo *memo, const unsigned char *data,
+                           size_t n, tk_scratch *s, size_t *out_n) {
     uint32_t *id = s->ids;
     int32_t *nxt = s->nxt, *prv = s->prv;
     s->heap_len = 0;
@@ -237,7 +244,7 @@ static int tk_rankbpe_heap(const tk_piece_map *pieces, const unsigned char *data
         prv[i] = (int32_t)i - 1;
     }
     for (size_t i = 0; i + 1 < n; i++) {
-        uint32_t r = tk_piece_map_get(pieces, data + i, 2);
+        uint32_t r = pieces->two[(unsigned)data[i] << 8 | data[i + 1]];
         if (r != TK_NO_RANK && tk_heap_push(s, ((uint64_t)r << 32) | i) < 0) return -1;
     }
     while (s->heap_len) {
@@ -249,18 +256,18 @@ static int tk_rankbpe_heap(const tk_piece_map *pieces, const unsigned char *data
         if (j >= (int32_t)n) continue;
         int32_t e = nxt[j];
         /* A rank names one byte string, so the pair is current iff it spans the same bytes. */
-        if (tk_piece_map_get(pieces, data + i, (size_t)(e - i)) != r) continue;
+        if (tk_join_rank(pieces, memo, id[i], id[j], data + i, (size_t)(e - i)) != r) continue;
         id[i] = r;
         id[j] = UINT32_MAX;
         nxt[i] = e;
         if (e < (int32_t)n) prv[e] = i;
         int32_t p = prv[i];
         if (p >= 0) {
-            uint32_t q = tk_piece_map_get(pieces, data + p, (size_t)(e - p));
+            uint32_t q = tk_join_rank(pieces, memo, id[p], r, data + p, (size_t)(e - p));
             if (q != TK_NO_RANK && tk_heap_push(s, ((uint64_t)q << 32) | (uint32_t)p) < 0) return -1;
         }
         if (e < (int32_t)n) {
-            uint32_t q = tk_piece_map_get(pieces, data + i, (size_t)(nxt[e] - i));
+            uint32_t q = tk_join_rank(pieces, memo, r, id[e], data + i, (size_t)(nxt[e] - i));
             if (q != TK_NO_RANK && tk_heap_push(s, ((uint64_t)q << 32) | (uint32_t)i) < 0) return -1;
         }
     }

@@ -90,7 +90,7 @@ static inline const tk_pair_slot *tk_pair_map_get(const tk_pair_map *m, uint32_t
 
 /* ---- rank files: byte string -> rank ---------------------------------------- */
 typedef struct {
-    uint64_t hash;
+    uint32_t tag; /* the hash's high half: most mismatches end here, before the blob */
     uint32_t off; /* into the piece blob */
     uint32_t len; /* 0 marks an empty slot (pieces are never empty) */
     uint32_t rank;
@@ -100,6 +100,7 @@ typedef struct {
     tk_piece_slot *slots;
     size_t mask;
     const unsigned char *blob;
+    uint32_t *two; /* rank of every two-byte string (65536 entries): the first lookups of a chunk */
 } tk_piece_map;
 
 static int tk_piece_map_init(tk_piece_map *m, size_t n, const unsigned char *blob) {
@@ -108,6 +109,9 @@ static int tk_piece_map_init(tk_piece_map *m, size_t n, const unsigned char *blo
     if (!m->slots) return -1;
     m->mask = cap - 1;
     m->blob = blob;
+    m->two = malloc(65536 * sizeof(uint32_t));
+    if (!m->two) return -1;
+    memset(m->two, 0xff, 65536 * sizeof(uint32_t));
     return 0;
 }
 
@@ -115,13 +119,15 @@ static int tk_piece_map_init(tk_piece_map *m, size_t n, const unsigned char *blo
 static int tk_piece_map_put(tk_piece_map *m, uint32_t off, uint32_t len, uint32_t rank) {
     const unsigned char *p = m->blob + off;
     uint64_t h = tk_hash_bytes(p, len);
+    uint32_t tag = (uint32_t)(h >> 32);
     size_t i = h & m->mask;
     while (m->slots[i].len != 0) {
         tk_piece_slot *s = &m->slots[i];
-        if (s->hash == h && s->len == len && memcmp(m->blob + s->off, p, len) == 0) return 1;
+        if (s->tag == tag && s->len == len && memcmp(m->blob + s->off, p, len) == 0) return 1;
         i = (i + 1) & m->mask;
     }
-    m->slots[i].hash = h;
+    if (len == 2) m->two[(unsigned)p[0] << 8 | p[1]] = rank;
+    m->slots[i].tag = tag;
     m->slots[i].off = off;
     m->slots[i].len = len;
     m->slots[i].rank = rank;
@@ -129,14 +135,90 @@ static int tk_piece_map_put(tk_piece_map *m, uint32_t off, uint32_t len, uint32_
 }
 
 static inline uint32_t tk_piece_map_get(const tk_piece_map *m, const unsigned char *p, size_t len) {
+    if (len == 2) return m->two[(unsigned)p[0] << 8 | p[1]];
     uint64_t h = tk_hash_bytes(p, len);
+    uint32_t tag = (uint32_t)(h >> 32);
     size_t i = h & m->mask;
     for (;;) {
         const tk_piece_slot *s = &m->slots[i];
         if (s->len == 0) return TK_NO_RANK;
-        if (s->hash == h && s->len == len && memcmp(m->blob + s->off, p, len) == 0) return s->rank;
+        if (s->tag == tag && s->len == len && memcmp(m->blob + s->off, p, len) == 0) return s->rank;
         i = (i + 1) & m->mask;
     }
+}
+
+/* ---- rank mode's memo: (left rank, right rank) -> rank of the joined bytes ---- */
+/* Two parts always join to the same bytes, so this memo of byte-string lookups
+ * is exact; it stays small and hot where the piece table (12 MB for o200k, plus
+ * the bytes to compare) misses the CPU cache on nearly every lookup. One per
+ * encoder (no locking); emptied when it reaches its limit. */
+typedef struct {
+    uint64_t key; /* left << 32 | right; UINT64_MAX marks an empty slot */
+    uint32_t rank;
+    uint32_t unused;
+} tk_memo_slot;
+
+typedef struct {
+    tk_memo_slot *slots;
+    size_t mask, used;
+} tk_memo;
+
+#define TK_MEMO_LIMIT ((size_t)1 << 21)
+
+static void tk_memo_free(tk_memo *m) {
+    free(m->slots);
+    memset(m, 0, sizeof(*m));
+}
+
+static inline const tk_memo_slot *tk_memo_get(const tk_memo *m, uint64_t key) {
+    if (!m->slots) return NULL;
+    size_t i = tk_mix64(key) & m->mask;
+    for (;;) {
+        const tk_memo_slot *s = &m->slots[i];
+        if (s->key == key) return s;
+        if (s->key == UINT64_MAX) return NULL;
+        i = (i + 1) & m->mask;
+    }
+}
+
+static int tk_memo_put(tk_memo *m, uint64_t key, uint32_t rank) {
+    if (m->used >= TK_MEMO_LIMIT) {
+        memset(m->slots, 0xff, (m->mask + 1) * sizeof(tk_memo_slot));
+        m->used = 0;
+    }
+    if (!m->slots || 2 * (m->used + 1) > m->mask + 1) {
+        size_t cap = m->slots ? 2 * (m->mask + 1) : 4096;
+        tk_memo_slot *slots = malloc(cap * sizeof(tk_memo_slot));
+        if (!slots) return -1;
+        memset(slots, 0xff, cap * sizeof(tk_memo_slot));
+        for (size_t j = 0; m->slots && j <= m->mask; j++) {
+            if (m->slots[j].key == UINT64_MAX) continue;
+            size_t i = tk_mix64(m->slots[j].key) & (cap - 1);
+            while (slots[i].key != UINT64_MAX) i = (i + 1) & (cap - 1);
+            slots[i] = m->slots[j];
+        }
+        free(m->slots);
+        m->slots = slots;
+        m->mask = cap - 1;
+    }
+    size_t i = tk_mix64(key) & m->mask;
+    while (m->slots[i].key != UINT64_MAX) i = (i + 1) & m->mask;
+    m->slots[i].key = key;
+    m->slots[i].rank = rank;
+    m->used++;
+    return 0;
+}
+
+/* Rank of the bytes of parts l and r (p[0..len)), through the memo. */
+static inline uint32_t tk_join_rank(const tk_piece_map *pieces, tk_memo *memo, uint32_t l,
+                                    uint32_t r, const unsigned char *p, size_t len) {
+    if (len == 2) return pieces->two[(unsigned)p[0] << 8 | p[1]];
+    uint64_t key = ((uint64_t)l << 32) | r;
+    const tk_memo_slot *s = tk_memo_get(memo, key);
+    if (s) return s->rank;
+    uint32_t rank = tk_piece_map_get(pieces, p, len);
+    tk_memo_put(memo, key, rank); /* out of memory: only the memo is lost */
+    return rank;
 }
 
 /* ---- the chunk -> ids cache ------------------------------------------------- */
