@@ -59,7 +59,10 @@ static int tk_scratch_reserve(tk_scratch *s, size_t n) {
     return 0;
 }
 
-/* ---- a min-heap of u64 keys -------------------------------------------------- */
+/* ---- a min-heap of u64 keys ---------------------------------------------------------- */
+/* Four children per node: half the levels of a binary heap, and the children of
+ * a node share one 32-byte span, so a long chunk's heap (megabytes for a
+ * megabyte-long chunk) costs fewer cache misses per pop. */
 static int tk_heap_push(tk_scratch *s, uint64_t key) {
     if (s->heap_len == s->heap_cap) {
         size_t c = s->heap_cap ? 2 * s->heap_cap : 256;
@@ -71,7 +74,7 @@ static int tk_heap_push(tk_scratch *s, uint64_t key) {
     uint64_t *h = s->heap;
     size_t i = s->heap_len++;
     while (i > 0) {
-        size_t parent = (i - 1) / 2;
+        size_t parent = (i - 1) / 4;
         if (h[parent] <= key) break;
         h[i] = h[parent];
         i = parent;
@@ -86,12 +89,14 @@ static uint64_t tk_heap_pop(tk_scratch *s) {
     uint64_t last = h[--s->heap_len];
     size_t n = s->heap_len, i = 0;
     for (;;) {
-        size_t c = 2 * i + 1;
+        size_t c = 4 * i + 1;
         if (c >= n) break;
-        if (c + 1 < n && h[c + 1] < h[c]) c++;
-        if (last <= h[c]) break;
-        h[i] = h[c];
-        i = c;
+        size_t end = c + 4 < n ? c + 4 : n, best = c;
+        for (size_t k = c + 1; k < end; k++)
+            if (h[k] < h[best]) best = k;
+        if (last <= h[best]) break;
+        h[i] = h[best];
+        i = best;
     }
     if (n) h[i] = last;
     return top;
