@@ -361,3 +361,21 @@ def test_compiled_split_equals_python_split(preset: str, engine: str) -> None:
     for lang in PUD_LANGS:
         text = pud_text(lang) + " \n\n  x  \t\r\n 12345 'S 's ?!.. \u00a0\u2028"
         assert fast.encode_ordinary(text) == _chunked(enc, pre, text), lang
+
+
+@pytest.mark.slow
+def test_ruslit_in_both_modes(ruslit_text: str) -> None:
+    """All of RusLit-40: o200k's rank mode against tiktoken, SmolLM2's merge mode against the
+    reference on every unique chunk (merges never cross chunks, so that covers every position)."""
+    from tokembed.tokenizer.encode import encode_chunk_reference
+    from tokembed.tokenizer.formats import load_tokenizer
+
+    _module()
+    peer, _, _ = _rank_file("o200k_base")
+    o200k = load_tokenizer(data_path("tokenizers", "o200k_base.tiktoken"))
+    assert o200k._fast.native_split
+    assert o200k.encode_ordinary(ruslit_text) == peer.encode_ordinary(ruslit_text)
+    smol = load_tokenizer(data_path("tokenizers", "smollm2-135m"))
+    chunks = smol.pretokenizer.split(ruslit_text)
+    ref = {c: encode_chunk_reference(smol.tables, c.encode()) for c in dict.fromkeys(chunks)}
+    assert smol.encode_ordinary(ruslit_text) == [i for c in chunks for i in ref[c]]
