@@ -17,7 +17,9 @@ machine is shared). Peers run as their documentation shows them at their fastest
 * cold start, whole processes (median of ``--runs``): ``load_tokenizer(file)`` plus
   ``encode("hello world")``, our CLI ``tokembed encode -t FILE "hello world"``, and
   tiktoken's ``load_tiktoken_bpe(file)`` + ``Encoding(...)`` + ``encode``.
-* batch scaling: our ``encode_ordinary_batch(lines, num_threads=2)`` over ``=1``.
+* batch scaling: our ``encode_ordinary_batch(lines, num_threads=2)`` over ``=1``, beside
+  a control (two threads hashing with SHA-256, which never takes the GIL) that shows how
+  much two threads can gain at all on the machine as loaded.
 
 Wall seconds and CPU seconds (all threads of this process) are both printed: on a
 loaded machine wall time follows the load, CPU time far less. Targets: encoding
@@ -204,9 +206,33 @@ def _rank_section(texts: dict[str, str], repeat: int) -> None:
             )
 
 
+def _threads_control(repeat: int) -> float:
+    """Speed-up of 2 threads over 1 on work that needs no GIL at all (SHA-256 of 100 MB
+    each): the most any threaded code can gain on this machine under its current load."""
+    import hashlib
+    import threading
+
+    data = b"x" * 100_000_000
+
+    def run(k: int) -> float:
+        threads = [threading.Thread(target=hashlib.sha256, args=(data,)) for _ in range(k)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return (time.perf_counter() - t0) / k
+
+    one = min(run(1) for _ in range(repeat))
+    two = min(run(2) for _ in range(repeat))
+    return one / two
+
+
 def _scaling_section(texts: dict[str, str], repeat: int) -> None:
     text = texts["RusLit-40"]
     lines, n = _lines(text), len(text.encode())
+    ceiling = _threads_control(repeat)
+    print(f"  control: 2 threads of GIL-free SHA-256 run {ceiling:.2f}x one ({load_line('now')})")
     for source in (TOKENIZERS / "o200k_base.tiktoken", TOKENIZERS / "smollm2-135m"):
         fresh = _loader(source)
         print(f"  {source.name} on RusLit-40, {len(lines)} lines ({load_line('now')})")

@@ -379,3 +379,20 @@ def test_ruslit_in_both_modes(ruslit_text: str) -> None:
     chunks = smol.pretokenizer.split(ruslit_text)
     ref = {c: encode_chunk_reference(smol.tables, c.encode()) for c in dict.fromkeys(chunks)}
     assert smol.encode_ordinary(ruslit_text) == [i for c in chunks for i in ref[c]]
+
+
+def test_shared_cache_serves_every_encoder_of_its_tables() -> None:
+    module = _module()
+    tok = pud_tokenizer()
+    tables = native_tables(tok.tables)
+    shared = module.SharedCache(tables, cache_limit=1000)
+    one, two = module.Encoder(tables, cache=shared), module.Encoder(tables, cache=shared)
+    text = pud_text("es")
+    expected = encode_ordinary_reference(tok.tables, tok.pretokenizer, text)
+    assert _chunked(one, tok.pretokenizer, text) == expected
+    filled = shared.cache_size
+    assert 0 < filled <= 1000 + 63  # the limit is split evenly over 64 shards
+    assert _chunked(two, tok.pretokenizer, text) == expected
+    assert one.cache_size == two.cache_size == 0  # their private caches stay unused
+    with pytest.raises(ValueError, match="same tables"):
+        module.Encoder(native_tables(tok.tables), cache=shared)

@@ -195,7 +195,11 @@ class FastEncoder:
         self._native = native if module is not None else None
         self._module = module
         self._scan = _scan_args(module, pretokenizer) if self._native is not None else None
-        self._cache_limit = cache_limit
+        # Threads (batches) share one sharded chunk cache: a chunk merged by one is a
+        # hit for the others, where private caches would each pay for the same misses.
+        self._shared = None
+        if module is not None and self._native is not None:
+            self._shared = module.SharedCache(self._native, cache_limit=cache_limit)
         self._local = threading.local()
         self._tiktoken = None
         if use_tiktoken and self._native is None:
@@ -227,7 +231,7 @@ class FastEncoder:
         enc = getattr(self._local, "encoder", None)
         if enc is None:
             assert self._module is not None
-            enc = self._module.Encoder(self._native, cache_limit=self._cache_limit)
+            enc = self._module.Encoder(self._native, cache=self._shared)
             self._local.encoder = enc
         return enc
 

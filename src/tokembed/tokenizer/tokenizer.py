@@ -120,7 +120,7 @@ class Tokenizer:
         state.pop("_sorted_pieces", None)
         # Compiled tables do not pickle: a deferred tokenizer sends its tables instead.
         if state.get("_native") is not None:
-            state["_tables"], state["_native"] = self.tables, None
+            state["_tables"], state["_native"], state["_build_tables"] = self.tables, None, None
         if fast is not None:
             state["_verified"] = fast.backend == "tiktoken"
         return state

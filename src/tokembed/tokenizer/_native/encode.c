@@ -5,9 +5,11 @@
  *                                         ids, -1 for a byte without one
  *   Tables.from_ranks(data)               a tiktoken rank file's contents, parsed
  *                                         here (tiktoken's rule, no merge list)
- * Encoder(tables, cache_limit=...)        a chunk -> ids cache plus scratch space;
+ * Encoder(tables, cache_limit=..., cache=None)
+ *                                         a chunk -> ids cache plus scratch space;
  *                                         one thread at a time (a mutex), so
- *                                         threads use one encoder each.
+ *                                         threads use one encoder each, and may
+ *                                         share one SharedCache(tables) instead.
  *   encode_chunks(text, chunks)            text split by the Python pre-tokenizer
  *   encode_text(str, preset, engine)      whole text, split by scan.c (when built)
  *   encode_texts(list[str], preset, engine) one list of ids per text
@@ -322,10 +324,90 @@ static PyTypeObject TablesType = {
     .tp_getset = Tables_getset,
 };
 
+/* ============================== SharedCache ============================== */
+/* One chunk cache for the encoders of several threads (a batch): split into
+ * shards by the chunk's hash, each with its own lock, so two threads rarely wait
+ * on each other, and a chunk merged by one thread is a hit for the others
+ * (private caches would make every thread pay for the same misses). */
+#define TK_SHARDS 64
+
+typedef struct {
+    PyObject_HEAD
+    TablesObject *tables;
+    tk_cache shard[TK_SHARDS];
+    pthread_mutex_t lock[TK_SHARDS];
+} SharedCacheObject;
+
+static PyTypeObject SharedCacheType;
+
+static int SharedCache_init(SharedCacheObject *self, PyObject *args, PyObject *kw) {
+    static char *names[] = {"tables", "cache_limit", NULL};
+    PyObject *tables;
+    Py_ssize_t limit = 1 << 20;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|$n", names, &TablesType, &tables, &limit))
+        return -1;
+    if (limit < 0) {
+        PyErr_SetString(PyExc_ValueError, "cache_limit must be >= 0");
+        return -1;
+    }
+    if (self->tables) {
+        PyErr_SetString(PyExc_RuntimeError, "SharedCache is already initialised");
+        return -1;
+    }
+    Py_INCREF(tables);
+    self->tables = (TablesObject *)tables;
+    for (int k = 0; k < TK_SHARDS; k++)
+        self->shard[k].limit = limit ? ((size_t)limit + TK_SHARDS - 1) / TK_SHARDS : 0;
+    return 0;
+}
+
+static PyObject *SharedCache_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    SharedCacheObject *self = (SharedCacheObject *)type->tp_alloc(type, 0);
+    for (int k = 0; self && k < TK_SHARDS; k++) pthread_mutex_init(&self->lock[k], NULL);
+    return (PyObject *)self;
+}
+
+static void SharedCache_dealloc(SharedCacheObject *self) {
+    Py_XDECREF(self->tables);
+    for (int k = 0; k < TK_SHARDS; k++) {
+        tk_cache_free(&self->shard[k]);
+        pthread_mutex_destroy(&self->lock[k]);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *SharedCache_get_cache_size(SharedCacheObject *self, void *c) {
+    size_t n = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (int k = 0; k < TK_SHARDS; k++) {
+        pthread_mutex_lock(&self->lock[k]);
+        n += self->shard[k].used;
+        pthread_mutex_unlock(&self->lock[k]);
+    }
+    Py_END_ALLOW_THREADS
+    return PyLong_FromSize_t(n);
+}
+
+static PyGetSetDef SharedCache_getset[] = {
+    {"cache_size", (getter)SharedCache_get_cache_size, NULL, "Chunks in the cache.", NULL},
+    {NULL}};
+
+static PyTypeObject SharedCacheType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tokembed.tokenizer._native._encode.SharedCache",
+    .tp_basicsize = sizeof(SharedCacheObject),
+    .tp_dealloc = (destructor)SharedCache_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "SharedCache(tables, *, cache_limit=2**20): one chunk cache for many encoders.",
+    .tp_getset = SharedCache_getset,
+    .tp_init = (initproc)SharedCache_init,
+    .tp_new = SharedCache_new,
+};
+
 /* ================================ Encoder ================================ */
 typedef struct {
     PyObject_HEAD
     TablesObject *tables;
+    SharedCacheObject *shared; /* NULL: the private cache below */
     tk_cache cache;
     tk_memo memo;
     tk_scratch scratch;
@@ -360,11 +442,22 @@ static int encode_chunk(EncoderObject *e, const unsigned char *data, size_t n, s
         return out_append(e, &id, 1);
     }
     uint64_t h = 0;
-    int cached = n <= TK_CACHED_CHUNK && e->cache.limit;
-    if (cached) {
+    tk_cache *cache = &e->cache;
+    pthread_mutex_t *lock = NULL;
+    if (e->shared && n <= TK_CACHED_CHUNK) {
         h = tk_hash_bytes(data, n);
-        const tk_cache_slot *slot = tk_cache_get(&e->cache, data, n, h);
-        if (slot) return out_append(e, e->cache.vals + slot->voff, slot->vlen);
+        size_t k = (size_t)(h >> 58) % TK_SHARDS; /* high bits: the low ones pick the slot */
+        cache = &e->shared->shard[k];
+        lock = &e->shared->lock[k];
+    }
+    int cached = n <= TK_CACHED_CHUNK && cache->limit;
+    if (cached) {
+        if (!lock) h = tk_hash_bytes(data, n);
+        if (lock) pthread_mutex_lock(lock);
+        const tk_cache_slot *slot = tk_cache_get(cache, data, n, h);
+        int rc = slot ? out_append(e, cache->vals + slot->voff, slot->vlen) : 0;
+        if (lock) pthread_mutex_unlock(lock);
+        if (slot) return rc;
     }
     if (n >= (size_t)INT32_MAX) return -1;
     tk_scratch *s = &e->scratch;
@@ -389,7 +482,12 @@ static int encode_chunk(EncoderObject *e, const unsigned char *data, size_t n, s
         else if (tk_merge_heap(&t->pairs, t->merge_lr, s, n, &m) < 0)
             return -1;
     }
-    if (cached && tk_cache_put(&e->cache, data, n, h, s->ids, m) < 0) return -1;
+    if (cached) {
+        if (lock) pthread_mutex_lock(lock);
+        int rc = tk_cache_put(cache, data, n, h, s->ids, m);
+        if (lock) pthread_mutex_unlock(lock);
+        if (rc < 0) return -1;
+    }
     return out_append(e, s->ids, m);
 }
 
@@ -648,13 +746,20 @@ static PyObject *Encoder_get_tables(EncoderObject *self, void *c) {
 }
 
 static int Encoder_init(EncoderObject *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"tables", "cache_limit", NULL};
-    PyObject *tables;
+    static char *names[] = {"tables", "cache_limit", "cache", NULL};
+    PyObject *tables, *shared = Py_None;
     Py_ssize_t limit = 1 << 20;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|$n", names, &TablesType, &tables, &limit))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|$nO", names, &TablesType, &tables, &limit,
+                                     &shared))
         return -1;
     if (limit < 0) {
         PyErr_SetString(PyExc_ValueError, "cache_limit must be >= 0");
+        return -1;
+    }
+    if (shared != Py_None &&
+        (!PyObject_TypeCheck(shared, &SharedCacheType) ||
+         ((SharedCacheObject *)shared)->tables != (TablesObject *)tables)) {
+        PyErr_SetString(PyExc_ValueError, "cache must be a SharedCache of the same tables");
         return -1;
     }
     if (self->tables) {
@@ -663,7 +768,12 @@ static int Encoder_init(EncoderObject *self, PyObject *args, PyObject *kw) {
     }
     Py_INCREF(tables);
     self->tables = (TablesObject *)tables;
-    self->cache.limit = (size_t)limit;
+    if (shared != Py_None) {
+        Py_INCREF(shared);
+        self->shared = (SharedCacheObject *)shared;
+    } else {
+        self->cache.limit = (size_t)limit;
+    }
     return 0;
 }
 
@@ -675,6 +785,7 @@ static PyObject *Encoder_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
 
 static void Encoder_dealloc(EncoderObject *self) {
     Py_XDECREF(self->tables);
+    Py_XDECREF(self->shared);
     tk_cache_free(&self->cache);
     tk_memo_free(&self->memo);
     tk_scratch_free(&self->scratch);
@@ -716,13 +827,16 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__encode(void) {
-    if (PyType_Ready(&TablesType) < 0 || PyType_Ready(&EncoderType) < 0) return NULL;
+    if (PyType_Ready(&TablesType) < 0 || PyType_Ready(&EncoderType) < 0 ||
+        PyType_Ready(&SharedCacheType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     MissingByte = PyErr_NewException("tokembed.tokenizer._native._encode.MissingByte", PyExc_ValueError, NULL);
     if (!MissingByte || PyModule_AddObjectRef(m, "MissingByte", MissingByte) < 0 ||
         PyModule_AddObjectRef(m, "Tables", (PyObject *)&TablesType) < 0 ||
         PyModule_AddObjectRef(m, "Encoder", (PyObject *)&EncoderType) < 0 ||
+        PyModule_AddObjectRef(m, "SharedCache", (PyObject *)&SharedCacheType) < 0 ||
         PyModule_AddIntConstant(m, "HAVE_SCAN", TK_HAVE_SCAN) < 0 ||
         PyModule_AddIntConstant(m, "CACHED_CHUNK", TK_CACHED_CHUNK) < 0) {
         Py_DECREF(m);
