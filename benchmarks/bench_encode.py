@@ -276,8 +276,9 @@ def _cold_start_section(runs: int) -> None:
         pattern = load_tokenizer(path).pretokenizer.stages[0]
         peer = _median_process([sys.executable, "-c", _TIKTOKEN, path, pattern], runs, env)
         ours = _median_process([sys.executable, "-c", _OURS, path], runs, env)
+        cli_main = "import sys; from tokembed.cli import main; sys.exit(main(sys.argv[1:]))"
         cli = _median_process(
-            [sys.executable, "-m", "tokembed", "encode", "-t", path, "hello world"], runs, env
+            [sys.executable, "-c", cli_main, "encode", "-t", path, "hello world"], runs, env
         )
         print(f"  {name}, median of {runs} whole processes ({load_line('now')})")
         print(f"    peer tiktoken load_tiktoken_bpe + Encoding + encode   {peer:6.2f} s")
