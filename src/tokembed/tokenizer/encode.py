@@ -36,9 +36,10 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import pairwise, repeat
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokembed.errors import TokenizerError
 from tokembed.tokenizer._long_runs import has_long_whitespace
@@ -53,8 +54,12 @@ from tokembed.tokenizer.merges import (
 from tokembed.tokenizer.model import BPETables
 from tokembed.tokenizer.pretokenize import PATTERNS, Pretokenizer
 
+if TYPE_CHECKING:
+    import numpy as np
+
 __all__ = [
     "NATIVE_CACHE_LIMIT",
+    "DeferredTables",
     "FastEncoder",
     "encode_chunk_reference",
     "encode_ordinary_reference",
@@ -168,6 +173,17 @@ def _scan_args(native: Any, pretokenizer: Pretokenizer) -> tuple[int, int] | Non
     return None
 
 
+@dataclass(frozen=True, kw_only=True)
+class DeferredTables:
+    """A rank file's compiled tables (``native``, from ``_encode.Tables.from_ranks``) to encode
+    with at once, and ``build``, a picklable function that makes the explicit
+    :class:`BPETables` (with exactly ``specials``) when something first needs them."""
+
+    native: Any
+    build: Callable[[], BPETables]
+    specials: Mapping[str, int]
+
+
 class FastEncoder:
     """Chunk-cached encoder equal to the reference; compiled when built, else tiktoken's
     core when it is exact, else Python.
@@ -264,13 +280,20 @@ class FastEncoder:
             return None
         return many
 
-    def encode_ordinary_bytes(self, text: str) -> bytes | None:
-        """The ids as native-endian ``uint32`` bytes from the compiled encoder, or None
-        when it is not in use (for ``encode_to_numpy`` without a list in between)."""
+    def encode_ordinary_numpy(self, text: str) -> np.ndarray[Any, np.dtype[np.uint32]] | None:
+        """The ids as a ``uint32`` array straight from the compiled encoder's buffer, or None
+        when it is not in use or the text holds surrogates (``Tokenizer`` joins pairs)."""
+        import numpy as np
+
         if self._native is None:
             return None
-        data: bytes = self._encode_native(text, as_bytes=True)
-        return data
+        try:
+            data: bytes = self._encode_native(text, as_bytes=True)
+        except TokenizerError as exc:
+            if exc.code != "LONE_SURROGATE":
+                raise
+            return None
+        return np.frombuffer(bytearray(data), dtype=np.uint32)
 
     def encode_ordinary(self, text: str) -> list[int]:
         if self._native is not None:

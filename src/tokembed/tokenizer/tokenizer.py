@@ -22,14 +22,14 @@ meaning; ``docs/api.md`` lists them side by side and where we differ on purpose.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from tokembed.errors import TokenizerError, UnknownTokenError
 from tokembed.tokenizer import _batch, _familiar
 from tokembed.tokenizer.decode import DecodeTable, Errors, StreamDecoder
-from tokembed.tokenizer.encode import FastEncoder, encode_ordinary_reference
+from tokembed.tokenizer.encode import DeferredTables, FastEncoder, encode_ordinary_reference
 from tokembed.tokenizer.model import BPETables, address_hash
 from tokembed.tokenizer.pretokenize import Pretokenizer
 from tokembed.tokenizer.special import SpecialSet, aliases, find_disallowed, split_on_specials
@@ -51,57 +51,36 @@ class Tokenizer:
     UnknownTokenError(UNKNOWN_TOKEN_ID, UNKNOWN_PIECE), also a ``KeyError``.
     """
 
+    _tables: BPETables | None
+    _deferred: DeferredTables | None  # a rank file's, until its tables are first needed
+    _specials: dict[str, int]
+
     def __init__(
         self,
         *,
         pretokenizer: Pretokenizer,
-        tables: BPETables,
+        tables: BPETables | DeferredTables,
         name: str | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> None:
         self.pretokenizer = pretokenizer
-        self._tables: BPETables | None = tables
-        self._build_tables: Callable[[], BPETables] | None = None
-        self._specials: dict[str, int] = dict(tables.specials)
-        self._native: Any | None = None
+        self.tables = tables
         self.name = name
         self.metadata: dict[str, str] = dict(metadata or {})
 
-    @classmethod
-    def _deferred(
-        cls,
-        *,
-        pretokenizer: Pretokenizer,
-        build_tables: Callable[[], BPETables],
-        specials: Mapping[str, int],
-        native: Any,
-        name: str | None = None,
-        metadata: Mapping[str, str] | None = None,
-    ) -> Tokenizer:
-        """A tokenizer that encodes with compiled ``native`` tables (a rank file's) at once
-        and builds its explicit :class:`BPETables` only when something asks for them.
-
-        ``build_tables`` must be picklable (worker processes rebuild it) and give tables
-        with exactly ``specials``.
-        """
-        tok = cls.__new__(cls)
-        tok.pretokenizer = pretokenizer
-        tok._tables, tok._build_tables = None, build_tables
-        tok._specials, tok._native = dict(specials), native
-        tok.name, tok.metadata = name, dict(metadata or {})
-        return tok
-
     @property
     def tables(self) -> BPETables:
-        """The validated tables (a rank file's merge list is derived on first access)."""
+        """The validated tables (deferred ones, a rank file's, are built on first access)."""
         if self._tables is None:
-            assert self._build_tables is not None
-            self._tables = self._build_tables()
+            assert self._deferred is not None
+            self._tables = self._deferred.build()
         return self._tables
 
     @tables.setter
-    def tables(self, tables: BPETables) -> None:
-        self._tables, self._specials, self._native = tables, dict(tables.specials), None
+    def tables(self, tables: BPETables | DeferredTables) -> None:
+        self._tables = tables if isinstance(tables, BPETables) else None
+        self._deferred = tables if isinstance(tables, DeferredTables) else None
+        self._specials = dict(tables.specials)
         self.__dict__.pop("_fast", None)
 
     def __repr__(self) -> str:
@@ -119,8 +98,8 @@ class Tokenizer:
         state.pop("_piece_ids", None)
         state.pop("_sorted_pieces", None)
         # Compiled tables do not pickle: a deferred tokenizer sends its tables instead.
-        if state.get("_native") is not None:
-            state["_tables"], state["_native"], state["_build_tables"] = self.tables, None, None
+        if state.get("_deferred") is not None:
+            state["_tables"], state["_deferred"] = self.tables, None
         if fast is not None:
             state["_verified"] = fast.backend == "tiktoken"
         return state
@@ -265,10 +244,9 @@ class Tokenizer:
     @cached_property
     def _fast(self) -> FastEncoder:
         verified = self.__dict__.get("_verified", False)
-        if self._tables is None and self._native is not None:
-            return FastEncoder(
-                lambda: self.tables, self.pretokenizer, verified=verified, native=self._native
-            )
+        if self._tables is None and self._deferred is not None:
+            native = self._deferred.native
+            return FastEncoder(lambda: self.tables, self.pretokenizer, native=native)
         return FastEncoder(self.tables, self.pretokenizer, verified=verified)
 
     @property
@@ -378,21 +356,11 @@ class Tokenizer:
         """:meth:`encode` as a ``uint32`` NumPy array, as tiktoken returns it."""
         import numpy as np
 
-        allowed = find_disallowed(
-            text,
-            self._specials,
-            allowed_special=allowed_special,
-            disallowed_special=disallowed_special,
-        )
-        if not allowed:
-            try:
-                data = self._fast.encode_ordinary_bytes(text)
-            except TokenizerError as exc:  # surrogate pairs are joined by encode() below
-                if exc.code != "LONE_SURROGATE":
-                    raise
-                data = None
-            if data is not None:  # the compiled encoder's u32 buffer, no list in between
-                return np.frombuffer(bytearray(data), dtype=np.uint32)
+        policy = {"allowed_special": allowed_special, "disallowed_special": disallowed_special}
+        if not find_disallowed(text, self._specials, **policy):
+            arr = self._fast.encode_ordinary_numpy(text)  # no list in between
+            if arr is not None:
+                return arr
         ids = self.encode(
             text, allowed_special=allowed_special, disallowed_special=disallowed_special
         )

@@ -41,6 +41,7 @@ from typing import Any
 from tokembed._atomic import write_files_atomic
 from tokembed.errors import FormatError, TokenizerError
 from tokembed.tokenizer._native import load
+from tokembed.tokenizer.encode import DeferredTables
 from tokembed.tokenizer.formats._build import build_pretokenizer, malformed
 from tokembed.tokenizer.formats._derived_cache import cached_merges
 from tokembed.tokenizer.formats._io import read_bytes, read_json
@@ -150,13 +151,13 @@ def load_tiktoken(path: str | Path, *, encoding: str | None = None) -> Tokenizer
     metadata = {"source_format": "tiktoken", "encoding": spec.name, "source": path.name}
     native = _native_ranks(data, spec.specials)
     if native is not None:
-        return Tokenizer._deferred(
-            pretokenizer=pretokenizer,
-            build_tables=partial(_rank_file_tables, data, dict(spec.specials), str(path)),
-            specials=spec.specials,
+        deferred = DeferredTables(
             native=native,
-            name=spec.name,
-            metadata=metadata,
+            build=partial(_rank_file_tables, data, dict(spec.specials), str(path)),
+            specials=dict(spec.specials),
+        )
+        return Tokenizer(
+            pretokenizer=pretokenizer, tables=deferred, name=spec.name, metadata=metadata
         )
     ranks = parse_ranks(data, source=str(path))
     missing = sorted(set(range(256)) - {p[0] for p in ranks if len(p) == 1})
