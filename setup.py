@@ -27,6 +27,7 @@ EXTENSIONS: list[Extension] = [
     _ext("_count", "count_module.c", "scan.c"),
     # The encoder splits preset patterns with the same scanner, without the GIL.
     _ext("_encode", "encode.c", "scan.c"),
+    _ext("_learn", "learn.c"),
 ]
 
 setup(ext_modules=EXTENSIONS)

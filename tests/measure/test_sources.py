@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import itertools
 import sysconfig
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from tokembed.measure.sources import (
     SourceText,
     default_corpus,
     expand_paths,
+    iter_text_blocks,
     read_source,
     read_texts,
 )
@@ -153,3 +155,47 @@ def test_default_corpus_is_the_stdlib_capped_and_deterministic() -> None:
 def test_in_memory_text_has_no_record() -> None:
     assert SourceText(name="x", text="é").record is None
     assert SourceText(name="x", text="é").n_bytes == 2
+
+
+def _texts(paths: list[str | Path], **kwargs: object) -> list[tuple[str, str]]:
+    return [(Path(b.name).name, b.text) for b in iter_text_blocks(paths, **kwargs)]  # type: ignore[arg-type]
+
+
+def test_blocks_join_to_each_file_and_cut_only_at_safe_line_starts(tmp_path: Path) -> None:
+    lines = ["word ", "x\n", "  \n", "/path\n", "\n", "Next line\n", " indented\n", "end.\n"]
+    text = "".join(lines) * 40
+    (tmp_path / "a.txt").write_text(text, encoding="utf-8")
+    (tmp_path / "b.txt.gz").write_bytes(gzip.compress(("ж" * 50 + "\nя").encode()))
+    blocks = _texts([tmp_path], block_chars=30)
+    assert "".join(t for n, t in blocks if n == "a.txt") == text
+    assert [t for n, t in blocks if n == "b.txt.gz"] == ["ж" * 50 + "\n", "я"]
+    for (name, block), (after, following) in itertools.pairwise(blocks):
+        if name != after:
+            continue
+        # a cut follows "<non-space>\n" and precedes a non-space that is not "/"
+        assert len(block) >= 30
+        assert block.endswith("\n")
+        assert not block[-2].isspace()
+        assert not following[0].isspace()
+        assert following[0] != "/"
+    assert _texts([tmp_path], block_chars=None) == [("a.txt", text), ("b.txt.gz", "ж" * 50 + "\nя")]
+
+
+def test_blocks_read_stdin_and_report_utf8_errors_at_the_file_offset(tmp_path: Path) -> None:
+    data = gzip.compress(b"ok\nok\n" * 400_000 + b"\xff")
+    stdin = io.BytesIO(data)
+    with pytest.raises(MeasureError) as e:
+        list(iter_text_blocks(["-"], stdin=stdin, block_chars=1000))
+    assert e.value.code == "INPUT_NOT_UTF8"
+    assert e.value.value == ("-", 2_400_000)
+    with pytest.raises(MeasureError) as e2:
+        list(iter_text_blocks(["-"], stdin=io.BytesIO(data), max_decompressed_bytes=1000))
+    assert e2.value.code == "INPUT_TOO_LARGE"
+    (tmp_path / "empty.txt").write_text("")
+    with pytest.raises(MeasureError) as e3:
+        list(iter_text_blocks([tmp_path / "empty.txt"]))
+    assert e3.value.code == "EMPTY_INPUT"
+    (tmp_path / "bad.gz").write_bytes(data[:50])
+    with pytest.raises(MeasureError) as e4:
+        list(iter_text_blocks([tmp_path / "bad.gz"]))
+    assert e4.value.code == "UNREADABLE_INPUT"

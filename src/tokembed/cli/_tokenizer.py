@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from tokembed.cli._common import (
     add_json,
@@ -21,6 +22,9 @@ from tokembed.cli._common import (
     usage,
 )
 from tokembed.errors import TokembedError
+
+if TYPE_CHECKING:
+    from tokembed.measure.sources import TextBlock
 
 __all__ = ["register"]
 
@@ -70,17 +74,51 @@ def _add_train(sub: argparse._SubParsersAction[Any]) -> None:
     p.set_defaults(handler=_run_train)
 
 
-def _training_texts(corpus: list[str], *, raw: bool) -> tuple[list[str], int]:
-    """Texts to train on and their UTF-8 size; .conllu files give their sentences."""
+class _Tally:
+    """UTF-8 bytes of the texts that went past (the corpus is streamed, never held)."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+
+    def count(self, texts: Iterator[str]) -> Iterator[str]:
+        for text in texts:
+            self.bytes += len(text.encode("utf-8", "surrogatepass"))
+            yield text
+
+
+def _training_texts(
+    corpus: list[str], *, raw: bool, preset: bool
+) -> tuple[list[str], Iterator[str]]:
+    """The files named and their texts, streamed; .conllu files give their sentences.
+
+    Plain files are read in blocks (whole files when the pattern is not a preset: only the
+    presets are known to split a block boundary like the text around it).
+    """
     from tokembed.measure.corpus import load_corpus
-    from tokembed.measure.sources import expand_paths, read_texts
+    from tokembed.measure.sources import TEXT_BLOCK_CHARS, expand_paths, iter_text_blocks
 
     names = expand_paths(corpus)
-    sentences = {n for n in names if not raw and n.endswith((".conllu", ".conllu.gz"))}
-    plain = [n for n in names if n not in sentences]
-    read = iter(read_texts(plain) if plain else ())
-    texts = [load_corpus(n).text if n in sentences else next(read).text for n in names]
-    return texts, sum(len(t.encode("utf-8")) for t in texts)
+
+    def texts() -> Iterator[str]:
+        for name in names:
+            if not raw and name.endswith((".conllu", ".conllu.gz")):
+                yield load_corpus(name).text
+            else:
+                blocks = iter_text_blocks([name], block_chars=TEXT_BLOCK_CHARS if preset else None)
+                yield from (block.text for block in _allow_empty(blocks))
+
+    return names, texts()
+
+
+def _allow_empty(blocks: Iterator[TextBlock]) -> Iterator[TextBlock]:
+    """The blocks of one file; an empty file adds nothing (the corpus as a whole may not be empty)."""
+    from tokembed.errors import MeasureError
+
+    try:
+        yield from blocks
+    except MeasureError as exc:
+        if exc.code != "EMPTY_INPUT":
+            raise
 
 
 def _run_train(args: argparse.Namespace) -> int:
@@ -96,10 +134,14 @@ def _run_train(args: argparse.Namespace) -> int:
         workers=args.workers,
         progress=progress_wanted(args),
     )
-    texts, n_bytes = _training_texts(args.corpus, raw=args.raw)
+    from tokembed.tokenizer.pretokenize import PATTERNS
+
+    names, texts = _training_texts(args.corpus, raw=args.raw, preset=config.pattern in PATTERNS)
+    tally = _Tally()
     start = time.perf_counter()
-    tok = train(texts, config=config)
+    tok = train(tally.count(texts), config=config)
     seconds = time.perf_counter() - start
+    n_bytes = tally.bytes
     path = save_tokenizer(tok, args.output, inputs=input_files(args.corpus))
     if tok.n_merges < args.merges:
         print(
@@ -110,12 +152,12 @@ def _run_train(args: argparse.Namespace) -> int:
     if args.json:
         print(as_json({
             "merges_requested": args.merges, "merges_learned": tok.n_merges,
-            "files": len(texts), "bytes": n_bytes, "seconds": round(seconds, 3),
+            "files": len(names), "bytes": n_bytes, "seconds": round(seconds, 3),
             "output": str(path), "address_hash": tok.address_hash,
         }))  # fmt: skip
         return 0
     print(
-        f"trained {tok.n_merges} merges on {len(texts)} file(s), {n_bytes:,} bytes, "
+        f"trained {tok.n_merges} merges on {len(names)} file(s), {n_bytes:,} bytes, "
         f"in {seconds:.1f} s\nwrote {path} ({tok.address_hash[:19]})"
     )
     return 0

@@ -98,8 +98,8 @@ def train(texts: Iterable[str], *, config: TrainConfig) -> Tokenizer:
 
     pretokenizer = config.pretokenizer
     show = progress_enabled(config.progress)
-    chunks, counts = count_chunks(texts, pretokenizer, workers=config.workers, progress=show)
-    if not chunks:
+    table = count_chunks(texts, pretokenizer, workers=config.workers, progress=show)
+    if not len(table):
         raise TokenizerError(
             "EMPTY_CORPUS",
             "the training texts are empty",
@@ -115,7 +115,7 @@ def train(texts: Iterable[str], *, config: TrainConfig) -> Tokenizer:
                 bar.reset(total=config.merges)
             bar.update()
 
-        pairs = learn_merges(chunks, counts, merges=config.merges, on_merge=on_merge)
+        pairs = learn_merges(table, merges=config.merges, on_merge=on_merge)
     specials = assign_special_ids(config.specials, first_free=256 + len(pairs))
     tables = BPETables.byte_level(merges=pairs, specials=specials)
     return Tokenizer(

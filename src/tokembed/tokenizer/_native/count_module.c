@@ -204,21 +204,22 @@ static PyObject *Counter_merge(Counter *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
-/* buffers() -> (data, offsets, counts): the chunk blob, len + 1 int64 offsets and len int64
-   counts, as bytes (numpy.frombuffer reads the last two without copying). */
+/* buffers() -> (data, offsets, counts): the chunk blob as bytes, then len + 1 int64 offsets and
+   len int64 counts as bytearrays (numpy.frombuffer makes writable arrays of them, no copy). */
 static PyObject *Counter_buffers(Counter *self, PyObject *unused) {
     if (claim(self) < 0) return NULL;
     self->busy = 0;
     PyObject *data = PyBytes_FromStringAndSize((const char *)self->blob, (Py_ssize_t)self->blob_len);
-    PyObject *offsets = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)((self->n + 1) * 8));
-    PyObject *counts = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(self->n * 8));
+    PyObject *offsets = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)((self->n + 1) * 8));
+    PyObject *counts = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(self->n * 8));
     if (!data || !offsets || !counts) {
         Py_XDECREF(data);
         Py_XDECREF(offsets);
         Py_XDECREF(counts);
         return NULL;
     }
-    int64_t *o = (int64_t *)PyBytes_AS_STRING(offsets), *k = (int64_t *)PyBytes_AS_STRING(counts);
+    int64_t *o = (int64_t *)PyByteArray_AS_STRING(offsets);
+    int64_t *k = (int64_t *)PyByteArray_AS_STRING(counts);
     for (size_t e = 0; e < self->n; e++) {
         o[e] = self->entries[e].off;
         k[e] = self->entries[e].count;
@@ -239,7 +240,7 @@ static PyMethodDef Counter_methods[] = {
     {"add", (PyCFunction)Counter_add, METH_O, "Count the pieces of one UTF-8 text (bytes-like)."},
     {"merge", (PyCFunction)Counter_merge, METH_O, "Add another Counter's chunks, in its order."},
     {"buffers", (PyCFunction)Counter_buffers, METH_NOARGS,
-     "(data, offsets int64 bytes, counts int64 bytes) of the chunk table."},
+     "(data bytes, offsets and counts as int64 bytearrays) of the chunk table."},
     {NULL, NULL, 0, NULL},
 };
 
