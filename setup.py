@@ -25,6 +25,8 @@ def _ext(name: str, *sources: str) -> Extension:
 # One line per compiled module; keep the list sorted.
 EXTENSIONS: list[Extension] = [
     _ext("_count", "count_module.c", "scan.c"),
+    # The encoder splits preset patterns with the same scanner, without the GIL.
+    _ext("_encode", "encode.c", "scan.c"),
     _ext("_learn", "learn.c"),
 ]
 

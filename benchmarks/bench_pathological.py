@@ -16,6 +16,14 @@ the throughput at 1 MB divided by that at 10 KB (1.0 = linear; a quadratic
 algorithm gives about 0.01). A peer that crashes (tiktoken's regex overflows its
 stack on a million spaces) prints ``crash``.
 
+A last table keeps the total fixed (4 MB) and grows the chunk: the same bytes as
+4,000 chunks of 1 KB, ..., 4 chunks of 1 MB, for our compiled encoder with its
+cache off (every chunk merged), in rank mode (o200k) and explicit-merge mode
+(SmolLM2). The merge is O(n log n) in the chunk length n (a heap of candidate
+pairs); the ratio column divides MB/s at 1 MB chunks by MB/s at 1 KB chunks, so
+a log factor alone would show about 0.5 and a quadratic merge about 0.001
+(part of what remains below 1.0 is the heap outgrowing the CPU caches).
+
     python benchmarks/bench_pathological.py            # 10 KB, 100 KB, 1 MB
     python benchmarks/bench_pathological.py --quick    # 10 KB and 100 KB
 """
@@ -28,6 +36,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from _env import load_line
 
 DATA = Path(
     os.environ.get("TOKEMBED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
@@ -126,10 +136,46 @@ def _header(sizes: list[str], what: str) -> None:
     print(f"{'':<30}" + "".join(f"{s:>22}" for s in sizes) + f"{'lin.':>8}{'peer/ours':>11}")
 
 
+_CHUNK_LENGTHS = {"1KB": 1_000, "10KB": 10_000, "100KB": 100_000, "1MB": 1_000_000}
+_TOTAL = 4_000_000
+
+
+def _chunk_growth() -> None:
+    """Our compiled merge alone (cache off) at a fixed total and growing chunk length."""
+    from tokembed.tokenizer import load_tokenizer
+
+    print(
+        f"\nchunk length at a fixed total of {_TOTAL // 1_000_000} MB "
+        "(ours, compiled, cache off; MB/s per chunk length)"
+    )
+    print(f"{'':<30}" + "".join(f"{s:>10}" for s in _CHUNK_LENGTHS) + f"{'1MB/1KB':>10}")
+    for source in (TOKENIZERS / "o200k_base.tiktoken", TOKENIZERS / "smollm2-135m"):
+        if not source.exists():
+            continue
+        tok = load_tokenizer(source)
+        fast = tok._fast
+        if fast.backend != "native" or not fast.native_split:
+            print(f"{source.name}: the compiled encoder is not built; skipped")
+            continue
+        for kind, unit in INPUTS.items():
+            speeds = []
+            for n in _CHUNK_LENGTHS.values():
+                # A chunk of n bytes of one kind, closed by a letter/space the patterns split off.
+                chunk = _text(unit, n - 2) + ("x " if unit != "a" else "! ")
+                text = chunk * (_TOTAL // n)
+                enc = fast._module.Encoder(fast._native, cache_limit=0)
+                t0 = time.perf_counter()
+                enc.encode_text(text, *fast._scan, as_bytes=True)
+                speeds.append(len(text.encode()) / (time.perf_counter() - t0) / 1e6)
+            cells = "".join(f"{v:>10.2f}" for v in speeds)
+            print(f"{source.name + ' ' + kind:<30}{cells}{speeds[-1] / speeds[0]:>10.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10 KB and 100 KB only")
     args = parser.parse_args()
+    print(load_line("start"))
     names = ["10KB", "100KB"] if args.quick else list(SIZES)
     sizes = [SIZES[s] for s in names]
 
@@ -157,6 +203,8 @@ def main() -> None:
         # so 1 MB would take over ten minutes: it is skipped above 100 KB.
         theirs = [_timed(_hf_train, t) if len(t) <= 100_000 else float("nan") for t in texts]
         _row(f"train {kind}", ours, theirs, [len(t.encode()) for t in texts])
+    _chunk_growth()
+    print(load_line("end"))
 
 
 def _hf_train(text: str) -> None:

@@ -228,12 +228,12 @@ def _encode_ours(a: dict[str, Any]) -> dict[str, Any]:
     text = _read(a["file"], a["chars"])
     tok = _load(a)
     t0 = time.perf_counter()
-    enc = FastEncoder(tok.tables, tok.pretokenizer, use_tiktoken=a["mode"] == "fast")
+    enc = FastEncoder(tok.tables, tok.pretokenizer, use_native=a["mode"] == "fast")
     setup = time.perf_counter() - t0
     dt, cpu, n = float("inf"), float("inf"), 0
     for _ in range(a["repeat"]):  # best of N: the machine is shared
         if a["mode"] == "cached":  # a cold cache each time: no free ride from the last run
-            enc = FastEncoder(tok.tables, tok.pretokenizer, use_tiktoken=False)
+            enc = FastEncoder(tok.tables, tok.pretokenizer, use_native=False, use_tiktoken=False)
         t0, c0 = time.perf_counter(), _cpu()
         if a["mode"] == "reference":
             n = len(tok.encode_ordinary_reference(text))
@@ -457,7 +457,7 @@ def _encode_rows(
     f, cpus = str(file), os.cpu_count() or 1
     print(f"encode {label}, best of {repeat} ({load_line('now')})", flush=True)
     single = {
-        "ours    fast path (tiktoken's core)": _run(
+        "ours    fast path (compiled encoder)": _run(
             kind="encode_ours", vocab=vocab, file=f, chars=chars, mode="fast", repeat=repeat
         ),
         "peer    tiktoken encode_ordinary (1 thread)": _run(

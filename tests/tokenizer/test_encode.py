@@ -1,4 +1,4 @@
-"""Encoding: fast paths (tiktoken core, chunk cache) equal the reference on real data."""
+"""Encoding: fast paths (compiled encoder, tiktoken core, chunk cache) equal the reference on real data."""
 
 from __future__ import annotations
 
@@ -13,7 +13,13 @@ from conftest import PUD_LANGS, data_path, pud_text
 from tokembed.errors import TokenizerError
 from tokembed.tokenizer import BPETables, Pretokenizer, Tokenizer, address_hash
 from tokembed.tokenizer._long_runs import LIMIT, has_long_whitespace
+from tokembed.tokenizer._native import load
 from tokembed.tokenizer.encode import FastEncoder, encode_chunk_reference
+
+# The engine a vocabulary that tiktoken cannot hold gets: compiled when built, else Python.
+OWN = "native" if load("_encode") is not None else "cached"
+# The engine a tiktoken-compatible vocabulary gets.
+EXACT = "native" if load("_encode") is not None else "tiktoken"
 
 
 @pytest.fixture
@@ -27,11 +33,16 @@ def ruslit_tok(ruslit_text: str) -> Tokenizer:
 
 
 def _cached(tok: Tokenizer) -> FastEncoder:
-    return FastEncoder(tok.tables, tok.pretokenizer, use_tiktoken=False)
+    return FastEncoder(tok.tables, tok.pretokenizer, use_native=False, use_tiktoken=False)
 
 
-def test_trained_vocabulary_runs_on_tiktoken(pud_tok: Tokenizer) -> None:
-    assert pud_tok.backend == "tiktoken"
+def _tiktoken(tok: Tokenizer) -> FastEncoder:
+    return FastEncoder(tok.tables, tok.pretokenizer, use_native=False)
+
+
+def test_trained_vocabulary_engines(pud_tok: Tokenizer) -> None:
+    assert pud_tok.backend == EXACT
+    assert _tiktoken(pud_tok).backend == "tiktoken"
     assert _cached(pud_tok).backend == "cached"
 
 
@@ -41,6 +52,7 @@ def test_fast_paths_equal_reference_on_pud(pud_tok: Tokenizer, lang: str) -> Non
     ref = pud_tok.encode_ordinary_reference(text)
     assert pud_tok.encode_ordinary(text) == ref
     assert _cached(pud_tok).encode_ordinary(text) == ref
+    assert _tiktoken(pud_tok).encode_ordinary(text) == ref
     assert pud_tok.decode(ref) == text
 
 
@@ -57,9 +69,10 @@ def test_fast_paths_equal_reference_on_ruslit(ruslit_tok: Tokenizer, ruslit_text
     ref = {c: encode_chunk_reference(ruslit_tok.tables, c.encode()) for c in dict.fromkeys(chunks)}
     assert len(ref) > 200_000
     expected = [i for c in chunks for i in ref[c]]
-    assert ruslit_tok.backend == "tiktoken"
+    assert ruslit_tok.backend == EXACT
     assert ruslit_tok.encode_ordinary(ruslit_text) == expected
     assert _cached(ruslit_tok).encode_ordinary(ruslit_text) == expected
+    assert _tiktoken(ruslit_tok).encode_ordinary(ruslit_text) == expected
 
 
 @pytest.mark.slow
@@ -79,7 +92,7 @@ def test_o200k_equals_tiktoken_and_reference() -> None:
         mergeable_ranks=parse_ranks(path.read_bytes()),
         special_tokens={},
     )
-    assert tok.backend == "tiktoken"
+    assert tok.backend == EXACT
     for lang in ("ru", "zh", "hi", "en"):
         text = pud_text(lang)[:20000]
         expected = peer.encode_ordinary(text)
@@ -95,7 +108,8 @@ def _duplicate_tables() -> BPETables:
 def test_duplicate_pieces_are_served_by_our_own_path() -> None:
     tok = Tokenizer(pretokenizer=Pretokenizer.preset("teaching"), tables=_duplicate_tables())
     assert tok.tables.pieces[257] == tok.tables.pieces[259] == b"abc"
-    assert tok.backend == "cached"
+    assert tok.backend == OWN
+    assert _tiktoken(tok).backend == "cached"
     text = "abc bc xabcab bcabc"
     ids = tok.encode_ordinary(text)
     assert ids == tok.encode_ordinary_reference(text)
@@ -107,24 +121,29 @@ def test_inconsistent_merge_order_stays_off_tiktoken() -> None:
     # "abc" = ab + c, but with ranks bc < ab tiktoken would reach it as a + bc.
     tables = BPETables.byte_level(merges=[(98, 99, 256), (97, 98, 257), (257, 99, 258)])
     tok = Tokenizer(pretokenizer=Pretokenizer.preset("teaching"), tables=tables)
-    assert tok.backend == "cached"
+    assert tok.backend == OWN
+    assert _tiktoken(tok).backend == "cached"
     assert tok.encode_ordinary("abc") == tok.encode_ordinary_reference("abc") == [97, 256]
 
 
 def test_user_regex_stays_off_tiktoken_and_keeps_gaps(pud_tok: Tokenizer) -> None:
     tok = Tokenizer(pretokenizer=Pretokenizer.preset(r"\p{L}+"), tables=pud_tok.tables)
-    assert tok.backend == "cached"
+    assert tok.backend == OWN
+    assert _tiktoken(tok).backend == "cached"
     text = pud_text("ru")[:5000]
     ids = tok.encode_ordinary(text)
     assert ids == tok.encode_ordinary_reference(text)
     assert tok.decode(ids) == text
 
 
+@pytest.mark.parametrize("use_native", [True, False])
 @pytest.mark.parametrize("use_tiktoken", [True, False])
-def test_unrepresentable_byte_is_located(use_tiktoken: bool) -> None:
+def test_unrepresentable_byte_is_located(use_tiktoken: bool, use_native: bool) -> None:
     pieces = {i: bytes([i]) for i in range(256) if i != 0xD0}  # no lead byte of А..п
     tok = Tokenizer(pretokenizer=Pretokenizer.preset("teaching"), tables=BPETables(pieces=pieces))
-    enc = FastEncoder(tok.tables, tok.pretokenizer, use_tiktoken=use_tiktoken)
+    enc = FastEncoder(
+        tok.tables, tok.pretokenizer, use_tiktoken=use_tiktoken, use_native=use_native
+    )
     for encode in (enc.encode_ordinary, tok.encode_ordinary_reference):
         with pytest.raises(TokenizerError) as e:
             encode("ok, Дом")
@@ -135,9 +154,12 @@ def test_unrepresentable_byte_is_located(use_tiktoken: bool) -> None:
     assert tok.encode_ordinary("ok, ё") == tok.encode_ordinary_reference("ok, ё")  # ё is D1 91
 
 
+@pytest.mark.parametrize("use_native", [True, False])
 @pytest.mark.parametrize("use_tiktoken", [True, False])
-def test_lone_surrogate_refused(pud_tok: Tokenizer, use_tiktoken: bool) -> None:
-    enc = FastEncoder(pud_tok.tables, pud_tok.pretokenizer, use_tiktoken=use_tiktoken)
+def test_lone_surrogate_refused(pud_tok: Tokenizer, use_tiktoken: bool, use_native: bool) -> None:
+    enc = FastEncoder(
+        pud_tok.tables, pud_tok.pretokenizer, use_tiktoken=use_tiktoken, use_native=use_native
+    )
     for encode in (enc.encode_ordinary, pud_tok.encode_ordinary_reference):
         with pytest.raises(TokenizerError) as e:
             encode("abc \udc80 def")
@@ -149,13 +171,17 @@ def test_empty_text_is_empty_list(pud_tok: Tokenizer) -> None:
     assert pud_tok.encode("") == pud_tok.encode_ordinary("") == []
 
 
-@pytest.mark.parametrize("backend", ["tiktoken", "cached"])
-def test_encode_batch_in_threads_and_processes(pud_tok: Tokenizer, backend: str) -> None:
-    """tiktoken-backed batches run in threads, our own encoder's in processes: same ids."""
+@pytest.mark.parametrize("backend", [EXACT, "cached"])
+def test_encode_batch_in_threads_and_processes(
+    pud_tok: Tokenizer, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compiled and tiktoken-backed batches run in threads, Python's in processes: same ids."""
     from tokembed.tokenizer import TrainConfig, train
 
     tok = pud_tok
     if backend == "cached":  # a user regex keeps the vocabulary off tiktoken's core
+        # and the spawned workers inherit the switch that keeps them off the compiled one
+        monkeypatch.setenv("TOKEMBED_PURE_PYTHON", "1")
         config = TrainConfig(
             merges=300, pattern=r"\S+|\s+", specials={"<|endoftext|>": None}, progress=False
         )
@@ -209,18 +235,20 @@ def _long_texts() -> list[str]:
 @pytest.mark.parametrize("name", ["qwen.tiktoken", "smollm2-135m"])
 def test_long_chunks_on_own_encoder_equal_reference(name: str) -> None:
     tok = _real(name)
-    assert tok.backend == "cached"
+    assert tok.backend == OWN
     for text in _long_texts():
-        assert tok.encode_ordinary(text) == tok.encode_ordinary_reference(text), text[:3]
+        ref = tok.encode_ordinary_reference(text)
+        assert tok.encode_ordinary(text) == _cached(tok).encode_ordinary(text) == ref, text[:3]
 
 
 def test_long_lines_of_real_text_equal_reference(pud_tok: Tokenizer) -> None:
     """Whole lines as chunks (up to ~600 bytes) from every PUD language, heap vs reference."""
     tok = Tokenizer(pretokenizer=Pretokenizer.preset(r"[^\n]+|\n"), tables=pud_tok.tables)
-    assert tok.backend == "cached"
+    assert tok.backend == OWN
     for lang in PUD_LANGS:
         text = "".join(pud_text(lang).splitlines(keepends=True)[:25])
-        assert tok.encode_ordinary(text) == tok.encode_ordinary_reference(text), lang
+        ref = tok.encode_ordinary_reference(text)
+        assert tok.encode_ordinary(text) == _cached(tok).encode_ordinary(text) == ref, lang
 
 
 @settings(max_examples=60, deadline=None)
@@ -239,7 +267,7 @@ def test_long_whitespace_skips_tiktokens_core_with_its_ids(name: str) -> None:
     from tokembed.tokenizer.formats.ranks import parse_ranks
 
     tok = _real(name)
-    assert tok.backend == "tiktoken"
+    assert tok.backend == EXACT
     peer = tiktoken.Encoding(
         "peer",
         pat_str=tok.pretokenizer.stages[0],
@@ -250,6 +278,7 @@ def test_long_whitespace_skips_tiktokens_core_with_its_ids(name: str) -> None:
     assert has_long_whitespace(text)
     ids = tok.encode_ordinary(text)
     assert ids == peer.encode_ordinary(text) == tok.encode_ordinary_reference(text)
+    assert _tiktoken(tok).encode_ordinary(text) == ids
 
 
 @pytest.mark.slow

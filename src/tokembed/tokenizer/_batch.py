@@ -1,7 +1,9 @@
 """Batch encoding, in this process, in threads, or in a pool of worker processes.
 
-On tiktoken's core (which releases the GIL) the batch runs in threads. Otherwise
-the pure-Python encoder needs processes: workers receive the tokenizer once
+On the compiled encoder and on tiktoken's core (both release the GIL while they
+merge, and the compiled one while it splits preset patterns too) the batch runs
+in threads, each with its own compiled encoder and chunk cache. Otherwise the
+pure-Python encoder needs processes: workers receive the tokenizer once
 (pickled without its caches) and each builds its own fast encoder. Results come
 back in input order either way.
 """
@@ -11,7 +13,7 @@ from __future__ import annotations
 import array
 import multiprocessing
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from tokembed.errors import UsageError
@@ -30,6 +32,9 @@ class _BatchEncoder(Protocol):
         self, text: str, *, allowed_special: SpecialSet, disallowed_special: SpecialSet
     ) -> list[int]: ...
 
+
+# Slices per thread: enough for the threads to even out texts of unequal length.
+_SLICES_PER_WORKER = 8
 
 _worker_tok: _BatchEncoder | None = None
 _worker_opts: dict[str, Any] = {}
@@ -58,8 +63,13 @@ def encode_batch(
     workers: int,
     options: Mapping[str, Any],
     progress: bool,
+    many: Callable[[Sequence[str]], list[list[int]]] | None = None,
 ) -> list[list[int]]:
-    """Encode each text with ``tok.encode(text, **options)``; order is preserved."""
+    """Encode each text with ``tok.encode(text, **options)``; order is preserved.
+
+    ``many``, when given, encodes a run of texts at once with the same result (the
+    compiled encoder's one call per run); it is used in this process and in threads.
+    """
     from tqdm import tqdm
 
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -71,26 +81,38 @@ def encode_batch(
         )
     opts = dict(options)
     bar = tqdm(total=len(texts), disable=not progress_enabled(progress), unit="text")
+
+    def run(part: Sequence[str]) -> list[list[int]]:
+        if many is not None:
+            return many(part)
+        return [tok.encode(text, **opts) for text in part]
+
     if workers == 1 or len(texts) < 2:
         out = []
-        for text in texts:
-            out.append(tok.encode(text, **opts))
-            bar.update()
+        step = max(1, -(-len(texts) // _SLICES_PER_WORKER))
+        for i in range(0, len(texts), step):
+            out += run(texts[i : i + step])
+            bar.update(min(step, len(texts) - i))
         bar.close()
         return out
     # Fail fast in the parent for policy errors that do not depend on the text.
     tok.encode("", **opts)
-    if tok.backend == "tiktoken":
-        # tiktoken's core releases the GIL while it splits and merges, so threads
+    if tok.backend in ("native", "tiktoken"):
+        # Both engines release the GIL while they split and merge, so threads
         # scale like tiktoken's own batch API without processes' start-up (1–2 s
         # each, which made process batches 0.6x tiktoken's threads on RusLit40).
+        # Each task is a run of consecutive texts: one future per text would cost
+        # more than encoding a short line, and the work left to the GIL (building
+        # each result list) is then all that threads contend for.
         from concurrent.futures import ThreadPoolExecutor
 
+        step = max(1, -(-len(texts) // (_SLICES_PER_WORKER * workers)))
+        parts = [texts[i : i + step] for i in range(0, len(texts), step)]
         with ThreadPoolExecutor(workers) as threads:
             done: list[list[int]] = []
-            for encoded in threads.map(lambda text: tok.encode(text, **opts), texts):
-                done.append(encoded)
-                bar.update()
+            for encoded in threads.map(run, parts):
+                done += encoded
+                bar.update(len(encoded))
         bar.close()
         return done
     # spawn, not fork: a forked child inherits locks held by the parent's threads

@@ -1,5 +1,11 @@
 """When (and how) tiktoken's Rust core can encode exactly like our explicit merge list.
 
+This is the fallback engine for a machine where the compiled encoder
+(``_native/encode.c``) was not built: it is faster than our Python path there,
+but only for vocabularies and presets it reproduces exactly. With the compiled
+encoder built, that encoder serves every vocabulary (and is faster than
+tiktoken's core on one thread), so this module is not consulted.
+
 tiktoken has no merge list: it merges the adjacent pair whose concatenated bytes
 have the smallest rank. Our rule merges the pair with the smallest explicit
 merge rank. With ``rank(bytes) = id`` they agree on every input when

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from tokembed.errors import TokenizerError, UnknownTokenError
 from tokembed.tokenizer import _batch, _familiar
 from tokembed.tokenizer.decode import DecodeTable, Errors, StreamDecoder
-from tokembed.tokenizer.encode import FastEncoder, encode_ordinary_reference
+from tokembed.tokenizer.encode import DeferredTables, FastEncoder, encode_ordinary_reference
 from tokembed.tokenizer.model import BPETables, address_hash
 from tokembed.tokenizer.pretokenize import Pretokenizer
 from tokembed.tokenizer.special import SpecialSet, aliases, find_disallowed, split_on_specials
@@ -51,11 +51,15 @@ class Tokenizer:
     UnknownTokenError(UNKNOWN_TOKEN_ID, UNKNOWN_PIECE), also a ``KeyError``.
     """
 
+    _tables: BPETables | None
+    _deferred: DeferredTables | None  # a rank file's, until its tables are first needed
+    _specials: dict[str, int]
+
     def __init__(
         self,
         *,
         pretokenizer: Pretokenizer,
-        tables: BPETables,
+        tables: BPETables | DeferredTables,
         name: str | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> None:
@@ -63,6 +67,21 @@ class Tokenizer:
         self.tables = tables
         self.name = name
         self.metadata: dict[str, str] = dict(metadata or {})
+
+    @property
+    def tables(self) -> BPETables:
+        """The validated tables (deferred ones, a rank file's, are built on first access)."""
+        if self._tables is None:
+            assert self._deferred is not None
+            self._tables = self._deferred.build()
+        return self._tables
+
+    @tables.setter
+    def tables(self, tables: BPETables | DeferredTables) -> None:
+        self._tables = tables if isinstance(tables, BPETables) else None
+        self._deferred = tables if isinstance(tables, DeferredTables) else None
+        self._specials = dict(tables.specials)
+        self.__dict__.pop("_fast", None)
 
     def __repr__(self) -> str:
         return (
@@ -78,6 +97,9 @@ class Tokenizer:
         state.pop("_decoder", None)
         state.pop("_piece_ids", None)
         state.pop("_sorted_pieces", None)
+        # Compiled tables do not pickle: a deferred tokenizer sends its tables instead.
+        if state.get("_deferred") is not None:
+            state["_tables"], state["_deferred"] = self.tables, None
         if fast is not None:
             state["_verified"] = fast.backend == "tiktoken"
         return state
@@ -222,11 +244,15 @@ class Tokenizer:
     @cached_property
     def _fast(self) -> FastEncoder:
         verified = self.__dict__.get("_verified", False)
+        if self._tables is None and self._deferred is not None:
+            native = self._deferred.native
+            return FastEncoder(lambda: self.tables, self.pretokenizer, native=native)
         return FastEncoder(self.tables, self.pretokenizer, verified=verified)
 
     @property
     def backend(self) -> str:
-        """Engine of the fast path: ``"tiktoken"`` when exact for this vocabulary, else ``"cached"``."""
+        """Engine of the fast path: ``"native"`` (compiled), ``"tiktoken"`` (when exact for
+        this vocabulary and the compiled encoder is not built), else ``"cached"`` (Python)."""
         return self._fast.backend
 
     def encode_ordinary(self, text: str) -> list[int]:
@@ -260,7 +286,7 @@ class Tokenizer:
         special spelling raises SPECIAL_TOKEN_DISALLOWED; ``disallowed_special=frozenset()``
         encodes them as ordinary text.
         """
-        specials = self.tables.specials
+        specials = self._specials
         allowed = find_disallowed(
             text, specials, allowed_special=allowed_special, disallowed_special=disallowed_special
         )
@@ -295,13 +321,22 @@ class Tokenizer:
         Raises:
             UsageError(INVALID_ARGUMENT): both names given with different values, or < 1.
         """
+        ordinary = not self._specials or all(
+            not isinstance(s, str) and not s for s in (allowed_special, disallowed_special)
+        )
         return _batch.encode_batch(
             self,
             texts,
             workers=_familiar.workers(workers, num_threads),
             options={"allowed_special": allowed_special, "disallowed_special": disallowed_special},
             progress=progress,
+            many=self._encode_ordinary_many if ordinary else None,
         )
+
+    def _encode_ordinary_many(self, texts: Sequence[str]) -> list[list[int]]:
+        """:meth:`encode_ordinary` of each text; one compiled call when the scanner splits."""
+        many = self._fast.encode_ordinary_many(texts)
+        return many if many is not None else [self.encode_ordinary(t) for t in texts]
 
     def encode_ordinary_batch(
         self, texts: Sequence[str], *, num_threads: int = 1, progress: bool = True
@@ -321,6 +356,11 @@ class Tokenizer:
         """:meth:`encode` as a ``uint32`` NumPy array, as tiktoken returns it."""
         import numpy as np
 
+        policy = {"allowed_special": allowed_special, "disallowed_special": disallowed_special}
+        if not find_disallowed(text, self._specials, **policy):
+            arr = self._fast.encode_ordinary_numpy(text)  # no list in between
+            if arr is not None:
+                return arr
         ids = self.encode(
             text, allowed_special=allowed_special, disallowed_special=disallowed_special
         )

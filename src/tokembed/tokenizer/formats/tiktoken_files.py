@@ -14,6 +14,14 @@ tokens come from, in this order,
 
 Anything else is refused rather than guessed.
 
+A rank file means tiktoken's rule: join the adjacent pair whose concatenated bytes
+have the lowest rank. When the compiled encoder is built, loading parses the file
+in C and encodes with that rule directly; the explicit merge list
+(:func:`~.ranks.ranks_to_tables`, seconds for 200k ranks) is derived only when
+something needs the tables (decoding, export, the address hash, ...), and then
+kept in a user cache folder keyed by the file's SHA-256 (:mod:`._derived_cache`),
+so a later process reads it back instead of deriving it again.
+
 Example::
 
     >>> tok = load_tiktoken("o200k_base.tiktoken", encoding="o200k_harmony")  # doctest: +SKIP
@@ -25,13 +33,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from tokembed._atomic import write_files_atomic
 from tokembed.errors import FormatError, TokenizerError
+from tokembed.tokenizer._native import load
+from tokembed.tokenizer.encode import DeferredTables
 from tokembed.tokenizer.formats._build import build_pretokenizer, malformed
+from tokembed.tokenizer.formats._derived_cache import cached_merges
 from tokembed.tokenizer.formats._io import read_bytes, read_json
 from tokembed.tokenizer.formats.encodings import EncodingSpec, encoding_spec, known_encodings
 from tokembed.tokenizer.formats.ranks import (
@@ -40,6 +52,7 @@ from tokembed.tokenizer.formats.ranks import (
     ranks_to_tables,
     tables_to_ranks,
 )
+from tokembed.tokenizer.model import BPETables
 from tokembed.tokenizer.tokenizer import Tokenizer
 
 __all__ = ["export_tiktoken", "load_tiktoken"]
@@ -96,8 +109,36 @@ def _spec_for(path: Path, encoding: str | None, ranks_data: bytes) -> EncodingSp
     )
 
 
+def _rank_file_tables(data: bytes, specials: Mapping[str, int], source: str) -> BPETables:
+    """The explicit tables of a rank file (merges from the digest-keyed cache when there)."""
+    ranks = parse_ranks(data, source=source)
+    merges = cached_merges(data, lambda: ranks_to_tables(ranks).merges)
+    pieces = {rank: piece for piece, rank in ranks.items()}
+    return BPETables(pieces=pieces, merges=merges, specials=dict(specials))
+
+
+def _native_ranks(data: bytes, specials: Mapping[str, int]) -> Any | None:
+    """Compiled rank tables when the file and specials surely load without error, else None
+    (then the Python parser runs and raises the precise error, or loads a corner case)."""
+    native = load("_encode")
+    if native is None:
+        return None
+    try:
+        tables = native.Tables.from_ranks(data)
+    except ValueError:
+        return None
+    # Dense ranks 0..n-1 (all real files): a special id conflicts iff it is below n.
+    dense = tables.max_rank + 1 == tables.size
+    if tables.missing_bytes() or not dense:
+        return None
+    if any(not tables.size <= sid for sid in specials.values()):
+        return None
+    return tables
+
+
 def load_tiktoken(path: str | Path, *, encoding: str | None = None) -> Tokenizer:
-    """A tokenizer from a ``.tiktoken`` rank file; ids equal ranks, merges derived exactly.
+    """A tokenizer from a ``.tiktoken`` rank file; ids equal ranks, merges derived exactly
+    (when the compiled encoder is built: on first use of the tables, see above).
 
     Raises:
         UsageError(FILE_NOT_FOUND); FormatError(MALFORMED_RANKS, UNSUPPORTED_TOKENIZER,
@@ -106,6 +147,18 @@ def load_tiktoken(path: str | Path, *, encoding: str | None = None) -> Tokenizer
     path = Path(path)
     data = read_bytes(path)
     spec = _spec_for(path, encoding, data)
+    pretokenizer = build_pretokenizer(str(path), [spec.pattern], engine="tiktoken")
+    metadata = {"source_format": "tiktoken", "encoding": spec.name, "source": path.name}
+    native = _native_ranks(data, spec.specials)
+    if native is not None:
+        deferred = DeferredTables(
+            native=native,
+            build=partial(_rank_file_tables, data, dict(spec.specials), str(path)),
+            specials=dict(spec.specials),
+        )
+        return Tokenizer(
+            pretokenizer=pretokenizer, tables=deferred, name=spec.name, metadata=metadata
+        )
     ranks = parse_ranks(data, source=str(path))
     missing = sorted(set(range(256)) - {p[0] for p in ranks if len(p) == 1})
     if missing:  # tiktoken's byte-pair encoding assumes every single byte has a rank
@@ -116,15 +169,10 @@ def load_tiktoken(path: str | Path, *, encoding: str | None = None) -> Tokenizer
             fix="a rank file must give every one of the 256 bytes a rank",
         )
     try:
-        tables = ranks_to_tables(ranks, specials=spec.specials)
+        tables = _rank_file_tables(data, spec.specials, str(path))
     except TokenizerError as exc:  # a special id that is also a rank: wrong encoding name
         raise malformed(str(path), f"{exc.code}: {exc.message}", value=exc.value) from exc
-    return Tokenizer(
-        pretokenizer=build_pretokenizer(str(path), [spec.pattern], engine="tiktoken"),
-        tables=tables,
-        name=spec.name,
-        metadata={"source_format": "tiktoken", "encoding": spec.name, "source": path.name},
-    )
+    return Tokenizer(pretokenizer=pretokenizer, tables=tables, name=spec.name, metadata=metadata)
 
 
 def export_tiktoken(

@@ -1,0 +1,284 @@
+/* The BPE rule on one chunk, in C, for the two table kinds:
+ *
+ * - explicit merges (tk_merge_*): while an adjacent pair is a merge, take the
+ *   smallest rank and replace its non-overlapping occurrences left to right;
+ * - rank files (tk_rankbpe_*): tiktoken's rule, join the leftmost adjacent pair
+ *   whose concatenated bytes have the smallest rank.
+ *
+ * Short chunks run a rescanning loop (quadratic, but on a handful of ids it
+ * beats any bookkeeping); longer ones keep every candidate pair in a binary
+ * heap keyed rank << 32 | position, so a chunk of n bytes costs O(n log n):
+ * each merge removes one id and adds at most two pairs. */
+#ifndef TOKEMBED_ENCODE_MERGE_H
+#define TOKEMBED_ENCODE_MERGE_H
+#include "encode_tables.h"
+
+/* Up to this many ids the rescanning loop is used (its worst case, 64^2 pair
+ * checks, stays below the heap's constant costs). */
+#define TK_SMALL 64
+
+typedef struct {
+    uint32_t *ids, *aux;
+    uint32_t *rank, *res;
+    int32_t *nxt, *prv;
+    uint64_t *heap;
+    size_t cap, heap_cap, heap_len;
+    uint32_t *made;
+    size_t made_cap;
+} tk_scratch;
+
+static void tk_scratch_free(tk_scratch *s) {
+    free(s->ids);
+    free(s->aux);
+    free(s->rank);
+    free(s->res);
+    free(s->nxt);
+    free(s->prv);
+    free(s->heap);
+    free(s->made);
+    memset(s, 0, sizeof(*s));
+}
+
+static int tk_scratch_reserve(tk_scratch *s, size_t n) {
+    if (n <= s->cap) return 0;
+    size_t c = s->cap ? s->cap : 256;
+    while (c < n) c *= 2;
+    void *p;
+#define TK_GROW(field, type)                                   \
+    p = realloc(s->field, c * sizeof(type));                   \
+    if (!p) return -1;                                         \
+    s->field = p;
+    TK_GROW(ids, uint32_t)
+    TK_GROW(aux, uint32_t)
+    TK_GROW(rank, uint32_t)
+    TK_GROW(res, uint32_t)
+    TK_GROW(nxt, int32_t)
+    TK_GROW(prv, int32_t)
+#undef TK_GROW
+    s->cap = c;
+    return 0;
+}
+
+/* ---- a min-heap of u64 keys ---------------------------------------------------------- */
+/* Four children per node: half the levels of a binary heap, and the children of
+ * a node share one 32-byte span, so a long chunk's heap (megabytes for a
+ * megabyte-long chunk) costs fewer cache misses per pop. */
+static int tk_heap_push(tk_scratch *s, uint64_t key) {
+    if (s->heap_len == s->heap_cap) {
+        size_t c = s->heap_cap ? 2 * s->heap_cap : 256;
+        void *p = realloc(s->heap, c * sizeof(uint64_t));
+        if (!p) return -1;
+        s->heap = p;
+        s->heap_cap = c;
+    }
+    uint64_t *h = s->heap;
+    size_t i = s->heap_len++;
+    while (i > 0) {
+        size_t parent = (i - 1) / 4;
+        if (h[parent] <= key) break;
+        h[i] = h[parent];
+        i = parent;
+    }
+    h[i] = key;
+    return 0;
+}
+
+static uint64_t tk_heap_pop(tk_scratch *s) {
+    uint64_t *h = s->heap;
+    uint64_t top = h[0];
+    uint64_t last = h[--s->heap_len];
+    size_t n = s->heap_len, i = 0;
+    for (;;) {
+        size_t c = 4 * i + 1;
+        if (c >= n) break;
+        size_t end = c + 4 < n ? c + 4 : n, best = c;
+        for (size_t k = c + 1; k < end; k++)
+            if (h[k] < h[best]) best = k;
+        if (last <= h[best]) break;
+        h[i] = h[best];
+        i = best;
+    }
+    if (n) h[i] = last;
+    return top;
+}
+
+static int tk_made_push(tk_scratch *s, size_t *len, uint32_t v) {
+    if (*len == s->made_cap) {
+        size_t c = s->made_cap ? 2 * s->made_cap : 256;
+        void *p = realloc(s->made, c * sizeof(uint32_t));
+        if (!p) return -1;
+        s->made = p;
+        s->made_cap = c;
+    }
+    s->made[(*len)++] = v;
+    return 0;
+}
+
+/* ---- explicit merges ------------------------------------------------------------ */
+static inline void tk_pair_lookup(const tk_pair_map *pairs, uint32_t l, uint32_t r,
+                                  uint32_t *rank, uint32_t *res) {
+    const tk_pair_slot *slot = tk_pair_map_get(pairs, l, r);
+    *rank = slot ? slot->rank : TK_NO_RANK;
+    *res = slot ? slot->result : 0;
+}
+
+/* s->ids[0..n) in, the merged ids out in s->ids; returns their count.
+ * A step takes the leftmost pair of the smallest rank, then every later
+ * occurrence of that pair left to right (the reference's non-overlapping scan);
+ * each merge looks up only the two pairs it creates. A created pair is never the
+ * step's own pair (a result's bytes are longer than either part), so the search
+ * for the next occurrence cannot pick one up. */
+static size_t tk_merge_small(const tk_pair_map *pairs, tk_scratch *s, size_t n) {
+    uint32_t *ids = s->ids, *rank = s->rank, *res = s->res;
+    for (size_t i = 0; i + 1 < n; i++) tk_pair_lookup(pairs, ids[i], ids[i + 1], &rank[i], &res[i]);
+    while (n > 1) {
+        size_t i = 0;
+        uint32_t br = rank[0];
+        for (size_t k = 1; k + 1 < n; k++)
+            if (rank[k] < br) br = rank[k], i = k;
+        if (br == TK_NO_RANK) break;
+        uint32_t out = res[i];
+        for (;;) {
+            ids[i] = out;
+            memmove(&ids[i + 1], &ids[i + 2], (n - i - 2) * sizeof(uint32_t));
+            if (i + 2 < n) {
+                memmove(&rank[i + 1], &rank[i + 2], (n - i - 3) * sizeof(uint32_t));
+                memmove(&res[i + 1], &res[i + 2], (n - i - 3) * sizeof(uint32_t));
+            }
+            n--;
+            if (i > 0) tk_pair_lookup(pairs, ids[i - 1], out, &rank[i - 1], &res[i - 1]);
+            if (i + 1 < n) tk_pair_lookup(pairs, out, ids[i + 1], &rank[i], &res[i]);
+            size_t j = i + 1;
+            while (j + 1 < n && rank[j] != br) j++;
+            if (j + 1 >= n) break;
+            i = j;
+        }
+    }
+    return n;
+}
+
+/* The heap form; all positions of the smallest rank are taken in position order
+ * (the reference's left-to-right scan), and the pairs they create are pushed
+ * only after the step: in a table whose merges are not in dependency order a
+ * created pair may rank lower and must wait, as in the reference. */
+static int tk_merge_heap(const tk_pair_map *pairs, const uint32_t *merge_lr, tk_scratch *s,
+                         size_t n, size_t *out_n) {
+    uint32_t *ids = s->ids;
+    int32_t *nxt = s->nxt, *prv = s->prv;
+    s->heap_len = 0;
+    for (size_t i = 0; i < n; i++) {
+        nxt[i] = i + 1 < n ? (int32_t)(i + 1) : -1;
+        prv[i] = (int32_t)i - 1;
+    }
+    for (size_t i = 0; i + 1 < n; i++) {
+        const tk_pair_slot *slot = tk_pair_map_get(pairs, ids[i], ids[i + 1]);
+        if (slot && tk_heap_push(s, ((uint64_t)slot->rank << 32) | i) < 0) return -1;
+    }
+    while (s->heap_len) {
+        uint32_t rank = (uint32_t)(s->heap[0] >> 32);
+        uint32_t L = merge_lr[3 * (size_t)rank], R = merge_lr[3 * (size_t)rank + 1];
+        uint32_t out = merge_lr[3 * (size_t)rank + 2];
+        size_t made = 0;
+        while (s->heap_len && (uint32_t)(s->heap[0] >> 32) == rank) {
+            int32_t i = (int32_t)(uint32_t)tk_heap_pop(s);
+            int32_t j = nxt[i];
+            if (ids[i] != L || j < 0 || ids[j] != R) continue; /* stale */
+            ids[i] = out;
+            ids[j] = UINT32_MAX;
+            int32_t k = nxt[j];
+            nxt[i] = k;
+            if (k >= 0) prv[k] = i;
+            if (tk_made_push(s, &made, (uint32_t)i) < 0) return -1;
+        }
+        for (size_t m = 0; m < made; m++) {
+            int32_t i = (int32_t)s->made[m];
+            if (ids[i] != out) continue; /* consumed by a later merge of this step */
+            int32_t p = prv[i], k = nxt[i];
+            const tk_pair_slot *slot;
+            if (p >= 0 && (slot = tk_pair_map_get(pairs, ids[p], out)) &&
+                tk_heap_push(s, ((uint64_t)slot->rank << 32) | (uint32_t)p) < 0)
+                return -1;
+            if (k >= 0 && (slot = tk_pair_map_get(pairs, out, ids[k])) &&
+                tk_heap_push(s, ((uint64_t)slot->rank << 32) | (uint32_t)i) < 0)
+                return -1;
+        }
+    }
+    size_t w = 0;
+    for (int32_t i = 0; i >= 0; i = nxt[i]) ids[w++] = ids[i];
+    *out_n = w;
+    return 0;
+}
+
+/* ---- rank files ------------------------------------------------------------------ */
+/* s->ids holds the parts' ranks and s->aux their start offsets into data. */
+static size_t tk_rankbpe_small(const tk_piece_map *pieces, tk_memo *memo,
+                               const unsigned char *data, size_t n, tk_scratch *s) {
+    uint32_t *id = s->ids, *start = s->aux, *rank = s->rank;
+    size_t m = n; /* parts; part i spans start[i] .. start[i + 1] (start[m] = n) */
+    for (size_t i = 0; i < n; i++) start[i] = (uint32_t)i;
+    start[n] = (uint32_t)n;
+    for (size_t i = 0; i + 1 < m; i++) rank[i] = pieces->two[(unsigned)data[i] << 8 | data[i + 1]];
+    while (m > 1) {
+        size_t best = 0;
+        uint32_t br = rank[0];
+        for (size_t i = 1; i + 1 < m; i++)
+            if (rank[i] < br) br = rank[i], best = i;
+        if (br == TK_NO_RANK) break;
+        id[best] = br;
+        memmove(&id[best + 1], &id[best + 2], (m - best - 2) * sizeof(uint32_t));
+        memmove(&start[best + 1], &start[best + 2], (m - best - 1) * sizeof(uint32_t));
+        if (best + 2 < m) memmove(&rank[best + 1], &rank[best + 2], (m - best - 3) * sizeof(uint32_t));
+        m--;
+        if (best > 0)
+            rank[best - 1] = tk_join_rank(pieces, memo, id[best - 1], br, data + start[best - 1],
+                                          start[best + 1] - start[best - 1]);
+        if (best + 1 < m)
+            rank[best] = tk_join_rank(pieces, memo, br, id[best + 1], data + start[best],
+                                      start[best + 2] - start[best]);
+    }
+    return m;
+}
+
+static int tk_rankbpe_heap(const tk_piece_map *pieces, tk_memo *memo, const unsigned char *data,
+                           size_t n, tk_scratch *s, size_t *out_n) {
+    uint32_t *id = s->ids;
+    int32_t *nxt = s->nxt, *prv = s->prv;
+    s->heap_len = 0;
+    for (size_t i = 0; i < n; i++) {
+        nxt[i] = (int32_t)(i + 1); /* n marks the end */
+        prv[i] = (int32_t)i - 1;
+    }
+    for (size_t i = 0; i + 1 < n; i++) {
+        uint32_t r = pieces->two[(unsigned)data[i] << 8 | data[i + 1]];
+        if (r != TK_NO_RANK && tk_heap_push(s, ((uint64_t)r << 32) | i) < 0) return -1;
+    }
+    while (s->heap_len) {
+        uint64_t top = tk_heap_pop(s);
+        uint32_t r = (uint32_t)(top >> 32);
+        int32_t i = (int32_t)(uint32_t)top;
+        if (id[i] == UINT32_MAX) continue; /* i was absorbed by its left neighbour */
+        int32_t j = nxt[i];
+        if (j >= (int32_t)n) continue;
+        int32_t e = nxt[j];
+        /* A rank names one byte string, so the pair is current iff it spans the same bytes. */
+        if (tk_join_rank(pieces, memo, id[i], id[j], data + i, (size_t)(e - i)) != r) continue;
+        id[i] = r;
+        id[j] = UINT32_MAX;
+        nxt[i] = e;
+        if (e < (int32_t)n) prv[e] = i;
+        int32_t p = prv[i];
+        if (p >= 0) {
+            uint32_t q = tk_join_rank(pieces, memo, id[p], r, data + p, (size_t)(e - p));
+            if (q != TK_NO_RANK && tk_heap_push(s, ((uint64_t)q << 32) | (uint32_t)p) < 0) return -1;
+        }
+        if (e < (int32_t)n) {
+            uint32_t q = tk_join_rank(pieces, memo, r, id[e], data + i, (size_t)(nxt[e] - i));
+            if (q != TK_NO_RANK && tk_heap_push(s, ((uint64_t)q << 32) | (uint32_t)i) < 0) return -1;
+        }
+    }
+    size_t w = 0;
+    for (int32_t i = 0; i < (int32_t)n; i = nxt[i]) id[w++] = id[i];
+    *out_n = w;
+    return 0;
+}
+#endif

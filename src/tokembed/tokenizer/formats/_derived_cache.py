@@ -1,0 +1,90 @@
+"""A user cache of merge lists derived from rank files, keyed by the file's SHA-256.
+
+Deriving explicit merges from tiktoken ranks replays tiktoken's joining inside
+every piece (seconds for o200k's 200k ranks). The result depends only on the
+file's bytes, so it is stored once per digest under the cache folder
+(``$TOKEMBED_CACHE_DIR``, else ``$XDG_CACHE_HOME/tokembed``, else
+``~/.cache/tokembed``) in ``rank-merges/<sha256>.merges``: a header line with the
+format, the count and the SHA-256 of the payload, then the merges as
+little-endian ``uint32`` triples. A file that does not check out (truncated,
+edited, another format) is ignored and rewritten; a folder that cannot be
+written only costs the derivation next time. Writes are atomic
+(``tokembed._atomic``), so concurrent processes never read half a file.
+
+Example::
+
+    >>> cached_merges(b"YQ== 0", lambda: ())  # doctest: +SKIP
+    ()
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from tokembed._atomic import write_bytes_atomic
+from tokembed.errors import TokembedError
+
+__all__ = ["cache_folder", "cached_merges"]
+
+_MAGIC = b"tokembed-rank-merges-v1"
+Merges = tuple[tuple[int, int, int], ...]
+
+
+def cache_folder() -> Path:
+    """Where derived tables are kept (see the module docstring for the order of choices)."""
+    own = os.environ.get("TOKEMBED_CACHE_DIR")
+    if own:
+        return Path(own)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "tokembed"
+
+
+def _read(path: Path) -> Merges | None:
+    try:
+        blob = path.read_bytes()
+    except OSError:
+        return None
+    head, _, payload = blob.partition(b"\n")
+    fields = head.split(b" ")
+    if len(fields) != 3 or fields[0] != _MAGIC or not fields[1].isdigit():
+        return None
+    count = int(fields[1])
+    if len(payload) != 12 * count or hashlib.sha256(payload).hexdigest().encode() != fields[2]:
+        return None
+    import array
+
+    flat = array.array("I")
+    flat.frombytes(payload)
+    if sys.byteorder != "little":
+        flat.byteswap()
+    return tuple(zip(flat[0::3], flat[1::3], flat[2::3], strict=True))
+
+
+def _encode(merges: Merges) -> bytes:
+    import array
+
+    flat = array.array("I", [i for merge in merges for i in merge])
+    if sys.byteorder != "little":
+        flat.byteswap()
+    payload = flat.tobytes()
+    digest = hashlib.sha256(payload).hexdigest().encode()
+    return b" ".join([_MAGIC, str(len(merges)).encode(), digest]) + b"\n" + payload
+
+
+def cached_merges(rank_file: bytes, derive: Callable[[], Merges]) -> Merges:
+    """The merges ``derive()`` gives for ``rank_file``, from the cache when it holds them."""
+    path = cache_folder() / "rank-merges" / f"{hashlib.sha256(rank_file).hexdigest()}.merges"
+    found = _read(path)
+    if found is not None:
+        return found
+    merges = derive()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(path, _encode(merges))
+    except (OSError, TokembedError):
+        pass  # a read-only or full cache folder: the next load derives again
+    return merges

@@ -1,0 +1,398 @@
+"""The compiled encoder (``_native/encode.c``) against the reference, tiktoken and HF tokenizers.
+
+Explicit-merge mode and rank mode (a rank file's bytes → rank table with tiktoken's
+rule) are each compared with the pure-Python reference, with each other where both
+apply, and with the peer that defines the vocabulary, on all 13 PUD languages and on
+hypothesis texts; the cache, batches in threads, missing bytes and long chunks too.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _core_data import pud_tokenizer
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import PUD_LANGS, data_path, pud_text
+from tokembed.errors import TokenizerError
+from tokembed.tokenizer import BPETables, Pretokenizer, Tokenizer
+from tokembed.tokenizer._native import load
+from tokembed.tokenizer.encode import FastEncoder, encode_ordinary_reference, native_tables
+
+RANK_FILES = ("o200k_base", "cl100k_base", "r50k_base")
+
+
+def _module() -> Any:
+    """The compiled module; under CI its absence fails (the build must have compiled it)."""
+    module = load("_encode")
+    if module is None:
+        reason = "tokembed.tokenizer._native._encode is not built (no compiler, or pure Python)"
+        if os.environ.get("CI") == "true" and os.environ.get("TOKEMBED_PURE_PYTHON", "") in (
+            "",
+            "0",
+        ):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return module
+
+
+@cache
+def _rank_file(name: str) -> tuple[Any, Any, Tokenizer]:
+    """(tiktoken peer, compiled rank-mode tables, our tokenizer with explicit merges)."""
+    import tiktoken
+
+    from tokembed.tokenizer.formats import load_tokenizer
+    from tokembed.tokenizer.formats.ranks import parse_ranks
+
+    path = data_path("tokenizers", f"{name}.tiktoken")
+    data = path.read_bytes()
+    tok = load_tokenizer(path, encoding=name)
+    peer = tiktoken.Encoding(
+        name,
+        pat_str=tok.pretokenizer.stages[0],
+        mergeable_ranks=parse_ranks(data),
+        special_tokens={},
+    )
+    return peer, _module().Tables.from_ranks(data), tok
+
+
+def _encoder(tables: Any, *, cache_limit: int = 1 << 20) -> Any:
+    return _module().Encoder(tables, cache_limit=cache_limit)
+
+
+def _chunked(enc: Any, pre: Pretokenizer, text: str) -> list[int]:
+    ids: list[int] = enc.encode_chunks(text, pre.split(text))
+    return ids
+
+
+@pytest.mark.parametrize("lang", PUD_LANGS)
+def test_merge_mode_equals_reference_on_pud(lang: str) -> None:
+    _module()
+    tok = pud_tokenizer()
+    text = pud_text(lang)
+    enc = _encoder(native_tables(tok.tables))
+    assert _chunked(enc, tok.pretokenizer, text) == tok.encode_ordinary_reference(text)
+
+
+@pytest.mark.parametrize("name", RANK_FILES)
+def test_rank_mode_equals_tiktoken_and_merge_mode_on_pud(name: str) -> None:
+    peer, ranks, tok = _rank_file(name)
+    by_rank, by_merge = _encoder(ranks), _encoder(native_tables(tok.tables))
+    for lang in PUD_LANGS:
+        text = pud_text(lang)
+        expected = peer.encode_ordinary(text)
+        assert _chunked(by_rank, tok.pretokenizer, text) == expected, lang
+        assert _chunked(by_merge, tok.pretokenizer, text) == expected, lang
+        assert tok.encode_ordinary(text) == expected, lang  # split by the compiled scanner
+
+
+@pytest.mark.parametrize("name", ["gpt2-hf", "smollm2-135m"])
+def test_hf_vocabularies_equal_hf_tokenizers_on_pud(name: str) -> None:
+    from tokenizers import Tokenizer as HFTokenizer
+
+    from tokembed.tokenizer.formats import load_tokenizer
+
+    folder = data_path("tokenizers", name)
+    _module()
+    tok = load_tokenizer(folder)
+    assert tok.backend == "native"
+    json_file = folder / "tokenizer.json"
+    if json_file.is_file():
+        peer = HFTokenizer.from_file(str(json_file))
+    else:  # GPT-2's vocab.json + merges.txt
+        from tokenizers import decoders, models, pre_tokenizers
+
+        peer = HFTokenizer(
+            models.BPE.from_file(str(folder / "vocab.json"), str(folder / "merges.txt"))
+        )
+        peer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        peer.decoder = decoders.ByteLevel()
+    for lang in PUD_LANGS:
+        text = pud_text(lang)
+        expected = peer.encode(text, add_special_tokens=False).ids
+        assert tok.encode_ordinary(text) == expected, lang
+
+
+def test_qwen_rank_mode_equals_merge_mode_and_tiktoken() -> None:
+    """Qwen's vocabulary is not tiktoken-exact as explicit merges; as a rank file it is."""
+    import tiktoken
+
+    from tokembed.tokenizer.formats import load_tokenizer
+    from tokembed.tokenizer.formats.ranks import parse_ranks
+
+    path = data_path("tokenizers", "qwen.tiktoken")
+    tok = load_tokenizer(path)
+    peer = tiktoken.Encoding(
+        "qwen",
+        pat_str=tok.pretokenizer.stages[0],
+        mergeable_ranks=parse_ranks(path.read_bytes()),
+        special_tokens={},
+    )
+    by_merge = _encoder(native_tables(tok.tables))
+    for lang in PUD_LANGS:
+        text = pud_text(lang)
+        ids = tok.encode_ordinary(text)
+        assert ids == peer.encode_ordinary(text) == _chunked(by_merge, tok.pretokenizer, text)
+
+
+_ALPHABET = st.sampled_from(
+    [
+        "a",
+        "b",
+        "ab",
+        " ",
+        "  ",
+        "\n",
+        "\t",
+        "1",
+        "123",
+        "ё",
+        "Дом",
+        "中",
+        "文",
+        "🙂",
+        "'s",
+        "!",
+        "é",
+    ]
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(_ALPHABET, max_size=80), st.integers(1, 40))
+def test_hypothesis_texts_equal_reference_in_both_modes(parts: list[str], repeat: int) -> None:
+    peer, ranks, tok = _rank_file("cl100k_base")
+    text = "".join(p * (repeat if i % 3 == 0 else 1) for i, p in enumerate(parts))
+    expected = peer.encode_ordinary(text)
+    assert _chunked(_encoder(ranks), tok.pretokenizer, text) == expected
+    pud = pud_tokenizer()
+    ref = encode_ordinary_reference(pud.tables, pud.pretokenizer, text)
+    assert _chunked(_encoder(native_tables(pud.tables)), pud.pretokenizer, text) == ref
+
+
+def _unordered_tables() -> BPETables:
+    # Merges out of dependency order and a duplicate piece: bc < ab, and "abc" twice.
+    return BPETables.byte_level(
+        merges=[(98, 99, 256), (97, 98, 257), (257, 99, 258), (97, 256, 259), (259, 259, 260)]
+    )
+
+
+@pytest.mark.parametrize("unit", ["abc", "ab", "aab", "abcabc ", "cab"])
+@pytest.mark.parametrize("length", [3, 40, 200, 3000])
+def test_heap_and_small_loop_equal_reference_on_unordered_tables(unit: str, length: int) -> None:
+    """Long chunks (heap) and short ones (rescanning loop) of a table the trainer could not make."""
+    tables = _unordered_tables()
+    pre = Pretokenizer.preset(r"[^\n]+|\n")
+    text = (unit * length)[: length * 2] + "\n" + unit * 5
+    ref = encode_ordinary_reference(tables, pre, text)
+    assert _chunked(_encoder(native_tables(tables)), pre, text) == ref
+
+
+@pytest.mark.parametrize("name", RANK_FILES)
+def test_long_pathological_chunks_in_rank_mode(name: str) -> None:
+    peer, ranks, tok = _rank_file(name)
+    for text in ["a" * 5000, "中" * 3000, "1" * 4000, "ab" * 3000, " " * 4000 + "x", "\n" * 2000]:
+        # tiktoken's own regex overflows on long whitespace; our splitter gives the same chunks.
+        chunks = tok.pretokenizer.split(text)
+        expected = [i for c in chunks for i in peer._encode_single_piece(c.encode())]
+        assert _encoder(ranks).encode_chunks(text, chunks) == expected, text[:3]
+
+
+def test_cache_limit_bounds_entries_and_keeps_ids() -> None:
+    tok = pud_tokenizer()
+    text = pud_text("de")
+    tables = native_tables(tok.tables)
+    expected = encode_ordinary_reference(tok.tables, tok.pretokenizer, text)
+    small, none, big = (
+        _encoder(tables, cache_limit=50),
+        _encoder(tables, cache_limit=0),
+        _encoder(tables),
+    )
+    for _ in range(2):
+        assert _chunked(small, tok.pretokenizer, text) == expected
+        assert _chunked(none, tok.pretokenizer, text) == expected
+        assert _chunked(big, tok.pretokenizer, text) == expected
+    assert 0 < small.cache_size <= 50
+    assert small.cache_clears > 0
+    assert none.cache_size == 0
+    assert big.cache_size > 1000
+    assert big.cache_clears == 0
+    big.clear_cache()
+    assert big.cache_size == 0
+    assert _chunked(big, tok.pretokenizer, text) == expected
+    with pytest.raises(ValueError, match="cache_limit"):
+        _module().Encoder(tables, cache_limit=-1)
+
+
+def test_long_chunks_are_not_cached() -> None:
+    module = _module()
+    tok = pud_tokenizer()
+    enc = _encoder(native_tables(tok.tables))
+    pre = Pretokenizer.preset(r"[^\n]+|\n")
+    enc.encode_chunks("x" * (module.CACHED_CHUNK + 1), ["x" * (module.CACHED_CHUNK + 1)])
+    assert enc.cache_size == 0
+    enc.encode_chunks("x" * module.CACHED_CHUNK, pre.split("x" * module.CACHED_CHUNK))
+    assert enc.cache_size == 1
+
+
+def test_chunks_must_tile_the_text() -> None:
+    enc = _encoder(native_tables(pud_tokenizer().tables))
+    with pytest.raises(ValueError, match="tile"):
+        enc.encode_chunks("abc", ["ab"])
+
+
+def test_missing_byte_raises_with_the_offset_of_today() -> None:
+    pieces = {i: bytes([i]) for i in range(256) if i != 0xD0}
+    tables = BPETables(pieces=pieces)
+    module = _module()
+    with pytest.raises(module.MissingByte) as raw:
+        _encoder(native_tables(tables)).encode_chunks("ok, Дом", ["ok", ",", " Дом"])
+    assert raw.value.args == (4,)  # byte offset of D0 in b"ok, \xd0\x94..."
+    tok = Tokenizer(pretokenizer=Pretokenizer.preset("teaching"), tables=tables)
+    assert tok.backend == "native"
+    for encode in (tok.encode_ordinary, tok.encode_ordinary_reference, tok.encode_to_numpy):
+        with pytest.raises(TokenizerError) as e:
+            encode("ok, Дом")
+        assert e.value.code == "UNREPRESENTABLE_BYTE"
+        assert e.value.value == 4
+
+
+def test_batch_in_threads_equals_sequential() -> None:
+    _module()
+    tok = pud_tokenizer()
+    assert tok.backend == "native"
+    texts = [line for lang in PUD_LANGS for line in pud_text(lang).splitlines()[:40]]
+    one = tok.encode_batch(texts, progress=False)
+    two = tok.encode_batch(texts, workers=2, progress=False)
+    assert one == two == [tok.encode_ordinary_reference(t) for t in texts]
+    # Ordinary batches go through one compiled call per slice; a surrogate pair sends its
+    # slice back to the per-text path (which joins the pair), a lone one still raises.
+    odd = [*texts[:50], "abc \ud83d\udc4d", *texts[50:100]]
+    expected = [tok.encode_ordinary(t) for t in odd]
+    assert tok.encode_ordinary_batch(odd, num_threads=2, progress=False) == expected
+    assert tok.encode_ordinary_batch(odd, progress=False) == expected
+    with pytest.raises(TokenizerError) as e:
+        tok.encode_ordinary_batch([*texts[:10], "x \udc80"], num_threads=2, progress=False)
+    assert e.value.code == "LONE_SURROGATE"
+
+
+def test_encode_to_numpy_equals_list() -> None:
+    import numpy as np
+
+    _module()
+    tok = pud_tokenizer()
+    text = pud_text("fi")
+    arr = tok.encode_to_numpy(text)
+    assert arr.dtype == np.uint32
+    assert arr.flags.writeable
+    assert arr.tolist() == tok.encode_ordinary(text)
+    joined = "abc \ud83d\udc4d"  # a surrogate pair (JSON decoding) is the character it spells
+    assert tok.encode_to_numpy(joined).tolist() == tok.encode_ordinary(joined)
+
+
+def test_rank_file_loads_without_merges_and_derives_them_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading a rank file parses it in C; the merge list is derived on first use of the
+    tables and then read back from the digest-keyed cache by a later load."""
+    import hashlib
+
+    from tokembed.tokenizer.formats import load_tokenizer, tiktoken_files
+    from tokembed.tokenizer.formats.ranks import parse_ranks, ranks_to_tables
+
+    _module()
+    monkeypatch.setenv("TOKEMBED_CACHE_DIR", str(tmp_path))
+    path = data_path("tokenizers", "r50k_base.tiktoken")
+    tok = load_tokenizer(path, encoding="r50k_base")
+    assert tok._tables is None
+    assert tok.backend == "native"
+    assert tok.encode("hello world") == [31373, 995]
+    assert tok._tables is None  # encoding needed no merge list
+    eager = ranks_to_tables(parse_ranks(path.read_bytes()))
+    assert tok.tables.merges == eager.merges
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    stored = tmp_path / "rank-merges" / f"{digest}.merges"
+    assert stored.is_file()
+
+    def refuse(*_: object) -> object:
+        raise AssertionError("derived again although the cache holds the merges")
+
+    monkeypatch.setattr(tiktoken_files, "ranks_to_tables", refuse)
+    again = load_tokenizer(path, encoding="r50k_base")
+    assert again.tables.merges == eager.merges
+    # A damaged cache file is ignored (and rewritten), never trusted.
+    stored.write_bytes(stored.read_bytes()[:-12])
+    monkeypatch.undo()
+    monkeypatch.setenv("TOKEMBED_CACHE_DIR", str(tmp_path))
+    third = load_tokenizer(path, encoding="r50k_base")
+    assert third.tables.merges == eager.merges
+    assert len(stored.read_bytes()) > len(eager.merges) * 12
+
+
+def test_deferred_tokenizer_pickles_with_its_tables() -> None:
+    import pickle
+
+    _module()
+    _, _, tok = _rank_file("r50k_base")
+    from tokembed.tokenizer.formats import load_tokenizer
+
+    lazy = load_tokenizer(data_path("tokenizers", "r50k_base.tiktoken"), encoding="r50k_base")
+    back = pickle.loads(pickle.dumps(lazy))
+    text = pud_text("en")[:2000]
+    assert back.encode_ordinary(text) == lazy.encode_ordinary(text) == tok.encode_ordinary(text)
+    assert back.address_hash == tok.address_hash
+
+
+@pytest.mark.parametrize("preset", ["teaching", "r50k", "cl100k", "o200k", "gpt2-hf"])
+@pytest.mark.parametrize("engine", ["tiktoken", "huggingface"])
+def test_compiled_split_equals_python_split(preset: str, engine: str) -> None:
+    """Whole texts split by scan.c give the ids of the Python pre-tokenizer's chunks."""
+    module = _module()
+    tok = pud_tokenizer()
+    pre = Pretokenizer.preset(preset, engine=engine)  # type: ignore[arg-type]
+    fast = FastEncoder(tok.tables, pre)
+    assert fast.native_split == bool(module.HAVE_SCAN)
+    enc = fast.native_encoder()
+    for lang in PUD_LANGS:
+        text = pud_text(lang) + " \n\n  x  \t\r\n 12345 'S 's ?!.. \u00a0\u2028"
+        assert fast.encode_ordinary(text) == _chunked(enc, pre, text), lang
+
+
+@pytest.mark.slow
+def test_ruslit_in_both_modes(ruslit_text: str) -> None:
+    """All of RusLit-40: o200k's rank mode against tiktoken, SmolLM2's merge mode against the
+    reference on every unique chunk (merges never cross chunks, so that covers every position)."""
+    from tokembed.tokenizer.encode import encode_chunk_reference
+    from tokembed.tokenizer.formats import load_tokenizer
+
+    _module()
+    peer, _, _ = _rank_file("o200k_base")
+    o200k = load_tokenizer(data_path("tokenizers", "o200k_base.tiktoken"))
+    assert o200k._fast.native_split
+    assert o200k.encode_ordinary(ruslit_text) == peer.encode_ordinary(ruslit_text)
+    smol = load_tokenizer(data_path("tokenizers", "smollm2-135m"))
+    chunks = smol.pretokenizer.split(ruslit_text)
+    ref = {c: encode_chunk_reference(smol.tables, c.encode()) for c in dict.fromkeys(chunks)}
+    assert smol.encode_ordinary(ruslit_text) == [i for c in chunks for i in ref[c]]
+
+
+def test_shared_cache_serves_every_encoder_of_its_tables() -> None:
+    module = _module()
+    tok = pud_tokenizer()
+    tables = native_tables(tok.tables)
+    shared = module.SharedCache(tables, cache_limit=1000)
+    one, two = module.Encoder(tables, cache=shared), module.Encoder(tables, cache=shared)
+    text = pud_text("es")
+    expected = encode_ordinary_reference(tok.tables, tok.pretokenizer, text)
+    assert _chunked(one, tok.pretokenizer, text) == expected
+    filled = shared.cache_size
+    assert 0 < filled <= 1000 + 63  # the limit is split evenly over 64 shards
+    assert _chunked(two, tok.pretokenizer, text) == expected
+    assert one.cache_size == two.cache_size == 0  # their private caches stay unused
+    with pytest.raises(ValueError, match="same tables"):
+        module.Encoder(native_tables(tok.tables), cache=shared)
