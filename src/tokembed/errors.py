@@ -113,6 +113,15 @@ CODES: dict[str, str] = {
     "INVALID_CONFIG": "a model config lacks the fields a calculation needs",
     "MISSING_GRADIENT": "a table has no gradient where one was required (backward not run)",
     "SCALE_MISMATCH": "an observed lookup scale is not a power of the declared input scale",
+    "POSITIONS_MISSING": "rows reach a consumer that expects positional rows added, but carry none",
+    "POSITIONS_UNEXPECTED": "rows meant as raw content already carry positional rows (added too early)",
+    "INIT_VARIANCE_MISSTATED": "a stated coordinate variance differs from the initializer's on this shape",
+    "SCALED_VARIANCE_MISSTATED": "a stated post-scale variance is not s^2 times the initializer's variance",
+    "TABLE_MUTATED_IN_FORWARD": "a forward (max_norm renormalization) changed a table declared unchanged",
+    "PAD_MASK_MISMATCH": "the attention or label mask disagrees with a batch's PAD positions",
+    "PAD_ROW_AS_CONTENT": "a row frozen as padding_idx is attended as content",
+    "GRADIENT_NOT_ACCUMULATED": "a table gradient is not the scatter-add of its lookups' upstream rows",
+    "CLIP_NOT_GLOBAL": "a sharded gradient's global norm exceeds the declared clipping threshold",
     # --- parallel ----------------------------------------------------------
     "SHARD_GAP": "row-shard intervals leave rows without an owner",
     "SHARD_OVERLAP": "row-shard intervals give a row two owners",
@@ -128,6 +137,7 @@ CODES: dict[str, str] = {
     "REPLICA_DIVERGED": "replicas of a tied table differ in values or optimizer state",
     "SHARD_LAYOUT_MISMATCH": "saved shards do not reconstruct the declared logical table",
     "SEQUENCE_NOT_DIVISIBLE": "a sequence-parallel dimension is not divisible by the group size",
+    "ACTIVATION_NOT_GATHERED": "a feature-sharded activation reached an operator that needs full rows",
     # --- checkpoint --------------------------------------------------------
     "TIE_NOT_SHARED": "tables claimed tied are distinct storages (equal values are not a tie)",
     "UNDECLARED_TIE": "tables share one storage but the config or caller says they are untied",
@@ -143,6 +153,8 @@ CODES: dict[str, str] = {
     "REPLICA_GRADIENT_REDUCED_TWICE": "a tied replica's group also reduces the same gradient again",
     "QUANTIZED_PACKS_NOT_TIED": "role packs of a tied table are not derived from one source tensor",
     "MALFORMED_CHECKPOINT": "a checkpoint's metadata is missing, malformed or disagrees with it",
+    "HEAD_VOCAB_MISMATCH": "an output head's vocabulary axis differs from the input table's rows",
+    "HEAD_LAYOUT_MISMATCH": "an output head's weight is not [V, d] (nn.Linear layout): transposed or other width",
     # --- migrate -----------------------------------------------------------
     "NOT_APPEND_ONLY": "a change required to be append-only moves, removes or rewrites an old id",
     "SEMANTICS_CHANGED": "the pre-tokenizer changed, so equal pieces are not proved equal symbols",
@@ -168,7 +180,24 @@ CODES: dict[str, str] = {
     "AUDIT_NOT_A_LANGUAGE_MODEL": "the model has no input or output token table to audit",
     # --- audit: tokenizer/model admission and the initial state ---------------
     # --- audit: failure lab (guards of its own) -------------------------------
+    "IDENTITY_KIND_MISMATCH": "an identity of one kind (address, table, checkpoint, artifact) stood for another",
     # --- handoff (positions, media rows, projectors, adapters, X0 assembly) ---
+    "PROJECTOR_WIDTH_MISMATCH": "media rows have the encoder's width d_media where the model's d_model is expected (or the reverse)",
+    "PROJECTOR_SPACE_MISMATCH": "projected rows have the model's width but were aligned to another model's input space",
+    "PROJECTOR_ENCODER_MISMATCH": "features come from another encoder (or layer) than the one the projector was trained on",
+    "PROJECTOR_TRAINABILITY_MISMATCH": "a projector is frozen or trained (requires_grad, optimizer groups) contrary to its declared set-up",
+    "REPRESENTATION_NOT_CONTEXTUAL": "context-free lookup rows (or undeclared rows) are used where contextual states are required",
+    "SCORE_NOT_CALIBRATED": "a similarity score is asked of a representation no retrieval objective trained for it",
+    "ROWS_NOT_POOLED": "a sequence of projected rows [B,N,d] is used as one vector per item [B,d]",
+    "REPRESENTATION_SPACE_MISMATCH": "equal-width representations from different layers, heads, checkpoints or objectives are mixed",
+    "ADAPTER_ROW_COUNT_STALE": "a mask, label or metadata tensor still has the row count from before a count-changing adapter",
+    "ADAPTER_ROW_ORDER_UNDECLARED": "rows were reordered or regrouped without their metadata following the declared row map",
+    "ADAPTER_EVIDENCE_DROPPED": "declared evidence rows get less weight than the declared floor in every adapter output row",
+    "X0_FEATURE_AXIS_CONCAT": "text and media rows were concatenated along the feature axis instead of the row axis",
+    "X0_ROW_ORDER_MISMATCH": "segments of the initial state are in another order than the declared layout",
+    "X0_ROW_TYPES_MISSING": "rows of the initial state carry no row type (text, image, audio, event, PAD)",
+    "X0_GEOMETRY_MISSING": "media rows reach the initial state without their layout, time or position metadata",
+    "X0_MEDIA_MASK_MISSING": "a ragged media batch was padded but carries no mask, so padding rows read as evidence",
 }
 
 

@@ -47,7 +47,10 @@ def _code(fn: Any, *args: Any, **kwargs: Any) -> str:
 
 
 def test_equal_values_are_mistaken_for_one_parameter() -> None:
-    """embed and lm_head hold equal values (a copy) while the config claims a tie."""
+    """Failure lab: Equal values are mistaken for one parameter.
+
+    embed and lm_head hold equal values (a copy) while the config claims a tie.
+    """
     model = TinyLM(tied=False)
     with torch.no_grad():
         model.lm_head.weight.copy_(model.embed.weight)
@@ -57,7 +60,10 @@ def test_equal_values_are_mistaken_for_one_parameter() -> None:
 
 
 def test_a_checkpoint_stores_values_but_loses_the_alias_graph(tmp_path: Path) -> None:
-    """Two keys copied into two Parameters; the alias is never reapplied."""
+    """Failure lab: A checkpoint stores values but loses the alias graph.
+
+    Two keys copied into two Parameters; the alias is never reapplied.
+    """
     source = TinyLM(tied=True)
     lost = TinyLM(tied=False)
     lost.load_state_dict(source.state_dict())
@@ -69,14 +75,20 @@ def test_a_checkpoint_stores_values_but_loses_the_alias_graph(tmp_path: Path) ->
 
 
 def test_two_declared_alias_keys_contain_different_values(tmp_path: Path) -> None:
-    """The file has embed and lm_head with different values; the model ties them."""
+    """Failure lab: Two declared alias keys contain different values.
+
+    The file has embed and lm_head with different values; the model ties them.
+    """
     path = tmp_path / "untied.safetensors"
     save_file({k: v.contiguous() for k, v in TinyLM(tied=False).state_dict().items()}, str(path))
     assert _code(load_checkpoint, TinyLM(tied=True), path) == "DIVERGENT_ALIAS_VALUES"
 
 
 def test_the_optimizer_is_built_before_an_alias_is_restored(tmp_path: Path) -> None:
-    """The optimizer keeps the replaced lm_head Parameter; forward uses the embedding."""
+    """Failure lab: The optimizer is built before an alias is restored.
+
+    The optimizer keeps the replaced lm_head Parameter; forward uses the embedding.
+    """
     source = TinyLM(tied=True)
     adam = torch.optim.Adam(source.parameters())
     train_steps(source, adam)
@@ -88,7 +100,10 @@ def test_the_optimizer_is_built_before_an_alias_is_restored(tmp_path: Path) -> N
 
 
 def test_one_tied_parameter_is_registered_twice_with_the_optimizer() -> None:
-    """Both role names of one tied weight end up in the param groups."""
+    """Failure lab: One tied Parameter is registered twice with the optimizer.
+
+    Both role names of one tied weight end up in the param groups.
+    """
     model = TinyLM(tied=True)
     sgd = torch.optim.SGD(model.parameters(), lr=0.1)
     sgd.param_groups[0]["params"].append(model.lm_head.weight)
@@ -96,7 +111,10 @@ def test_one_tied_parameter_is_registered_twice_with_the_optimizer() -> None:
 
 
 def test_a_factorized_lexical_table_is_tied_directly_to_a_hidden_width_head() -> None:
-    """[V, D] lexical rows claimed tied to a [V, H] head (same V, D != H)."""
+    """Failure lab: A factorized lexical table is tied directly to a hidden-width head.
+
+    [V, D] lexical rows claimed tied to a [V, H] head (same V, D != H).
+    """
     model = nn.Module()
     model.embed = FactorizedEmbedding(11, 3, 4)
     model.lm_head = nn.Linear(4, 11, bias=False)
@@ -107,7 +125,10 @@ def test_a_factorized_lexical_table_is_tied_directly_to_a_hidden_width_head() ->
 
 
 def test_source_and_target_tables_are_tied_from_equal_row_counts() -> None:
-    """Two [V, H] input tables bound to different tokenizers."""
+    """Failure lab: Source and target tables are tied from equal row counts.
+
+    Two [V, H] input tables bound to different tokenizers.
+    """
     model = nn.Module()
     model.src = TokenEmbedding(11, 4, address_hash="sha256:" + "1" * 64)
     model.tgt = TokenEmbedding(11, 4, address_hash="sha256:" + "2" * 64)
@@ -139,7 +160,10 @@ def _partition_codes(rank: int, world_size: int) -> list[Any]:
 
 @pytest.mark.distributed
 def test_tensor_parallel_input_and_output_shards_use_different_row_intervals() -> None:
-    """Rank r's head rows are rank R-1-r's embedding rows; every local shape is valid."""
+    """Failure lab: Tensor-parallel input and output shards use different row intervals.
+
+    Rank r's head rows are rank R-1-r's embedding rows; every local shape is valid.
+    """
     results = run_ranks(_partition_codes, 2)
     for rank, (tied, permuted) in enumerate(results):
         assert tied == [("same_parameter", None)]  # one local Parameter per rank
@@ -191,7 +215,10 @@ def _replica_run(rank: int, world_size: int, mode: str) -> Any:
 
 @pytest.mark.distributed
 def test_pipeline_replicas_reduce_values_but_not_the_two_gradient_paths() -> None:
-    """Each stage steps only its own role's gradient; a reconciled run stays equal."""
+    """Failure lab: Pipeline replicas reduce values but not the two gradient paths.
+
+    Each stage steps only its own role's gradient; a reconciled run stays equal.
+    """
     assert (
         run_ranks(_replica_run, 2, "unreconciled")
         == [("REPLICA_DIVERGED", "tied replicas differ in values")] * 2
@@ -201,7 +228,10 @@ def test_pipeline_replicas_reduce_values_but_not_the_two_gradient_paths() -> Non
 
 @pytest.mark.distributed
 def test_pipeline_replica_values_match_while_optimizer_moments_differ() -> None:
-    """Values broadcast after unreconciled steps: equal tensors, different Adam moments."""
+    """Failure lab: Pipeline replica values match while optimizer moments differ.
+
+    Values broadcast after unreconciled steps: equal tensors, different Adam moments.
+    """
     assert (
         run_ranks(_replica_run, 2, "values_synced")
         == [("REPLICA_DIVERGED", "tied replicas differ in optimizer state")] * 2
@@ -210,7 +240,10 @@ def test_pipeline_replica_values_match_while_optimizer_moments_differ() -> None:
 
 @pytest.mark.distributed
 def test_the_reconciled_pipeline_gradient_is_reduced_twice() -> None:
-    """The embedding group doubles as the data-parallel group: the sum is taken twice."""
+    """Failure lab: The reconciled pipeline gradient is reduced twice.
+
+    The embedding group doubles as the data-parallel group: the sum is taken twice.
+    """
     assert (
         run_ranks(_replica_run, 2, "reduced_twice")
         == [("REPLICA_GRADIENT_REDUCED_TWICE", True)] * 2
@@ -218,7 +251,10 @@ def test_the_reconciled_pipeline_gradient_is_reduced_twice() -> None:
 
 
 def test_input_and_output_roles_create_independent_quantized_packs_and_call_them_tied() -> None:
-    """Each role quantized from its own copy (one of them trained on): two physical tables."""
+    """Failure lab: Input and output roles create independent quantized packs and call them tied.
+
+    Each role quantized from its own copy (one of them trained on): two physical tables.
+    """
     table = torch.randn(6, 4, generator=torch.Generator().manual_seed(0))
     drifted = table.clone()
     drifted[2] += 0.5

@@ -60,6 +60,7 @@ def test_shared_storage_without_shared_object_is_a_storage_tie() -> None:
 def test_hf_config_claims_are_checked_against_storage(
     tied: bool, claim: bool, code: str | None
 ) -> None:
+    """Failure lab: Assuming tied weights when the implementation does not tie."""
     model = llama(tied=tied)
     model.config.tie_word_embeddings = claim
     pair = _only(tie_report(model))
@@ -90,3 +91,21 @@ def test_report_serializes() -> None:
     assert d["ok"] is True
     assert d["pairs"][0]["kind"] == "same_parameter"
     assert "embed.weight <-> lm_head.weight: same_parameter" in report.format()
+
+
+def test_equal_values_after_loading_are_not_a_tie() -> None:
+    """Failure lab: Tied weights accepted from equal values.
+
+    A tied checkpoint loaded into a model that builds two tables: equal now, two tables.
+    """
+    untied = TinyLM(tied=False)
+    untied.load_state_dict(TinyLM(tied=True).state_dict())
+    assert torch.equal(untied.embed.weight, untied.lm_head.weight)
+    claims = {("embed.weight", "lm_head.weight"): True}
+    with pytest.raises(CheckpointError) as e:
+        require_ties(untied, claims=claims)
+    assert e.value.code == "TIE_NOT_SHARED"
+    sgd = torch.optim.SGD(untied.parameters(), lr=0.1)
+    untied(torch.tensor([[1, 2]])).sum().backward()
+    sgd.step()  # the two tables receive different gradients and part on the first step
+    assert not torch.equal(untied.embed.weight, untied.lm_head.weight)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,8 +12,13 @@ import torch.multiprocessing as mp
 from torch import nn
 
 from conftest import data_path, pud_text
-from tokembed.embedding.clipping import clip_grad_norm_sparse_
-from tokembed.errors import UsageError
+
+# The gloo harness lives with the parallel tests.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "parallel"))
+from _harness import run_ranks
+
+from tokembed.embedding.clipping import check_global_norm, clip_grad_norm_sparse_
+from tokembed.errors import EmbeddingError, UsageError
 
 # Worked trace: V=8, d=3, uncoalesced rows [1,4,1,4,6,1,4] -> coalesced [[5,3,2],[6,3,1],[0,1,3]].
 ROWS = torch.tensor([1, 4, 1, 4, 6, 1, 4])
@@ -118,3 +124,41 @@ def test_real_token_ids_sparse_clip_equals_dense_peer() -> None:
     torch.testing.assert_close(got, want)
     torch.testing.assert_close(emb.weight.grad.to_dense(), peer.grad)
     assert emb.weight.grad.values().shape[0] == ids.unique().numel()
+
+
+def _clip_then_check(rank: int, world: int, full: torch.Tensor, mode: str) -> object:
+    lo, hi = rank * 4, min((rank + 1) * 4, full.shape[0])
+    w = nn.Parameter(torch.zeros(hi - lo, full.shape[1]))
+    w.grad = full[lo:hi].clone()
+    if mode == "local":
+        nn.utils.clip_grad_norm_([w], 1.0)  # each owner clips by its own norm
+    else:
+        clip_grad_norm_sparse_([w], 1.0, group=dist.group.WORLD)
+    try:
+        return check_global_norm([w], 1.0, group=dist.group.WORLD)
+    except EmbeddingError as e:
+        return (e.code, e.value)
+
+
+@pytest.mark.distributed
+def test_local_clipping_is_not_global_clipping() -> None:
+    """Failure lab: Local clipping is called global clipping.
+
+    Two row shards each clipped to norm 1 by clip_grad_norm_ leave a global norm near sqrt(2).
+    """
+    torch.manual_seed(1)
+    full = torch.randn(7, 3) * 3  # both shards' norms exceed 1
+    local = run_ranks(_clip_then_check, 2, full, "local")
+    codes = {r[0] for r in local}  # type: ignore[index]
+    assert codes == {"CLIP_NOT_GLOBAL"}
+    # Each shard keeps norm n / (n + 1e-6) after torch's clip; float32 scaling rounds each
+    # value once, so the norm is within a few eps32 of the float64 figure.
+    shards = [float(full[:4].double().norm()), float(full[4:].double().norm())]
+    want = sum((n / (n + 1e-6)) ** 2 for n in shards) ** 0.5
+    eps32 = torch.finfo(torch.float32).eps
+    assert local[0][1] == pytest.approx(want, rel=4 * eps32, abs=0)  # type: ignore[index]
+    assert want > 1.4
+    clipped = run_ranks(_clip_then_check, 2, full, "global")
+    assert clipped[0] == clipped[1] <= 1.0 * (1 + torch.finfo(torch.float32).eps)
+    with pytest.raises(UsageError):
+        check_global_norm([], 0.0)

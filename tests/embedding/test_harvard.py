@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from conftest import assert_within, rounding_bound
 from tokembed.embedding import oracles as O
 from tokembed.embedding.harvard import HarvardEmbedding, sinusoidal_table
-from tokembed.embedding.stamps import add_positions, apply_input_scale, row_stamp
+from tokembed.embedding.stamps import add_positions, apply_input_scale, require_rows, row_stamp
 from tokembed.errors import EmbeddingError
 
 
@@ -52,3 +52,39 @@ def test_sequence_longer_than_table() -> None:
     with pytest.raises(EmbeddingError) as e:
         HarvardEmbedding(11, 4, max_len=2)(torch.tensor([[1, 2, 3]]))
     assert e.value.code == "SHAPE_MISMATCH"
+
+
+def test_content_rows_where_the_stack_expects_positions_are_refused() -> None:
+    """Failure lab: Calling only Embeddings when code expects Embeddings + PositionalEncoding.
+
+    content() is [B, L, d] like forward(), but carries no positions.
+    """
+    wrapper = HarvardEmbedding(11, 8, dropout=0.0)
+    ids = torch.tensor([[1, 3, 5]])
+    content, full = wrapper.content(ids), wrapper(ids)
+    assert content.shape == full.shape  # the shape cannot tell them apart
+    with pytest.raises(EmbeddingError) as e:
+        require_rows(content, positions=True, by="encoder")
+    assert (e.value.code, e.value.value) == ("POSITIONS_MISSING", (1, 3, 8))
+    stamp = require_rows(full, positions=True, by="encoder")
+    assert stamp is not None
+    assert (stamp.positions, stamp.scale) == ("sinusoidal", math.sqrt(8))
+
+
+def test_positioned_rows_where_raw_content_was_intended_are_refused() -> None:
+    """Failure lab: Calling src_embed when only raw content embeddings were intended.
+
+    The caller adds its own positions later; rows from forward() already have them.
+    """
+    wrapper = HarvardEmbedding(11, 8, dropout=0.0)
+    ids = torch.tensor([[1, 3, 5]])
+    early = wrapper(ids)  # src_embed = Embeddings + PositionalEncoding
+    with pytest.raises(EmbeddingError) as e:
+        require_rows(early, positions=False, by="decoder input")
+    assert (e.value.code, e.value.value) == ("POSITIONS_UNEXPECTED", "sinusoidal")
+    with pytest.raises(EmbeddingError) as e:  # and adding them where intended: twice
+        add_positions(early, wrapper.get_buffer("pe")[:3], name="sinusoidal", by="caller")
+    assert e.value.code == "POSITION_APPLIED_TWICE"
+    raw = require_rows(wrapper.content(ids), positions=False, by="decoder input")
+    assert raw is not None
+    assert raw.positions is None

@@ -299,6 +299,7 @@ def test_three_row_learning_step() -> None:
 
 
 def test_input_scale_applied_once_and_recorded() -> None:
+    """Failure lab: Applying sqrt(d_model) twice."""
     emb = TokenEmbedding(11, 16, input_scale=math.sqrt(16))
     ids = torch.tensor([[1, 3]])
     out = emb(ids)
@@ -337,6 +338,7 @@ def test_lookup_refusals(bad: object, code: str) -> None:
 def test_one_hot_guard_is_an_opt_in_policy() -> None:
     # Integer one-hot selectors are also a valid id batch (rows 0 and 1), so only a
     # table built with one_hot_guard=True refuses them; nn.Embedding never does.
+    """Failure lab: One-hot vectors passed into nn.Embedding."""
     selectors = F.one_hot(torch.tensor([[1, 2, 6]]), 8)
     guarded = _spec_embedding(padding_idx=0, one_hot_guard=True)
     with pytest.raises(EmbeddingError) as e:
@@ -349,6 +351,7 @@ def test_one_hot_guard_is_an_opt_in_policy() -> None:
 
 
 def test_pad_convention_naming_is_switchable() -> None:
+    """Failure lab: pad_id=-1 passed into embedding lookup."""
     named = TokenEmbedding(8, 3)
     with pytest.raises(IndexError) as e:
         named(torch.tensor([[1, -1]]))
@@ -377,6 +380,38 @@ def test_media_features_cast_to_ids_are_refused() -> None:
     with pytest.raises(EmbeddingError) as e:
         emb((features * 100).long())  # the cast "works" and yields negative / huge rows
     assert e.value.code in ("ID_OUT_OF_RANGE", "PAD_ID_INVALID")
+
+
+def test_already_embedded_rows_are_not_ids() -> None:
+    """Failure lab: Already embedded floats passed into nn.Embedding.
+
+    [B, L, d] rows from one table handed to another lookup: refused like nn.Embedding does.
+    """
+    first = TokenEmbedding(8, 3)
+    rows = first(torch.tensor([[1, 2, 5]]))  # [1, 3, 3] floats, sequence-like
+    second = TokenEmbedding(8, 3)
+    with pytest.raises(EmbeddingError) as e:
+        second(rows)
+    assert (e.value.code, e.value.value) == ("INDEX_DTYPE_MISMATCH", torch.float32)
+    with pytest.raises(RuntimeError):  # the peer refuses too, without a code
+        nn.Embedding(8, 3)(rows)
+
+
+def test_media_features_cast_to_in_range_ids_have_no_address() -> None:
+    """Failure lab: Media features cast to IDs.
+
+    Cast features can land inside [0, V); only the address binding tells them from ids.
+    """
+    features = torch.rand(2, 4, 16, generator=torch.Generator().manual_seed(0))  # [B, n, d_media]
+    cast = (features * 8).long()[..., 0]  # [B, n] integers in [0, 8): valid-looking addresses
+    plain = TokenEmbedding(8, 3)
+    assert plain(cast).shape == (2, 4, 3)  # an unbound table reads them as token rows
+    bound = TokenEmbedding(8, 3, address_hash=HASH_A, require_address=True)
+    with pytest.raises(EmbeddingError) as e:
+        bound(cast)
+    assert (e.value.code, e.value.value) == ("ADDRESS_HASH_MISMATCH", None)
+    ids = AddressedIds(ids=torch.tensor([[1, 2]]), address_hash=HASH_A)
+    assert bound(ids).shape == (1, 2, 3)  # ids from the bound tokenizer pass
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="a second device is needed to route")
@@ -448,6 +483,7 @@ def test_bind_address_checks_row_count_against_tokenizer() -> None:
     [(0, None), (None, 0), (0, 2), (-1, 0)],
 )
 def test_batch_and_table_pad_ids_must_agree(batch_pad: int | None, table_pad: int | None) -> None:
+    """Failure lab: PAD row updates unexpectedly."""
     emb = TokenEmbedding(8, 3, padding_idx=table_pad)
     batch = AddressedIds(ids=torch.tensor([[1, 2]]), address_hash=HASH_A, pad_id=batch_pad)
     with pytest.raises(EmbeddingError) as e:
@@ -463,6 +499,7 @@ def test_padding_idx_must_be_a_row(padding_idx: int) -> None:
 
 
 def test_zero_pad_row_policy() -> None:
+    """Failure lab: Assuming padding_idx forces a permanent zero row."""
     nonzero = torch.tensor(SPEC_TABLE)
     nonzero[0] = 1.0
     with pytest.raises(EmbeddingError) as e:  # supplied weights bypass the constructor's zeroing
@@ -532,6 +569,7 @@ def test_config_refusals(policy: dict[str, object], code: str) -> None:
 
 
 def test_global_scope_needs_counts() -> None:
+    """Failure lab: Frequency scaling uses an undeclared count scope."""
     emb = TokenEmbedding(8, 3, scale_grad_by_freq=True, count_scope="global")
     with pytest.raises(EmbeddingError) as e:
         emb(_ids())

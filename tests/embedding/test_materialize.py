@@ -178,6 +178,7 @@ def test_growth_preserves_the_old_prefix_bit_for_bit() -> None:
 
 
 def test_growth_prefix_check_sees_changed_bits() -> None:
+    """Failure lab: Vocabulary growth overwrites old rows."""
     old = _table()
     new = torch.cat([old, torch.zeros(2, 4)])
     check_growth_prefix(old, new)

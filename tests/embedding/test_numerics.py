@@ -113,6 +113,7 @@ def test_double_scaling_is_refused() -> None:
 
 
 def test_declared_scale_must_match_the_observed_one() -> None:
+    """Failure lab: Missing sqrt(d_model)."""
     torch.manual_seed(0)
     emb = nn.Embedding(8, D)
     with pytest.raises(EmbeddingError) as e:  # declared sqrt(d), nothing applies it
@@ -124,6 +125,7 @@ def test_declared_scale_must_match_the_observed_one() -> None:
 
 
 def test_assumed_master_copies_are_refused() -> None:
+    """Failure lab: Equating autocast with converted parameters or fp32 master weights."""
     torch.manual_seed(0)
     emb = nn.Embedding(8, D)
     opt = torch.optim.AdamW(emb.parameters())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from _fixtures import base, make
 
-from tokembed.errors import CheckpointError
+from tokembed.errors import CheckpointError, EmbeddingError
 from tokembed.migrate import classify_change, ordered_vocab_digest
 from tokembed.tokenizer import BPETables, Tokenizer
 
@@ -95,10 +95,28 @@ def test_another_pretokenizer_is_a_replacement() -> None:
 
 
 def test_equal_size_other_assignment_has_another_vocab_digest() -> None:
-    """Failure lab: equal vocabulary size admitted as address compatibility."""
+    """Equal id ranges with another assignment have another ordered-vocabulary digest."""
     swapped = make([(H, I, 257), (BANG, BANG, 256)], {"<|end|>": 300})
     assert swapped.tables.id_range == base().tables.id_range
     assert ordered_vocab_digest(swapped) != ordered_vocab_digest(base())
+
+
+def test_equal_size_tables_are_not_address_compatible() -> None:
+    """Failure lab: Equal vocabulary size admitted as address compatibility.
+
+    A table bound to one tokenizer refuses ids from another of the same V.
+    """
+    from tokembed.embedding import AddressedIds, TokenEmbedding
+
+    old, swapped = base(), make([(H, I, 257), (BANG, BANG, 256)], {"<|end|>": 300})
+    assert swapped.tables.id_range == old.tables.id_range  # same V, same shapes
+    table = TokenEmbedding(old.tables.id_range, 4)
+    table.bind_address(old)
+    ids = swapped.encode("hi!!")
+    assert table(AddressedIds.from_lists([ids], source=old)).shape == (1, len(ids), 4)
+    with pytest.raises(EmbeddingError) as err:
+        table(AddressedIds.from_lists([ids], source=swapped))
+    assert err.value.code == "ADDRESS_HASH_MISMATCH"
 
 
 def test_aliases_keep_their_id() -> None:

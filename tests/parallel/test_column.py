@@ -15,8 +15,13 @@ from _harness import run_ranks
 from torch import nn
 from torch.testing import assert_close
 
-from tokembed.errors import EmbeddingError, TokembedError, UsageError
-from tokembed.parallel import ColumnParallelEmbedding, VocabParallelEmbedding, row_intervals
+from tokembed.errors import EmbeddingError, ParallelError, TokembedError, UsageError
+from tokembed.parallel import (
+    ColumnParallelEmbedding,
+    VocabParallelEmbedding,
+    require_full_rows,
+    row_intervals,
+)
 
 pytestmark = pytest.mark.distributed
 
@@ -82,3 +87,27 @@ def test_only_plain_embeddings_are_sharded(
         with pytest.raises(TokembedError) as row:
             VocabParallelEmbedding.from_embedding(module)  # type: ignore[arg-type]
         assert row.value.code == row_code
+
+
+def _next_operator(rank: int, world: int) -> list[Any]:
+    torch.manual_seed(5)
+    ref = nn.Embedding(13, 6)
+    ids = torch.tensor([[1, 5, 12]])
+    out: list[Any] = []
+    for gather in (False, True):
+        col = ColumnParallelEmbedding.from_embedding(ref, gather_output=gather)
+        try:
+            rows = require_full_rows(col(ids), d_model=6, by="RMSNorm")
+            out.append(tuple(rows.shape))
+        except ParallelError as e:
+            out.append((e.code, e.value))
+    return out
+
+
+def test_a_column_slice_is_not_a_full_activation() -> None:
+    """Failure lab: Column-wise weight placement is mistaken for a full activation schedule.
+
+    gather_output=False hands each rank [*, d_r]; a norm over the hidden width needs [*, d].
+    """
+    results = run_ranks(_next_operator, 2)
+    assert results == [[("ACTIVATION_NOT_GATHERED", 3), (1, 3, 6)]] * 2

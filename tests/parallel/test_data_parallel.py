@@ -116,6 +116,7 @@ def _checks(rank: int, world: int) -> dict[str, str]:
 
 
 def test_tensor_times_data_parallel_step_and_ownership_failures() -> None:
+    """Failure lab: Tensor-parallel and data-parallel groups are conflated."""
     expected = {
         "same_group": "GROUP_CONFLATION",
         "overlap": "GROUP_CONFLATION",
@@ -128,6 +129,7 @@ def test_tensor_times_data_parallel_step_and_ownership_failures() -> None:
 
 
 def test_double_averaging_is_refused_before_any_gradient_exists() -> None:
+    """Failure lab: Data-parallel AVG and loss averaging divide twice."""
     with pytest.raises(ParallelError) as e:
         GradientReduction(collective="avg", loss_normalization="global_mean")
     assert e.value.code == "DOUBLE_AVERAGING"

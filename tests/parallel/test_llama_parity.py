@@ -159,6 +159,7 @@ def test_parity_check_rejects_double_averaging() -> None:
 
 
 def test_group_and_ownership_mistakes_are_refused_in_a_whole_model() -> None:
+    """Failure lab: A non-owner rank steps a row shard."""
     for result in world_results(4):
         refusals = result["tp_dp"]["refusals"]
         assert refusals["tp_as_dp"] == "GROUP_CONFLATION"

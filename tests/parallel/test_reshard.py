@@ -96,6 +96,7 @@ def test_gap_in_manifest_intervals_is_refused(saved: Path) -> None:
 
 
 def test_overlap_in_manifest_intervals_is_refused(saved: Path) -> None:
+    """Failure lab: Shard map accepted from local shapes alone."""
     _edit_manifest(saved, intervals=[[0, 70], [66, 131]])
     assert "SHARD_OVERLAP" in _mismatch(saved).message
 

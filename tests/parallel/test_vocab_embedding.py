@@ -139,6 +139,7 @@ def _all_checks(rank: int, world: int) -> dict[str, Any]:
 
 @pytest.mark.parametrize("world", [2, 4])
 def test_vocab_parallel_embedding_matches_nn_embedding(world: int) -> None:
+    """Failure lab: Global IDs index a local shard directly."""
     results = run_ranks(_all_checks, world)
     assert [r["v131"] for r in results] == row_intervals(131, world)
     assert [r["v10"] for r in results] == row_intervals(10, world)

@@ -13,8 +13,27 @@ from typing import TYPE_CHECKING
 
 from tokembed._lazy import attach
 
-if TYPE_CHECKING:  # the names are re-exported: __all__ below is computed from _SOURCES
-    from tokembed.audit.tokens import (  # noqa: F401
+if TYPE_CHECKING:
+    from tokembed.audit.identity import (
+        Identity,
+        IdentityKind,
+        address_identity,
+        artifact_identity,
+        checkpoint_identity,
+        require_identity,
+        table_identity,
+    )
+    from tokembed.audit.lab import (
+        GROUP_SIZES,
+        SCENARIOS,
+        GroupCoverage,
+        LabCoverage,
+        Scenario,
+        ScenarioStatus,
+        lab_coverage,
+        scenario,
+    )
+    from tokembed.audit.tokens import (
         AuditConfig,
         TokenAudit,
         TokenRow,
@@ -24,6 +43,23 @@ if TYPE_CHECKING:  # the names are re-exported: __all__ below is computed from _
 
 # Public name -> submodule; each audit adds its names here.
 _SOURCES: dict[str, str] = {
+    # failure lab
+    "GROUP_SIZES": "lab",
+    "SCENARIOS": "lab",
+    "GroupCoverage": "lab",
+    "LabCoverage": "lab",
+    "Scenario": "lab",
+    "ScenarioStatus": "lab",
+    "lab_coverage": "lab",
+    "scenario": "lab",
+    # identities of a release
+    "Identity": "identity",
+    "IdentityKind": "identity",
+    "address_identity": "identity",
+    "artifact_identity": "identity",
+    "checkpoint_identity": "identity",
+    "require_identity": "identity",
+    "table_identity": "identity",
     # under-trained tokens
     "AuditConfig": "tokens",
     "TokenAudit": "tokens",
@@ -32,5 +68,26 @@ _SOURCES: dict[str, str] = {
     "audit_tokens": "tokens",
 }
 
-__all__ = sorted(_SOURCES)
+__all__ = [
+    "GROUP_SIZES",
+    "SCENARIOS",
+    "AuditConfig",
+    "GroupCoverage",
+    "Identity",
+    "IdentityKind",
+    "LabCoverage",
+    "Scenario",
+    "ScenarioStatus",
+    "TokenAudit",
+    "TokenRow",
+    "address_identity",
+    "artifact_identity",
+    "audit_model_path",
+    "audit_tokens",
+    "checkpoint_identity",
+    "lab_coverage",
+    "require_identity",
+    "scenario",
+    "table_identity",
+]
 __getattr__, __dir__ = attach(__name__, _SOURCES)

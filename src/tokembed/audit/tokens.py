@@ -40,7 +40,7 @@ from torch import nn
 from tokembed.audit._categories import TokenCategories, token_categories
 from tokembed.audit._indicators import input_norms, reference_rows, unembedding_indicator
 from tokembed.audit._verify import max_repeat_probability
-from tokembed.errors import AuditError, UsageError
+from tokembed.errors import AuditError, TokembedError, UsageError
 
 if TYPE_CHECKING:
     from tokembed.tokenizer import Tokenizer
@@ -367,12 +367,24 @@ def audit_model_path(
 
     Raises:
         UsageError(FILE_NOT_FOUND): ``path`` does not exist.
+        AuditError(AUDIT_NOT_A_LANGUAGE_MODEL): transformers cannot read it as a causal LM.
         As :func:`audit_tokens`.
     """
     from tokembed.migrate._checkpoint import _load_model
 
     t = time.perf_counter()
-    model = _load_model(Path(path))
+    try:
+        model = _load_model(Path(path))
+    except TokembedError:
+        raise
+    except (OSError, ValueError, KeyError) as exc:  # what transformers raises for bad folders
+        why = (str(exc).splitlines() or [""])[0]
+        raise AuditError(
+            "AUDIT_NOT_A_LANGUAGE_MODEL",
+            f"{path} cannot be read as a causal language model ({type(exc).__name__}: {why})",
+            value=str(path),
+            fix="pass a transformers model folder (config.json and weights) or a .gguf file",
+        ) from None
     loaded = time.perf_counter() - t
     audit = audit_tokens(model, tokenizer, corpus, config=config)
     audit.timings["load"] = loaded

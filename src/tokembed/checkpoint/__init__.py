@@ -10,6 +10,8 @@
   tying-mode changes as explicit conversions with a manifest.
 * :func:`derive_pack` / :func:`check_packs_tied` — quantized role packs of one
   logical table.
+* :func:`check_output_head` — an output head's vocabulary axis and layout
+  against the input table.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from tokembed.checkpoint.checkpoint import LoadReport, load_checkpoint, save_che
 from tokembed.checkpoint.convert import Conversion, role_pair, tie, untie
 from tokembed.checkpoint.factorize import FactorizedHead, defactorize, factorize_tied
 from tokembed.checkpoint.format import CheckpointSummary, read_metadata, verify_checkpoint
+from tokembed.checkpoint.heads import check_output_head
 from tokembed.checkpoint.optimizer import check_registration
 from tokembed.checkpoint.packs import RolePack, check_packs_tied, derive_pack
 from tokembed.checkpoint.ties import (
@@ -46,6 +49,7 @@ __all__ = [
     "TieReport",
     "alias_graph",
     "apply_aliases",
+    "check_output_head",
     "check_packs_tied",
     "check_registration",
     "check_replica_groups",

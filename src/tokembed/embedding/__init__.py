@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         validate_bag_offsets,
     )
     from tokembed.embedding.clipping import (
+        check_global_norm,
         clip_grad_norm_sparse_,
     )
     from tokembed.embedding.contracts import (
@@ -40,6 +41,9 @@ if TYPE_CHECKING:
     from tokembed.embedding.frequency import (
         global_frequency_embedding,
         row_counts,
+    )
+    from tokembed.embedding.gradient_check import (
+        check_lookup_gradient,
     )
     from tokembed.embedding.gradients import (
         GradientAdmission,
@@ -87,6 +91,10 @@ if TYPE_CHECKING:
         table_parameters,
         training_state_bytes,
     )
+    from tokembed.embedding.mutation import (
+        table_digest,
+        unchanged_table,
+    )
     from tokembed.embedding.numerics import (
         NumericalState,
         observe_numerics,
@@ -97,6 +105,9 @@ if TYPE_CHECKING:
         one_hot_lookup,
         one_hot_selectors,
     )
+    from tokembed.embedding.pad_masks import (
+        check_pad_masks,
+    )
     from tokembed.embedding.payloads import (
         classifier_macs,
         gradient_payload,
@@ -106,10 +117,14 @@ if TYPE_CHECKING:
     from tokembed.embedding.projector import (
         FeatureProjector,
     )
+    from tokembed.embedding.scale_ledger import (
+        ScaleLedger,
+    )
     from tokembed.embedding.stamps import (
         RowStamp,
         add_positions,
         apply_input_scale,
+        require_rows,
         row_stamp,
     )
     from tokembed.embedding.summed import (
@@ -133,6 +148,7 @@ _SOURCES: dict[str, str] = {
     "NumericalState": "numerics",
     "PadRowGuard": "gradients",
     "RowStamp": "stamps",
+    "ScaleLedger": "scale_ledger",
     "SummedEmbedding": "summed",
     "TableConfig": "memory",
     "TableSpec": "materialize",
@@ -142,8 +158,11 @@ _SOURCES: dict[str, str] = {
     "admit_gradient": "gradients",
     "apply_input_scale": "stamps",
     "check_address_hash": "addressed",
+    "check_global_norm": "clipping",
     "check_growth_prefix": "materialize",
     "check_index_tensor": "contracts",
+    "check_lookup_gradient": "gradient_check",
+    "check_pad_masks": "pad_masks",
     "check_sparse_options": "gradients",
     "classifier_macs": "payloads",
     "clip_grad_norm_sparse_": "clipping",
@@ -168,12 +187,15 @@ _SOURCES: dict[str, str] = {
     "one_hot_lookup": "onehot",
     "one_hot_selectors": "onehot",
     "projector_cost": "payloads",
+    "require_rows": "stamps",
     "row_counts": "frequency",
     "row_stamp": "stamps",
     "sample_statistics": "init",
     "sinusoidal_table": "harvard",
+    "table_digest": "mutation",
     "table_parameters": "memory",
     "training_state_bytes": "memory",
+    "unchanged_table": "mutation",
     "validate_bag_offsets": "bag",
     "validate_ids": "contracts",
     "write_numerical_state": "numerics",
@@ -195,6 +217,7 @@ __all__ = [
     "NumericalState",
     "PadRowGuard",
     "RowStamp",
+    "ScaleLedger",
     "SummedEmbedding",
     "TableConfig",
     "TableSpec",
@@ -204,8 +227,11 @@ __all__ = [
     "admit_gradient",
     "apply_input_scale",
     "check_address_hash",
+    "check_global_norm",
     "check_growth_prefix",
     "check_index_tensor",
+    "check_lookup_gradient",
+    "check_pad_masks",
     "check_sparse_options",
     "classifier_macs",
     "clip_grad_norm_sparse_",
@@ -230,12 +256,15 @@ __all__ = [
     "one_hot_lookup",
     "one_hot_selectors",
     "projector_cost",
+    "require_rows",
     "row_counts",
     "row_stamp",
     "sample_statistics",
     "sinusoidal_table",
+    "table_digest",
     "table_parameters",
     "training_state_bytes",
+    "unchanged_table",
     "validate_bag_offsets",
     "validate_ids",
     "write_numerical_state",

@@ -8,6 +8,10 @@ rank scales by ``gamma = min(1, m / (sqrt(q) + eps))``. Sparse
 gradients are coalesced first (duplicate indices must be summed before they
 are squared) and scaled through their stored values: nothing is densified.
 
+:func:`check_global_norm` is the matching check after the fact: it
+all-reduces the squared norms of the clipped shards and refuses a global norm
+above the threshold, which is what per-shard ``clip_grad_norm_`` leaves.
+
 With ``group=None`` this is single-process clipping and equals
 ``clip_grad_norm_`` on the densified gradients (same eps=1e-6 convention).
 
@@ -25,9 +29,9 @@ from collections.abc import Iterable
 
 import torch
 
-from tokembed.errors import UsageError
+from tokembed.errors import EmbeddingError, UsageError
 
-__all__ = ["clip_grad_norm_sparse_", "squared_grad_norm"]
+__all__ = ["check_global_norm", "clip_grad_norm_sparse_", "squared_grad_norm"]
 
 
 def squared_grad_norm(grads: Iterable[torch.Tensor]) -> torch.Tensor:
@@ -73,4 +77,46 @@ def clip_grad_norm_sparse_(
     for g in grads:
         target = g.values() if g.layout == torch.sparse_coo else g
         target.mul_(coef.to(device=target.device, dtype=target.dtype))
+    return norm
+
+
+def check_global_norm(
+    parameters: Iterable[torch.Tensor],
+    max_norm: float,
+    *,
+    group: torch.distributed.ProcessGroup | None = None,
+) -> float:
+    """Return the global gradient norm over ``group``'s shards; refuse one above ``max_norm``.
+
+    Call it on every rank of ``group`` after clipping (a collective when
+    ``group`` is given). Clipping scales by ``max_norm / (norm + eps)`` in the
+    gradients' dtype, so a correctly clipped norm exceeds ``max_norm`` by at most
+    that dtype's rounding: the bound is ``max_norm * (1 + eps(dtype))``.
+
+    Raises:
+        EmbeddingError CLIP_NOT_GLOBAL: the global norm exceeds the bound (each shard
+            was clipped by its own local norm).
+        UsageError INVALID_ARGUMENT: ``max_norm`` is not positive.
+    """
+    if not max_norm > 0:
+        raise UsageError(
+            "INVALID_ARGUMENT", f"max_norm must be > 0, got {max_norm}", value=max_norm
+        )
+    grads = [p.grad for p in parameters if p.grad is not None]
+    squared = squared_grad_norm(grads)
+    if group is not None:
+        import torch.distributed as dist
+
+        dist.all_reduce(squared, op=dist.ReduceOp.SUM, group=group)
+    norm = float(squared.sqrt())
+    eps = max((torch.finfo(g.dtype).eps for g in grads), default=0.0)
+    if norm > max_norm * (1 + eps):
+        raise EmbeddingError(
+            "CLIP_NOT_GLOBAL",
+            f"the global gradient norm is {norm:.6g}, above the declared threshold {max_norm:g}:"
+            " the shards were clipped by their local norms",
+            value=norm,
+            fix="clip with clip_grad_norm_sparse_(params, max_norm, group=...) so the squared"
+            " norms are summed across owners before scaling",
+        )
     return norm

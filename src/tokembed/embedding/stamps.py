@@ -9,6 +9,9 @@ error. The stamp is a plain attribute on the output tensor object, so it costs
 nothing and survives exactly as long as that tensor; arithmetic done outside
 these functions (``rows * 22.6``) produces a fresh, unstamped tensor and is not
 tracked — route scaling through :func:`apply_input_scale` to be covered.
+A consumer states what it expects with :func:`require_rows`: content rows
+with positions (an encoder stack after ``Embeddings + PositionalEncoding``) or
+raw content rows (a caller that adds its own positions later).
 
 Example::
 
@@ -30,7 +33,14 @@ import torch
 
 from tokembed.errors import EmbeddingError, UsageError
 
-__all__ = ["RowStamp", "add_positions", "apply_input_scale", "carry_stamp", "row_stamp"]
+__all__ = [
+    "RowStamp",
+    "add_positions",
+    "apply_input_scale",
+    "carry_stamp",
+    "require_rows",
+    "row_stamp",
+]
 
 _ATTRIBUTE = "_tokembed_row_stamp"
 
@@ -135,3 +145,44 @@ def add_positions(
             fix="slice the position table to the sequence length: pe[:L]",
         )
     return _with_stamp(rows + positions, replace(stamp, positions=name, positions_by=by))
+
+
+def require_rows(rows: torch.Tensor, *, positions: bool, by: str) -> RowStamp | None:
+    """Check that ``rows`` do (``positions=True``) or do not carry positional rows; return the stamp.
+
+    Positions are known only through the stamp :func:`add_positions` leaves, so rows
+    whose positions were added by plain arithmetic count as carrying none.
+
+    Example::
+
+        >>> placed = add_positions(torch.zeros(1, 2, 4), torch.ones(2, 4), name="sinusoidal", by="m")
+        >>> require_rows(placed, positions=True, by="encoder").positions
+        'sinusoidal'
+
+    Raises:
+        EmbeddingError POSITIONS_MISSING: positions expected, none stamped (only the
+            content embedding was called where the stack expects content + positions).
+        EmbeddingError POSITIONS_UNEXPECTED: raw content expected, positions stamped
+            (the positioned embedding was called where raw content was intended, so
+            positions arrive too early and would be added again).
+    """
+    stamp = row_stamp(rows)
+    carried = stamp is not None and stamp.positions is not None
+    if positions and not carried:
+        raise EmbeddingError(
+            "POSITIONS_MISSING",
+            f"{by} expects rows with positional rows added, but these carry content only",
+            value=tuple(rows.shape),
+            fix="call the embedding together with its positional encoding (forward, not content)",
+        )
+    if not positions and carried:
+        assert stamp is not None
+        raise EmbeddingError(
+            "POSITIONS_UNEXPECTED",
+            f"{by} expects raw content rows, but {stamp.positions_by} already added"
+            f" {stamp.positions} positions",
+            value=stamp.positions,
+            fix="call the content embedding alone (e.g. HarvardEmbedding.content) and add"
+            " positions once, where the model adds them",
+        )
+    return stamp

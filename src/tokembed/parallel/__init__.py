@@ -10,7 +10,7 @@ replicas, resharded checkpoints and byte accounts of memory and collectives.
 from __future__ import annotations
 
 from tokembed.parallel.causal_lm import causal_lm_loss
-from tokembed.parallel.column import ColumnParallelEmbedding
+from tokembed.parallel.column import ColumnParallelEmbedding, require_full_rows
 from tokembed.parallel.cross_entropy import vocab_parallel_cross_entropy
 from tokembed.parallel.data_parallel import (
     GradientReduction,
@@ -77,6 +77,7 @@ __all__ = [
     "owner_of",
     "read_layout",
     "reduce_gradients",
+    "require_full_rows",
     "restore_origin_order",
     "row_intervals",
     "row_ownership",

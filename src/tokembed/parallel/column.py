@@ -16,6 +16,9 @@ says nothing about whether the next operator wants the full width.
 * ``gather_output=False``: forward returns the local ``[*, b_r - a_r]`` slice
   for a next operator that accepts feature-sharded input; no collective.
 
+An operator that needs whole rows (a norm, attention over the full width)
+states it with :func:`require_full_rows`, which refuses a slice.
+
 The lookup contract is TokenEmbedding's (the same config and checks); every
 rank holds the PAD row's columns, so under ``zero_pad_row`` with a gathered
 output the check is agreed over the group. max_norm is refused: a row's norm
@@ -34,6 +37,7 @@ from tokembed.embedding.addressed import AddressedIds
 from tokembed.embedding.init import new_table
 from tokembed.embedding.lookup_checks import scale_lookup
 from tokembed.embedding.lookup_config import LookupConfig, LookupPolicy
+from tokembed.errors import ParallelError
 from tokembed.parallel._autograd import gather_along
 from tokembed.parallel._collectives import (
     ProcessGroup,
@@ -44,7 +48,7 @@ from tokembed.parallel._collectives import (
 from tokembed.parallel._sharded_lookup import ShardedLookup, require_shardable, table_source
 from tokembed.parallel.intervals import row_intervals
 
-__all__ = ["ColumnParallelEmbedding"]
+__all__ = ["ColumnParallelEmbedding", "require_full_rows"]
 
 
 class ColumnParallelEmbedding(ShardedLookup, nn.Module):
@@ -141,3 +145,29 @@ class ColumnParallelEmbedding(ShardedLookup, nn.Module):
             f"{self.num_embeddings}, {self.embedding_dim}, columns=[{self.column_start}, "
             f"{self.column_end}) of {self.world_size} ranks, gather_output={self.gather_output}"
         )
+
+
+def require_full_rows(rows: torch.Tensor, *, d_model: int, by: str) -> torch.Tensor:
+    """Return ``rows`` if their last axis is the full width ``d_model``; refuse a feature slice.
+
+    Example::
+
+        >>> require_full_rows(torch.zeros(2, 8), d_model=8, by="RMSNorm").shape
+        torch.Size([2, 8])
+
+    Raises:
+        ParallelError ACTIVATION_NOT_GATHERED: the rows are narrower or wider than
+            ``d_model`` (a column-sharded lookup's local slice reached an operator
+            that needs every feature; no all-gather was declared).
+    """
+    width = rows.shape[-1] if rows.dim() else 0
+    if width != d_model:
+        raise ParallelError(
+            "ACTIVATION_NOT_GATHERED",
+            f"{by} needs full rows of width {d_model} but got width {width}: placing the"
+            " weight by columns does not gather the activation",
+            value=width,
+            fix="build the column-parallel embedding with gather_output=True, or give the next"
+            " operator a declared feature-sharded layout",
+        )
+    return rows
