@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import data_path, pud_text
-from tokembed.audit import AuditConfig, audit_model_path
+from tokembed.audit import AuditConfig, audit_tokens
 from tokembed.audit._verify import max_repeat_probability
 from tokembed.errors import AuditError
 from tokembed.tokenizer.formats import load_tokenizer
@@ -28,15 +28,20 @@ def _gguf() -> Path:
 
 @pytest.mark.slow
 def test_smollm2_audit() -> None:
+    from tokembed.migrate._checkpoint import _load_model
+
     gguf = _gguf()
     tok = load_tokenizer(data_path("tokenizers", "smollm2-135m"))
     text = pud_text("en")
+    started = time.perf_counter()
+    model = _load_model(gguf)  # the loader audit_model_path and `tokembed migrate` use
+    loaded = time.perf_counter() - started
     with pytest.raises(AuditError) as e:  # every row is addressed: nothing to compare with
-        audit_model_path(gguf, tok, config=AuditConfig(verify_top=0))
+        audit_tokens(model, tok, config=AuditConfig(verify_top=0))
     assert e.value.code == "AUDIT_NO_REFERENCE"
 
     started = time.perf_counter()
-    audit = audit_model_path(gguf, tok, [text], config=AuditConfig(verify_top=20, table_rows=40))
+    audit = audit_tokens(model, tok, [text], config=AuditConfig(verify_top=20, table_rows=40))
     total = time.perf_counter() - started
     assert audit.tied
     assert audit.categories.counts() == {
@@ -56,11 +61,8 @@ def test_smollm2_audit() -> None:
     assert len(audit.verified) == 20
     # A token the model sees constantly is repeated when asked: never confirmed.
     (the,) = tok.encode_ordinary(" the")
-    from tokembed.migrate._checkpoint import _load_model
-
-    model = _load_model(gguf)
     (p_the,) = max_repeat_probability(model, tok, [the], steps=3, batch_size=1)
     assert p_the > audit.confirm_below
     print(f"\nSmolLM2 audit on PUD en: {audit.summary()}")
     print("top 20:", [(r.id, r.piece, r.max_probability) for r in audit.rows[:20]])
-    print(f"total {total:.1f} s; stages {audit.timings}; os.getloadavg {os.getloadavg()}")
+    print(f"load {loaded:.1f} s, audit {total:.1f} s: {audit.timings}; load avg {os.getloadavg()}")

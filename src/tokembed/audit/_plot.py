@@ -50,14 +50,14 @@ def plot_indicator(
 
     fig, ax = plt.subplots(figsize=(9, 4.5), dpi=100)
     try:
-        # Ordinary rows first, so the rare categories are drawn on top of the cloud.
+        # The two big classes first and small, so the rare categories show on top of them.
         for name in reversed(CATEGORY_ORDER):
             ids = [i for i, lab in enumerate(labels) if lab == name]
             if ids:
                 ax.scatter(
                     ids,
                     [indicator[i] for i in ids],
-                    s=3 if name == "ok" else 8,
+                    s=2 if name in ("ok", "never_seen") else 10,
                     c=_COLOURS[name],
                     label=f"{name} ({len(ids)})",
                     linewidths=0,

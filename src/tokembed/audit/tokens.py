@@ -58,10 +58,11 @@ def _invalid(name: str, value: object, need: str) -> UsageError:
 class AuditConfig:
     """Sizes and thresholds of :func:`audit_tokens`.
 
-    ``confirm_below`` = 0.01 is the paper's threshold: a trained model asked to repeat
-    a token it has just seen gives it most of the probability mass (typically above
-    0.5), so below 1 % the model cannot produce the token even when told to; a row
-    that merely looks unused but can be produced scores far above it.
+    ``confirm_below`` = 0.01: a trained model asked to repeat a token it has just seen
+    gives it a large share of the probability mass (0.18–0.86 for the ordinary words
+    among SmolLM2-135M's top 60 candidates), so below 1 % it cannot produce the token even when told to. The
+    authors' released code grades candidates between 0.001 (strongly verified) and 0.1
+    (weakly); 0.01 lies between the two.
 
     Raises:
         UsageError(INVALID_ARGUMENT): a size < 0 (``verify_top``, ``table_rows``), a size
