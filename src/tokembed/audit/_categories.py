@@ -114,8 +114,11 @@ def token_categories(tok: Tokenizer, *, model_rows: int | None = None) -> TokenC
     Raises:
         AuditError(AUDIT_VOCAB_MISMATCH): ``model_rows`` < R (some id has no row).
     """
+    from tokembed.measure.vocab_sizes import vocab_sizes_of
+
     tables = tok.tables
-    id_range = tables.id_range
+    sizes = vocab_sizes_of(tok)  # |I|, R and the holes, counted as everywhere else
+    id_range = sizes.id_range
     rows = id_range if model_rows is None else model_rows
     if rows < id_range:
         raise AuditError(
@@ -125,8 +128,6 @@ def token_categories(tok: Tokenizer, *, model_rows: int | None = None) -> TokenC
             value=(rows, id_range),
             fix="audit the model with the tokenizer it was trained with",
         )
-    special_ids = set(tables.specials.values())
-    defined = set(tables.pieces) | special_ids
     unreachable: list[int] = []
     partial: list[int] = []
     for i, piece in _pieces(tok):
@@ -136,12 +137,12 @@ def token_categories(tok: Tokenizer, *, model_rows: int | None = None) -> TokenC
         if ids != [i]:
             unreachable.append(i)
     return TokenCategories(
-        unique_ids=len(defined),
+        unique_ids=sizes.unique_ids,
         id_range=id_range,
         model_rows=rows,
-        special=tuple(sorted(special_ids)),
+        special=tuple(sorted(set(tables.specials.values()))),
         beyond_range=tuple(range(id_range, rows)),
-        hole=tuple(i for i in range(id_range) if i not in defined),
+        hole=tuple(i for a, b in sizes.hole_ranges for i in range(a, b + 1)),
         unreachable=tuple(unreachable),
         partial_utf8=tuple(partial),
     )
