@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import sys
+from contextlib import redirect_stderr
 from pathlib import Path
 from typing import Any
 
@@ -135,10 +138,6 @@ def _run(args: argparse.Namespace) -> int:
             from tokembed._atomic import check_output
 
             check_output(Path(out), inputs=inputs)
-    if not progress_wanted(args):
-        from transformers.utils import logging
-
-        logging.disable_progress_bar()
     tok = load_tokenizer(_tokenizer_spec(args), args.encoding)
     texts = [load_corpus(c).text for c in args.corpus] if args.corpus else None
     config = AuditConfig(
@@ -147,8 +146,12 @@ def _run(args: argparse.Namespace) -> int:
         table_rows=args.top,
         reference=args.reference,
     )
+    # transformers draws its GGUF conversion bar with its own tqdm, which its progress
+    # switch does not reach; without progress the bar's stream is swallowed instead.
+    quiet = contextlib.nullcontext() if progress_wanted(args) else redirect_stderr(io.StringIO())
     try:
-        audit = audit_model_path(args.model, tok, texts, config=config)
+        with quiet:
+            audit = audit_model_path(args.model, tok, texts, config=config)
     except TokembedError as exc:
         raise speak_cli(exc, _FIXES) from None
     data = audit.to_dict()
