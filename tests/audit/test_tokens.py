@@ -257,3 +257,18 @@ def test_plot_is_a_png(tmp_path) -> None:  # type: ignore[no-untyped-def]
     png = audit.plot(tmp_path / "a.png")
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
     assert (tmp_path / "a.png").read_bytes() == png
+
+
+def test_report_section_escapes_pieces_and_takes_only_base64() -> None:
+    from tokembed.measure.report import ReportData, render_html
+
+    audit = audit_tokens(CopyLM(planted=_UNTRAINED), tokenizer(), _CORPUS)
+    data = audit.to_dict()
+    data["rows"][0]["piece"] = "<script>x</script>"
+    page = render_html(ReportData(token_audit={**data, "plot_png_base64": "QUJD"}))
+    assert "&lt;script&gt;x&lt;/script&gt;" in page
+    assert "<script>" not in page
+    assert 'src="data:image/png;base64,QUJD"' in page
+    page = render_html(ReportData(token_audit={**data, "plot_png_base64": '"><b>'}))
+    assert "<img" not in page
+    assert "<b>" not in page
