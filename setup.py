@@ -23,6 +23,9 @@ def _ext(name: str, *sources: str) -> Extension:
 
 
 # One line per compiled module; keep the list sorted.
-EXTENSIONS: list[Extension] = []
+EXTENSIONS: list[Extension] = [
+    _ext("_count", "count_module.c", "scan.c"),
+    _ext("_learn", "learn.c"),
+]
 
 setup(ext_modules=EXTENSIONS)

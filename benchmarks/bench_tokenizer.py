@@ -14,7 +14,12 @@ is compared with the fastest one (and, for memory, with the same row):
   (Handing HF the whole corpus as one string makes it work on a single huge
   sequence: several times slower and larger than either; that is not a user setup.)
 * training, ``rustbpe`` (nanochat's trainer) if installed:
-  ``Tokenizer().train_from_iterator(lines, 256 + merges, pattern=same regex)``.
+  ``Tokenizer().train_from_iterator(lines, 256 + merges, pattern=same regex)``;
+  also at ``vocab_size=256`` (no merges), so its counting and learning times can
+  be told apart: learning ~ train(merges) - train(0).
+* merge learning alone: the chunk table is counted once (in its own child) and
+  saved; our compiled learner and its pure-Python twin then learn from it, each in
+  a fresh child whose memory row is the process's peak (interpreter + table + learner).
 * encoding, tiktoken: ``encode_ordinary(text)`` (one thread) and, for batches,
   ``encode_ordinary_batch(pieces, num_threads=k)`` for k = the CPU count and
   tiktoken's default 8.
@@ -29,9 +34,10 @@ rustbpe and tiktoken's batches use rayon/thread pools sized by the CPU count).
     python benchmarks/bench_tokenizer.py            # full: RusLit40, 4096 and 32768 merges
     python benchmarks/bench_tokenizer.py --quick    # small slices, a few minutes
 
-Targets (issue): training <= 2x HF time at 4096 merges and <= 3x at 32768, peak
-memory <= 2x HF; encoding >= 0.9x tiktoken single process; the pure reference
-encoder >= 1 MB/s.
+Targets (issue): training RusLit40 at 4096 and 32768 merges <= 1.0x rustbpe's time and
+peak memory with merges identical to the reference; encoding >= 0.9x tiktoken single
+process; the pure reference encoder >= 1 MB/s. The training rows say which compiled
+modules our run loaded (merge learning, counting): the rest ran in Python.
 """
 
 from __future__ import annotations
@@ -96,6 +102,12 @@ def _lines_batches(text: str, n: int) -> list[str]:
 
 
 # --- children (one measurement each) ----------------------------------------------------
+def _compiled() -> list[str]:
+    from tokembed.tokenizer._native import load
+
+    return [name for name in ("_count", "_learn") if load(name) is not None]
+
+
 def _train_ours(a: dict[str, Any]) -> dict[str, Any]:
     from tokembed.tokenizer import TrainConfig, train
 
@@ -104,7 +116,12 @@ def _train_ours(a: dict[str, Any]) -> dict[str, Any]:
     tok = train(
         [text], config=TrainConfig(merges=a["merges"], workers=a["workers"], progress=False)
     )
-    out = {"seconds": time.perf_counter() - t0, "cpu_s": _cpu() - c0, "merges": tok.n_merges}
+    out = {
+        "seconds": time.perf_counter() - t0,
+        "cpu_s": _cpu() - c0,
+        "merges": tok.n_merges,
+        "compiled": _compiled(),
+    }
     if a.get("save"):
         from tokembed.tokenizer.formats import save_tokenizer
 
@@ -155,6 +172,48 @@ def _train_rustbpe(a: dict[str, Any]) -> dict[str, Any]:
         "seconds": time.perf_counter() - t0,
         "cpu_s": _cpu() - c0,
         "merges": tok.vocab_size - 256,
+    }
+
+
+def _count_table(a: dict[str, Any]) -> dict[str, Any]:
+    import numpy as np
+
+    from tokembed.tokenizer._count import count_chunks
+    from tokembed.tokenizer.chunks import ChunkTable
+    from tokembed.tokenizer.pretokenize import Pretokenizer
+
+    counted = count_chunks(
+        [_read(a["file"])], Pretokenizer.preset("teaching"), workers=a["workers"], progress=False
+    )
+    # The compiled counter returns a ChunkTable, the older pure-Python one two lists.
+    table = counted if isinstance(counted, ChunkTable) else ChunkTable.from_lists(*counted)
+    data = np.frombuffer(table.data, dtype=np.uint8)
+    np.savez(a["path"], data=data, offsets=table.offsets, counts=table.counts)
+    return {"chunks": len(table), "bytes": len(table.data)}
+
+
+def _learn_alone(a: dict[str, Any]) -> dict[str, Any]:
+    import hashlib
+
+    import numpy as np
+
+    if a["pure"]:
+        os.environ["TOKEMBED_PURE_PYTHON"] = "1"
+    from tokembed.tokenizer._merge_learner import learn_merges
+    from tokembed.tokenizer.chunks import ChunkTable
+
+    with np.load(a["path"]) as z:
+        table = ChunkTable(z["data"].tobytes(), z["offsets"], z["counts"])
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    t0, c0 = time.perf_counter(), _cpu()
+    pairs = learn_merges(table, merges=a["merges"])
+    return {
+        "seconds": time.perf_counter() - t0,
+        "cpu_s": _cpu() - c0,
+        "merges": len(pairs),
+        "before_mb": before,
+        "digest": hashlib.sha256(repr(pairs).encode()).hexdigest()[:12],
+        "compiled": [] if a["pure"] else _compiled(),
     }
 
 
@@ -230,6 +289,8 @@ _CHILDREN = {
     "train_ours": _train_ours,
     "train_hf": _train_hf,
     "train_rustbpe": _train_rustbpe,
+    "table": _count_table,
+    "learn": _learn_alone,
     "encode_ours": _encode_ours,
     "encode_tiktoken": _encode_tiktoken,
 }
@@ -285,7 +346,25 @@ def _has_rustbpe() -> bool:
     return True
 
 
-def _train_block(label: str, merges: int, file: Path, workers: int, save: str | None) -> None:
+def _row(name: str, r: dict[str, Any], ours: dict[str, Any] | None) -> str:
+    line = f"  {name:58}{r.get('seconds', 0):7.1f} s (cpu {r.get('cpu_s', 0):6.1f} s)"
+    line += f" {r.get('maxrss_mb', 0):7.0f} MB  merges {r.get('merges', '?')}"
+    if ours is not None and r is not ours:
+        line += (
+            f"  ours/this: time {_ratio(ours.get('seconds'), r.get('seconds'))},"
+            f" cpu {_ratio(ours.get('cpu_s'), r.get('cpu_s'))},"
+            f" memory {_ratio(ours.get('maxrss_mb'), r.get('maxrss_mb'))}"
+        )
+    if "duplicate_pieces" in r:
+        line += f"  duplicate pieces {r['duplicate_pieces']}"
+    if "error" in r:
+        line += f"  ERROR {r['error']}"
+    return line
+
+
+def _train_block(
+    label: str, merges: int, file: Path, workers: int, save: str | None, twin: bool
+) -> None:
     print(f"train {label}, {merges} merges ({load_line('now')})", flush=True)
     runs: dict[str, dict[str, Any]] = {
         f"ours    tokembed train([whole text], workers={workers})": _run(
@@ -298,29 +377,20 @@ def _train_block(label: str, merges: int, file: Path, workers: int, save: str | 
             kind="train_hf", file=str(file), merges=merges, source="lines"
         ),
     }
+    rust0: dict[str, Any] = {}
     if _has_rustbpe():
         runs["peer    rustbpe train_from_iterator(file lines)"] = _run(
             kind="train_rustbpe", file=str(file), merges=merges
         )
+        rust0 = _run(kind="train_rustbpe", file=str(file), merges=0)
     else:
         print("  rustbpe: not installed (pip install rustbpe), its row is left out")
     ours_name = next(iter(runs))
     ours = runs[ours_name]
     for name, r in runs.items():
-        line = f"  {name:54}{r.get('seconds', 0):7.1f} s (cpu {r.get('cpu_s', 0):6.1f} s)"
-        line += f" {r.get('maxrss_mb', 0):7.0f} MB"
-        line += f"  merges {r.get('merges', '?')}"
-        if r is not ours:
-            line += (
-                f"  ours/this: time {_ratio(ours.get('seconds'), r.get('seconds'))},"
-                f" cpu {_ratio(ours.get('cpu_s'), r.get('cpu_s'))},"
-                f" memory {_ratio(ours.get('maxrss_mb'), r.get('maxrss_mb'))}"
-            )
-        if "duplicate_pieces" in r:
-            line += f"  duplicate pieces {r['duplicate_pieces']}"
-        if "error" in r:
-            line += f"  ERROR {r['error']}"
-        print(line)
+        print(_row(name, r, ours))
+    compiled = ", ".join(ours.get("compiled", [])) or "none"
+    print(f"  ours ran with compiled modules: {compiled} (the rest in Python)")
     peers = {n: r for n, r in runs.items() if r is not ours and "seconds" in r}
     if peers and "seconds" in ours:
         fast = min(peers, key=lambda n: peers[n]["seconds"])
@@ -332,6 +402,54 @@ def _train_block(label: str, merges: int, file: Path, workers: int, save: str | 
             f" {_ratio(ours['maxrss_mb'], peers[fast]['maxrss_mb'])};"
             f" vs the smallest peer ({small.split(maxsplit=1)[1]}): memory"
             f" {_ratio(ours['maxrss_mb'], peers[small]['maxrss_mb'])}",
+            flush=True,
+        )
+    _learn_block(merges, file, workers, twin, runs, rust0)
+
+
+def _learn_block(
+    merges: int,
+    file: Path,
+    workers: int,
+    twin: bool,
+    runs: dict[str, dict[str, Any]],
+    rust0: dict[str, Any],
+) -> None:
+    """Merge learning alone, from a chunk table counted beforehand."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / "table.npz")
+        table = _run(kind="table", file=str(file), workers=workers, path=path)
+        if "error" in table:
+            print(f"  learning alone: cannot count the table: {table['error']}")
+            return
+        print(
+            f"  learning alone, from the counted table ({table['chunks']} unique chunks,"
+            f" {table['bytes'] / 1e6:.1f} MB):",
+            flush=True,
+        )
+        alone = {
+            "ours    compiled learner (learn_merges)": _run(
+                kind="learn", path=path, merges=merges, pure=False
+            )
+        }
+        if twin:
+            alone["ours    pure-Python twin (learn_merges_python)"] = _run(
+                kind="learn", path=path, merges=merges, pure=True
+            )
+    first = next(iter(alone.values()))
+    for name, r in alone.items():
+        line = _row(name, r, first)
+        line += f"  (before learning {r.get('before_mb', 0):.0f} MB, merges sha {r.get('digest')})"
+        print(line)
+    if twin and len({r.get("digest") for r in alone.values()}) != 1:
+        print("  MERGES DIFFER between the compiled learner and the pure-Python twin")
+    rust = runs.get("peer    rustbpe train_from_iterator(file lines)", {})
+    if "seconds" in rust and "seconds" in rust0:
+        learn_s = rust["seconds"] - rust0["seconds"]
+        print(
+            f"  peer    rustbpe learning ~ train({merges}) - train(0 merges) ="
+            f" {rust['seconds']:.1f} - {rust0['seconds']:.1f} = {learn_s:.1f} s;"
+            f" ours/this: time {_ratio(first.get('seconds'), learn_s)}",
             flush=True,
         )
 
@@ -402,6 +520,9 @@ def main() -> None:
         "--repeat", type=int, default=2, help="encode passes per measurement (the best counts)"
     )
     ap.add_argument("--own-encoder", action="store_true", help="also time our pure-Python path")
+    ap.add_argument(
+        "--no-twin", action="store_true", help="skip the pure-Python learner (slow) at 4096 merges"
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -421,10 +542,11 @@ def main() -> None:
         name = "RusLit40" + (" 3M chars" if args.quick else "")
         if args.only != "encode":
             pud = _prepare("pud-ru", None, Path(tmp) / "pud-ru.txt")
-            _train_block("PUD ru", 4096, pud, args.workers, None)
-            _train_block(name, 4096, ruslit, args.workers, vocab if args.quick else None)
+            twin = not args.no_twin
+            _train_block("PUD ru", 4096, pud, args.workers, None, twin)
+            _train_block(name, 4096, ruslit, args.workers, vocab if args.quick else None, twin)
             if not args.quick:
-                _train_block(name, 32768, ruslit, args.workers, vocab)
+                _train_block(name, 32768, ruslit, args.workers, vocab, False)
         if args.only != "train":
             full = ruslit if not args.quick else _prepare("ruslit", None, Path(tmp) / "all.txt")
             enc_chars = 5_000_000 if args.quick else None

@@ -17,7 +17,7 @@ from tokembed.cli import _build_parser, main
 # Subcommands that print results (all of them) and those that read text or ids.
 _PRINTS = (
     "train", "encode", "decode", "export", "demo", "measure", "inspect", "report", "memory",
-    "ties", "checkpoint verify",
+    "ties", "checkpoint verify", "check",
 )  # fmt: skip
 
 

@@ -59,6 +59,38 @@ _TOK = Tokenizer(
 _PROBE = "hi! héllo 12 <|end|> 中"
 
 
+def _gguf_seed(path: Path) -> bytes:
+    """A llama-architecture GGUF file: six tokens, a [6, 4] float32 input table, BOS and EOS ids."""
+    import numpy as np
+    from gguf import GGUFWriter
+
+    w = GGUFWriter(str(path), "llama")
+    w.add_vocab_size(6)
+    w.add_embedding_length(4)
+    w.add_token_list(["a", "b", "c", "d", "<s>", "</s>"])
+    w.add_bos_token_id(4)
+    w.add_eos_token_id(5)
+    w.add_tensor("token_embd.weight", np.arange(24, dtype=np.float32).reshape(6, 4))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path.read_bytes()
+
+
+def _gguf_facts(root: Path) -> object:
+    from tokembed.audit._source import facts_of
+
+    facts = facts_of(root / "m.gguf")
+    return facts, facts.table_values()  # the header, then the tensor bytes it points at
+
+
+def _roles(root: Path) -> object:
+    from tokembed.audit.pair import check_pair
+
+    return check_pair(root, root, read_values=False)  # roles beside the tokenizer, the config
+
+
 def _seed_files() -> dict[str, dict[str, bytes]]:
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
@@ -73,6 +105,14 @@ def _seed_files() -> dict[str, dict[str, bytes]]:
             )
         shard_files = {p.name: p.read_bytes() for p in (root / "shards").iterdir()}
         return {
+            "gguf": {"m.gguf": _gguf_seed(root / "m.gguf")},
+            "roles": {
+                "tokenizer.json": hf,
+                "tokenizer_config.json": b'{"bos_token": "<|end|>", "eos_token": {"content":'
+                b' "<|end|>"}, "pad_token": null}',
+                "config.json": b'{"vocab_size": 301, "hidden_size": 4, "bos_token_id": 300,'
+                b' "eos_token_id": [300]}',
+            },
             "native": {"t.json": native},
             "hf": {"tokenizer.json": hf},
             "ranks": {
@@ -194,6 +234,8 @@ _READERS: dict[str, Callable[[Path], object]] = {
     "conllu": lambda root: load_corpus(root / "x.conllu"),
     "config": lambda root: read_model_config(root),
     "shards": lambda root: load_rows(root, 0, read_layout(root).num_embeddings),
+    "gguf": _gguf_facts,
+    "roles": _roles,
 }
 
 
@@ -222,3 +264,5 @@ test_fuzz_gpt2_vocab_and_merges = _fuzz("gpt2")
 test_fuzz_conllu = _fuzz("conllu")
 test_fuzz_hf_config_json = _fuzz("config")
 test_fuzz_shard_layout_and_safetensors_shards = _fuzz("shards")
+test_fuzz_gguf_header_and_table = _fuzz("gguf")
+test_fuzz_tokenizer_config_roles = _fuzz("roles")

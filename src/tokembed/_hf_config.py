@@ -4,7 +4,10 @@ The one place that finds the file (a folder means its ``config.json``), parses i
 descends into a multimodal ``text_config`` and reads the fields that vocabulary
 tables depend on: ``vocab_size``, the hidden width (``hidden_size``, GPT-2's
 ``n_embd`` or T5's ``d_model``), ``tie_word_embeddings`` and ALBERT's
-``embedding_size``. Fields a config does not state are None; each calculation
+``embedding_size``; and the fields a tokenizer/model pair is admitted on: the
+role ids (``bos_token_id``, ``eos_token_id`` (an int or a list), ``pad_token_id``,
+``unk_token_id``), the declared ``dtype`` (or ``torch_dtype``), ``model_type``
+and ``scale_embedding``. Fields a config does not state are None; each calculation
 decides which ones it needs (:func:`tokembed.embedding.memory.load_table_config`
 needs all three of V, width and tying; ``tokembed inspect`` only V).
 
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,7 @@ __all__ = [
 ]
 
 _WIDTH_KEYS = ("hidden_size", "n_embd", "d_model")
+_ROLES = ("bos", "eos", "pad", "unk")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,6 +51,12 @@ class ModelConfig:
     hidden_size: int | None = None
     tied: bool | None = None
     embedding_size: int | None = None
+    # Role -> ids the config names for it ("bos", "eos", "pad", "unk"); roles it leaves
+    # null are absent. Values are kept as stated (a negative PAD id is reported, not refused).
+    role_ids: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    dtype: str | None = None
+    model_type: str | None = None
+    scale_embedding: bool | None = None
 
 
 def text_model_fields(data: Mapping[str, Any]) -> Any:
@@ -73,12 +83,33 @@ def _positive(data: Mapping[str, Any], key: str, where: str) -> int | None:
     return value
 
 
+def _ids(data: Mapping[str, Any], key: str, where: str) -> tuple[int, ...] | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    items = value if isinstance(value, list) else [value]
+    if not items or any(isinstance(v, bool) or not isinstance(v, int) for v in items):
+        raise _invalid(
+            where, f"{key} must be an integer or a list of integers, got {value!r}", value
+        )
+    return tuple(items)
+
+
+def _text(data: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise _invalid(where, f"{key} must be a string, got {value!r}", value)
+    return value
+
+
 def model_config_from_dict(data: Mapping[str, Any], *, path: str | None = None) -> ModelConfig:
     """:class:`ModelConfig` of a parsed config (its ``text_config`` when multimodal).
 
     Raises:
         EmbeddingError(INVALID_CONFIG): no positive integer ``vocab_size``; a width
-            that is not a positive integer; ``tie_word_embeddings`` not true/false.
+            that is not a positive integer; ``tie_word_embeddings`` or ``scale_embedding``
+            not true/false; a role id that is not an integer (or list of them); a
+            ``dtype`` or ``model_type`` that is not a string.
     """
     where = path or "config"
     fields = text_model_fields(data)
@@ -89,12 +120,21 @@ def model_config_from_dict(data: Mapping[str, Any], *, path: str | None = None) 
     tied = fields.get("tie_word_embeddings")
     if tied is not None and not isinstance(tied, bool):
         raise _invalid(where, f"tie_word_embeddings must be true/false, got {tied!r}", tied)
+    scale = fields.get("scale_embedding")
+    if scale is not None and not isinstance(scale, bool):
+        raise _invalid(where, f"scale_embedding must be true/false, got {scale!r}", scale)
+    roles = {r: _ids(fields, f"{r}_token_id", where) for r in _ROLES}
+    dtype = _text(fields, "dtype", where) or _text(fields, "torch_dtype", where)
     return ModelConfig(
         path=path,
         vocab_size=vocab,
         hidden_size=_positive(fields, width_key, where),
         tied=tied,
         embedding_size=_positive(fields, "embedding_size", where),
+        role_ids={r: ids for r, ids in roles.items() if ids is not None},
+        dtype=dtype,
+        model_type=_text(fields, "model_type", where),
+        scale_embedding=scale,
     )
 
 

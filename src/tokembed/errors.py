@@ -64,6 +64,7 @@ CODES: dict[str, str] = {
     "INVALID_MERGES": "a merge table is inconsistent (unknown ids, bad result bytes, reused id)",
     "EMPTY_CORPUS": "a corpus has no text to train on or to measure",
     "UNKNOWN_PIECE": "bytes or a name given to encode_single_token are not one token",
+    "SCHEDULER_UNREACHABLE": "no Dask scheduler answers at the address given for counting chunks",
     # --- file formats ------------------------------------------------------
     "MALFORMED_RANKS": "a tiktoken rank file has a bad line, bad base64 or duplicate rank/bytes",
     "MALFORMED_TOKENIZER_FILE": "a tokenizer file is not valid JSON of the expected shape",
@@ -179,6 +180,12 @@ CODES: dict[str, str] = {
     "AUDIT_REFERENCE_INVALID": "a reference unused id names no row of the model's output table",
     "AUDIT_NOT_A_LANGUAGE_MODEL": "the model has no input or output token table to audit",
     # --- audit: tokenizer/model admission and the initial state ---------------
+    "SPECIAL_ID_MISMATCH": "a model config's BOS/EOS/PAD/UNK id is not the tokenizer's token for that role",
+    "PAIR_NOT_ADMITTED": "a tokenizer/model pair failed admission (every failing check is listed)",
+    "POSITION_COUNT_MISMATCH": "positional rows reach the first layer a fractional or >2 number of times",
+    "LEDGER_DIMENSION_CONFLICT": "a shape ledger's symbolic dimension is bound to two sizes, or a rank differs",
+    "LEDGER_MISMATCH": "two shape ledgers disagree (the first differing entry is named)",
+    "INITIAL_STATE_REJECTED": "the initial state before step 0 fails its contract (every failing check is listed)",
     # --- audit: failure lab (guards of its own) -------------------------------
     "IDENTITY_KIND_MISMATCH": "an identity of one kind (address, table, checkpoint, artifact) stood for another",
     # --- handoff (positions, media rows, projectors, adapters, X0 assembly) ---

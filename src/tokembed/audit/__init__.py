@@ -14,6 +14,13 @@ from typing import TYPE_CHECKING
 from tokembed._lazy import attach
 
 if TYPE_CHECKING:
+    from tokembed.audit._checks import (
+        AuditReport,
+        Check,
+    )
+    from tokembed.audit.conformance import (
+        check_initial_state,
+    )
     from tokembed.audit.identity import (
         Identity,
         IdentityKind,
@@ -32,6 +39,16 @@ if TYPE_CHECKING:
         ScenarioStatus,
         lab_coverage,
         scenario,
+    )
+    from tokembed.audit.pair import (
+        check_pair,
+        read_tokenizer_roles,
+        require_pair,
+    )
+    from tokembed.audit.shapes import (
+        LedgerDifference,
+        LedgerEntry,
+        ShapeLedger,
     )
     from tokembed.audit.tokens import (
         AuditConfig,
@@ -66,27 +83,46 @@ _SOURCES: dict[str, str] = {
     "TokenRow": "tokens",
     "audit_model_path": "tokens",
     "audit_tokens": "tokens",
+    # tokenizer/model admission and the initial state
+    "AuditReport": "_checks",
+    "Check": "_checks",
+    "check_initial_state": "conformance",
+    "check_pair": "pair",
+    "read_tokenizer_roles": "pair",
+    "require_pair": "pair",
+    "LedgerDifference": "shapes",
+    "LedgerEntry": "shapes",
+    "ShapeLedger": "shapes",
 }
 
 __all__ = [
     "GROUP_SIZES",
     "SCENARIOS",
     "AuditConfig",
+    "AuditReport",
+    "Check",
     "GroupCoverage",
     "Identity",
     "IdentityKind",
     "LabCoverage",
+    "LedgerDifference",
+    "LedgerEntry",
     "Scenario",
     "ScenarioStatus",
+    "ShapeLedger",
     "TokenAudit",
     "TokenRow",
     "address_identity",
     "artifact_identity",
     "audit_model_path",
     "audit_tokens",
+    "check_initial_state",
+    "check_pair",
     "checkpoint_identity",
     "lab_coverage",
+    "read_tokenizer_roles",
     "require_identity",
+    "require_pair",
     "scenario",
     "table_identity",
 ]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from tokembed.cli._common import (
     add_json,
@@ -22,6 +23,9 @@ from tokembed.cli._common import (
 )
 from tokembed.errors import TokembedError
 
+if TYPE_CHECKING:
+    from tokembed.measure.sources import TextBlock, TextFiles
+
 __all__ = ["register"]
 
 # The library's fixes name Python arguments; on the command line they are these flags.
@@ -29,6 +33,10 @@ _ENCODE_FIXES = {
     "SPECIAL_TOKEN_DISALLOWED": "pass --allow-special to encode {name!r} as its id, or "
     "--specials-as-text to encode it as ordinary text",
     "LONE_SURROGATE": "repair the input text (it has no UTF-8 form)",
+}
+_TRAIN_FIXES = {
+    "SCHEDULER_UNREACHABLE": "start one (`dask scheduler`) and pass its address with "
+    "--scheduler tcp://HOST:8786, or drop --scheduler to start a local cluster",
 }
 _DECODE_FIXES = {
     "INVALID_UTF8": "pass --errors replace to show U+FFFD, or --errors ignore to drop the "
@@ -63,24 +71,91 @@ def _add_train(sub: argparse._SubParsersAction[Any]) -> None:
         help="special token (id defaults to the next free id); repeatable",
     )
     p.add_argument("--raw", action="store_true", help="train on .conllu files as raw text")
-    p.add_argument("--workers", type=int, default=1, help="processes counting chunks")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes counting chunks (with --engine dask and no --scheduler: local workers)",
+    )
+    p.add_argument(
+        "--engine",
+        choices=("local", "dask"),
+        default="local",
+        help="count chunks on this machine (default) or on a Dask cluster, whose workers read "
+        "the files in byte ranges; the merges are the same",
+    )
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="Dask scheduler address (tcp://host:8786) for --engine dask; without it a "
+        "local cluster of --workers processes is started",
+    )
     p.add_argument("-o", "--output", required=True, help="tokenizer JSON to write")
     add_json(p)
     add_quiet(p)
     p.set_defaults(handler=_run_train)
 
 
-def _training_texts(corpus: list[str], *, raw: bool) -> tuple[list[str], int]:
-    """Texts to train on and their UTF-8 size; .conllu files give their sentences."""
+class _Tally:
+    """UTF-8 bytes of the texts that went past (the corpus is streamed, never held)."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+
+    def count(self, texts: Iterator[str]) -> Iterator[str]:
+        for text in texts:
+            self.bytes += len(text.encode("utf-8", "surrogatepass"))
+            yield text
+
+
+def _training_texts(
+    corpus: list[str], *, raw: bool, preset: bool
+) -> tuple[list[str], Iterator[str]]:
+    """The files named and their texts, streamed; .conllu files give their sentences.
+
+    Plain files are read in blocks (whole files when the pattern is not a preset: only the
+    presets are known to split a block boundary like the text around it).
+    """
     from tokembed.measure.corpus import load_corpus
-    from tokembed.measure.sources import expand_paths, read_texts
+    from tokembed.measure.sources import TEXT_BLOCK_CHARS, expand_paths, iter_text_blocks
 
     names = expand_paths(corpus)
-    sentences = {n for n in names if not raw and n.endswith((".conllu", ".conllu.gz"))}
-    plain = [n for n in names if n not in sentences]
-    read = iter(read_texts(plain) if plain else ())
-    texts = [load_corpus(n).text if n in sentences else next(read).text for n in names]
-    return texts, sum(len(t.encode("utf-8")) for t in texts)
+
+    def texts() -> Iterator[str]:
+        for name in names:
+            if not raw and name.endswith((".conllu", ".conllu.gz")):
+                yield load_corpus(name).text
+            else:
+                blocks = iter_text_blocks([name], block_chars=TEXT_BLOCK_CHARS if preset else None)
+                yield from (block.text for block in _allow_empty(blocks))
+
+    return names, texts()
+
+
+def _allow_empty(blocks: Iterator[TextBlock]) -> Iterator[TextBlock]:
+    """The blocks of one file; an empty file adds nothing (the corpus as a whole may not be empty)."""
+    from tokembed.errors import MeasureError
+
+    try:
+        yield from blocks
+    except MeasureError as exc:
+        if exc.code != "EMPTY_INPUT":
+            raise
+
+
+def _cluster_files(corpus: list[str], *, raw: bool) -> tuple[list[str], TextFiles, int] | None:
+    """Plain files left for the cluster's workers to read, and their size on disk.
+
+    None when some input must be read here (stdin, the sentences of .conllu files).
+    """
+    import os
+
+    from tokembed.measure.sources import TextFiles, expand_paths
+
+    names = expand_paths(corpus)
+    if "-" in names or (not raw and any(n.endswith((".conllu", ".conllu.gz")) for n in names)):
+        return None
+    return names, TextFiles(tuple(names)), sum(os.path.getsize(n) for n in names)
 
 
 def _run_train(args: argparse.Namespace) -> int:
@@ -89,17 +164,39 @@ def _run_train(args: argparse.Namespace) -> int:
     from tokembed.tokenizer.formats import save_tokenizer
     from tokembed.tokenizer.train import TrainConfig, train
 
+    if args.scheduler is not None and args.engine != "dask":
+        raise usage(
+            "--scheduler needs --engine dask",
+            value=args.scheduler,
+            fix="add --engine dask, or drop --scheduler",
+        )
     config = TrainConfig(
         merges=args.merges,
         pattern=args.regex or args.pattern,
         specials=dict(args.special),
         workers=args.workers,
         progress=progress_wanted(args),
+        engine=args.engine,
+        scheduler=args.scheduler,
     )
-    texts, n_bytes = _training_texts(args.corpus, raw=args.raw)
+    from tokembed.tokenizer.pretokenize import PATTERNS
+
+    tally = _Tally()
+    files = _cluster_files(args.corpus, raw=args.raw) if args.engine == "dask" else None
+    texts: Iterable[str] | TextFiles
+    if files is not None:
+        names, texts, disk_bytes = files
+    else:
+        preset = config.pattern in PATTERNS
+        names, streamed = _training_texts(args.corpus, raw=args.raw, preset=preset)
+        texts = tally.count(streamed)
     start = time.perf_counter()
-    tok = train(texts, config=config)
+    try:
+        tok = train(texts, config=config)
+    except TokembedError as exc:
+        raise speak_cli(exc, _TRAIN_FIXES) from None
     seconds = time.perf_counter() - start
+    n_bytes = disk_bytes if files is not None else tally.bytes
     path = save_tokenizer(tok, args.output, inputs=input_files(args.corpus))
     if tok.n_merges < args.merges:
         print(
@@ -110,12 +207,12 @@ def _run_train(args: argparse.Namespace) -> int:
     if args.json:
         print(as_json({
             "merges_requested": args.merges, "merges_learned": tok.n_merges,
-            "files": len(texts), "bytes": n_bytes, "seconds": round(seconds, 3),
+            "files": len(names), "bytes": n_bytes, "seconds": round(seconds, 3),
             "output": str(path), "address_hash": tok.address_hash,
         }))  # fmt: skip
         return 0
     print(
-        f"trained {tok.n_merges} merges on {len(texts)} file(s), {n_bytes:,} bytes, "
+        f"trained {tok.n_merges} merges on {len(names)} file(s), {n_bytes:,} bytes, "
         f"in {seconds:.1f} s\nwrote {path} ({tok.address_hash[:19]})"
     )
     return 0

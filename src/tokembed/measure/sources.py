@@ -1,7 +1,8 @@
 """Reading text input: files, folders, globs, gzip and standard input, one way for every command.
 
 Every command that reads text (``train``, ``encode``, ``demo``, ``measure``,
-``report``) goes through :func:`expand_paths` and :func:`read_source`:
+``report``) goes through :func:`expand_paths` and :func:`read_source` (whole files), or
+:func:`iter_text_blocks` (files streamed in blocks, for training on corpora larger than memory):
 
 * a folder is read recursively in sorted path order, hidden entries (``.git``) skipped;
   a glob's matches are sorted; ``"-"`` is standard input;
@@ -25,15 +26,17 @@ Example::
 
 from __future__ import annotations
 
+import codecs
 import glob
 import gzip
 import hashlib
 import io
+import re
 import sys
 import sysconfig
 import zlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
@@ -43,12 +46,19 @@ __all__ = [
     "DEFAULT_CORPUS_BYTES",
     "MAX_DECOMPRESSED_BYTES",
     "STDIN",
+    "TEXT_BLOCK_CHARS",
+    "ByteRange",
     "FileRecord",
     "SourceText",
+    "TextBlock",
+    "TextFiles",
     "default_corpus",
     "expand_paths",
+    "iter_text_blocks",
+    "read_range",
     "read_source",
     "read_texts",
+    "split_ranges",
 ]
 
 # The whole CPython 3.11 stdlib is ~31.5 MB of .py; 40 MB takes all of it, and
@@ -59,6 +69,14 @@ DEFAULT_CORPUS_BYTES = 40_000_000
 # exhausting memory.
 MAX_DECOMPRESSED_BYTES = 2**30
 STDIN = "-"
+# Characters per streamed block: ~8 MB of Cyrillic UTF-8, big enough that per-block costs
+# vanish, small enough that a reader holds a few of them at most.
+TEXT_BLOCK_CHARS = 1 << 22
+_READ_BYTES = 1 << 20
+# Where a text may be cut into two texts without changing any preset's pieces: after a line
+# feed that follows a non-space character, before a character that is neither space nor '/'.
+# (Python's \s holds every character the tokenizer engines call whitespace, and more.)
+_SAFE_CUT = re.compile(r"(?<=\S\n)(?=[^\s/])")
 _GZIP_MAGIC = b"\x1f\x8b"
 _GLOB_CHARS = frozenset("*?[")
 
@@ -197,6 +215,123 @@ def read_source(
     return SourceText(name=name, text=_decode(name, data), record=record)
 
 
+@dataclass(frozen=True, slots=True)
+class TextBlock:
+    """Consecutive text of the file ``name`` (``"-"`` for stdin), in file order."""
+
+    name: str
+    text: str
+
+
+def _not_utf8(name: str, byte: int, offset: int) -> MeasureError:
+    return MeasureError(
+        "INPUT_NOT_UTF8",
+        f"{name} is not UTF-8: byte 0x{byte:02x} at offset {offset}",
+        value=(name, offset),
+        fix="convert the file to UTF-8 (e.g. iconv -t UTF-8) or leave it out",
+    )
+
+
+def _first_two(raw: BinaryIO) -> bytes:
+    """The stream's first two bytes, left unread (buffered streams peek, others seek back)."""
+    peek = getattr(raw, "peek", None)
+    if peek is not None:
+        return bytes(peek(2)[:2])
+    head = raw.read(2)
+    raw.seek(-len(head), io.SEEK_CUR)
+    return head
+
+
+def _stream_blocks(
+    name: str, raw: BinaryIO, block_chars: int | None, limit: int | None
+) -> Iterator[str]:
+    """The decoded text of ``raw`` (gzip recognised by content) in blocks cut at safe points."""
+    stream: BinaryIO | gzip.GzipFile = raw
+    if _first_two(raw) == _GZIP_MAGIC:
+        stream = gzip.GzipFile(fileobj=raw)
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    buf, searched, read = "", 0, 0
+    while True:
+        try:
+            data = stream.read(_READ_BYTES)
+        except (OSError, EOFError, zlib.error) as exc:  # unreadable, damaged or truncated gzip
+            raise _unreadable(name, exc) from None
+        if limit is not None and read + len(data) > limit:
+            raise MeasureError(
+                "INPUT_TOO_LARGE",
+                f"{name} decompresses to more than {limit:,} bytes",
+                value=name,
+                fix="decompress it yourself and pass the text, or raise max_decompressed_bytes",
+            )
+        pending = decoder.getstate()[0]
+        try:
+            buf += decoder.decode(data, final=not data)
+        except UnicodeDecodeError as exc:
+            raise _not_utf8(name, exc.object[exc.start], read - len(pending) + exc.start) from None
+        read += len(data)
+        while block_chars is not None and len(buf) >= block_chars:
+            cut = _SAFE_CUT.search(buf, max(block_chars, searched - 2))
+            if cut is None:
+                searched = len(buf)  # no cut yet: read on, and search only the new text
+                break
+            yield buf[: cut.start()]
+            buf, searched = buf[cut.start() :], 0
+        if not data:
+            break
+    if buf:
+        yield buf
+
+
+def iter_text_blocks(
+    paths_or_globs: Iterable[str | Path],
+    *,
+    block_chars: int | None = TEXT_BLOCK_CHARS,
+    stdin: BinaryIO | None = None,
+    max_decompressed_bytes: int | None = None,
+) -> Iterator[TextBlock]:
+    """The files' texts as a stream of blocks of about ``block_chars`` characters or more.
+
+    Nothing holds a whole file: each is read, decompressed and decoded incrementally.
+    A block ends only where cutting a text into two texts keeps every pre-tokenizer
+    preset's chunks (a line feed between a non-space character and a character that is
+    neither space nor '/'), so training on the blocks of a file learns exactly what
+    training on the whole file learns; a file without such a point is one block.
+    ``block_chars=None`` yields each file whole (for regexes that are not presets). A
+    block never spans two files. Unlike :func:`read_source`, decompression has no size
+    limit by default (memory stays bounded by the block size).
+
+    Example::
+
+        >>> for block in iter_text_blocks(["corpus/"], block_chars=1 << 20):  # doctest: +SKIP
+        ...     counter.add(block.text)
+
+    Raises:
+        UsageError(FILE_NOT_FOUND): see :func:`expand_paths`.
+        MeasureError(UNREADABLE_INPUT, INPUT_TOO_LARGE, INPUT_NOT_UTF8): as :func:`read_source`
+            (the byte offset counts from the start of the decompressed file).
+        MeasureError(EMPTY_INPUT): no text at all (raised when the stream ends).
+    """
+    names = expand_paths(paths_or_globs)
+    any_text = False
+    for name in names:
+        if name == STDIN:
+            raw = stdin or sys.stdin.buffer
+            for text in _stream_blocks(name, raw, block_chars, max_decompressed_bytes):
+                any_text = True
+                yield TextBlock(name=name, text=text)
+            continue
+        try:
+            f = open(name, "rb")  # noqa: SIM115  (closed below, after the generator's last block)
+        except OSError as exc:
+            raise _unreadable(name, exc) from None
+        with f:
+            for text in _stream_blocks(name, f, block_chars, max_decompressed_bytes):
+                any_text = True
+                yield TextBlock(name=name, text=text)
+    if not any_text:
+        raise _empty(names, "")
+
+
 def _empty(names: list[str], detail: str) -> MeasureError:
     return MeasureError(
         "EMPTY_INPUT",
@@ -282,3 +417,183 @@ def default_corpus(*, max_bytes: int = DEFAULT_CORPUS_BYTES) -> list[SourceText]
     if not sources:
         raise _empty([str(root)], f" under {root} (no readable .py files)")
     return sources
+
+
+# --- byte ranges: one file's text read in parts (counting on a cluster) ----------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class ByteRange:
+    """Bytes ``[start, stop)`` of one file's text; ``stop`` None: to the end (a whole file).
+
+    A range starts at the file's start or just after a line feed, so it begins and ends on a
+    character boundary. A gzip file cannot be entered in the middle: it is one whole range,
+    decompressed when read. ``index`` numbers the file in its corpus (ranges of one file
+    share it).
+    """
+
+    path: str
+    index: int
+    start: int
+    stop: int | None
+
+    @property
+    def first(self) -> bool:
+        """The range begins its file's text."""
+        return self.start == 0
+
+    @property
+    def last(self) -> bool:
+        """The range ends its file's text."""
+        return self.stop is None
+
+
+_NEWLINE_PROBE = 1 << 16  # bytes read at a time while looking for the line feed after a cut
+
+
+def _cuts(f: BinaryIO, size: int, target: int) -> list[int]:
+    """Offsets just after the first line feed at or past each multiple of ``target``."""
+    cuts: list[int] = []
+    pos = target
+    while pos < size:
+        f.seek(pos - 1)  # a line feed right before ``pos`` makes ``pos`` itself a cut
+        while True:
+            block = f.read(_NEWLINE_PROBE)
+            if not block:
+                return cuts
+            nl = block.find(b"\n")
+            if nl >= 0:
+                break
+            pos += len(block)
+        cut = f.tell() - len(block) + nl + 1
+        if cut >= size:
+            return cuts
+        cuts.append(cut)
+        pos = cut + target
+    return cuts
+
+
+def split_ranges(paths: Iterable[str | Path], *, target_bytes: int) -> list[ByteRange]:
+    """The files cut into ranges of about ``target_bytes``, each cut just after a line feed.
+
+    Files keep their order and ranges their order within a file; a file with no line feed
+    past a cut point, a gzip file, and a file shorter than ``target_bytes`` are one range.
+    Standard input (``"-"``) cannot be split into ranges and is refused.
+
+    Example::
+
+        >>> [(r.start, r.stop) for r in split_ranges(["big.txt"], target_bytes=64 << 20)]  # doctest: +SKIP
+        [(0, 67108901), (67108901, None)]
+
+    Raises:
+        UsageError(INVALID_ARGUMENT): ``target_bytes`` < 1, or ``"-"`` among the paths.
+        UsageError(FILE_NOT_FOUND): a path is not a file.
+        MeasureError(UNREADABLE_INPUT): a file cannot be read.
+    """
+    if isinstance(target_bytes, bool) or not isinstance(target_bytes, int) or target_bytes < 1:
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            f"target_bytes = {target_bytes!r} is invalid",
+            value=target_bytes,
+            fix="pass a positive number of bytes per range",
+        )
+    ranges: list[ByteRange] = []
+    for index, item in enumerate(paths):
+        name = str(item)
+        if name == STDIN:
+            raise UsageError(
+                "INVALID_ARGUMENT",
+                "standard input cannot be read in byte ranges",
+                value=name,
+                fix="save the text to a file and pass its path",
+            )
+        if not Path(name).is_file():
+            raise _not_found(name, "no such file")
+        try:
+            with open(name, "rb") as f:
+                gz = f.read(2) == _GZIP_MAGIC
+                cuts = [] if gz else _cuts(f, Path(name).stat().st_size, target_bytes)
+        except OSError as exc:
+            raise _unreadable(name, exc) from None
+        bounds = [0, *cuts]
+        stops: list[int | None] = [*cuts, None]
+        ranges += [
+            ByteRange(path=name, index=index, start=a, stop=b)
+            for a, b in zip(bounds, stops, strict=True)
+        ]
+    return ranges
+
+
+def _decode_at(name: str, data: bytes, offset: int, *, partial: bool = False) -> str:
+    try:
+        if partial:
+            return codecs.getincrementaldecoder("utf-8")().decode(data, final=False)
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        at = offset + exc.start
+        raise MeasureError(
+            "INPUT_NOT_UTF8",
+            f"{name} is not UTF-8: byte 0x{data[exc.start]:02x} at offset {at}",
+            value=(name, at),
+            fix="convert the file to UTF-8 (e.g. iconv -t UTF-8) or leave it out",
+        ) from None
+
+
+def read_range(r: ByteRange, *, overlap_bytes: int = 0) -> tuple[str, str]:
+    """The range's text, and the text of up to ``overlap_bytes`` bytes after it.
+
+    The overlap ends on a character boundary (a character cut by the limit is left out)
+    and is empty for a range that ends its file. A whole range (``start == 0`` and
+    ``stop`` None) is read by :func:`read_source`, gzip included, with its checks.
+
+    Raises:
+        UsageError(FILE_NOT_FOUND): the file is gone.
+        MeasureError(UNREADABLE_INPUT, INPUT_TOO_LARGE): see :func:`read_source`.
+        MeasureError(INPUT_NOT_UTF8): a bad byte; the offset is counted from the file's start.
+    """
+    if r.first and r.last:
+        return read_source(r.path).text, ""
+    if not Path(r.path).is_file():
+        raise _not_found(r.path, "no such file")
+    try:
+        with open(r.path, "rb") as f:
+            f.seek(r.start)
+            data = f.read() if r.stop is None else f.read(r.stop - r.start)
+            extra = b"" if r.stop is None else f.read(overlap_bytes)
+    except OSError as exc:
+        raise _unreadable(r.path, exc) from None
+    text = _decode_at(r.path, data, r.start)
+    # final=False: a character the limit cut in two is held back, not an error
+    tail = _decode_at(r.path, extra, r.start + len(data), partial=True)
+    return text, tail
+
+
+@dataclass(frozen=True)
+class TextFiles:
+    """Files whose texts are read lazily, one text per file, in order.
+
+    Iterating yields each file's text through :func:`read_source` (what ``train`` reads
+    when the files are counted in this process); a cluster instead reads
+    :meth:`ranges` of them on its workers.
+
+    Example::
+
+        >>> files = TextFiles(expand_paths(["corpus/"]))  # doctest: +SKIP
+        >>> sum(len(t) for t in files)  # doctest: +SKIP
+    """
+
+    paths: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "paths", tuple(str(p) for p in self.paths))
+
+    def __iter__(self) -> Iterator[str]:
+        for path in self.paths:
+            yield read_source(path).text
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def ranges(self, *, target_bytes: int) -> list[ByteRange]:
+        """See :func:`split_ranges`."""
+        return split_ranges(self.paths, target_bytes=target_bytes)

@@ -1,31 +1,48 @@
-"""Counting unique pre-tokenization chunks in order of first occurrence, optionally in processes.
+"""Counting unique pre-tokenization chunks in order of first occurrence, streaming.
 
 Order matters: the trainer breaks frequency ties by first encounter, so the
 table must list chunks in the order a single left-to-right scan meets them.
+Texts are consumed one at a time and never kept: memory follows the chunk
+table (the number of distinct chunks), not the corpus.
 
-With ``workers > 1`` each text is cut into blocks scanned by worker processes.
-A regex scan started mid-text may chunk the first few characters differently
-from the full scan, so each block also scans ``_OVERLAP`` characters past its
-end, and the seam is joined at the first position ``q`` where both scans end a
-match: from a common match end, a regex without look-behind continues
-identically. Both scans must then agree up to ``_HALF`` past the seam; if they
-do not (no common position, a look-behind pattern), the text is counted in
-this process instead. Counters are merged in corpus order, which keeps the
-first-occurrence order exact. At most ``2 * workers`` blocks are in flight,
-so memory follows the chunk table, not the corpus.
+A pre-tokenizer that is one preset stage is counted by the compiled twin
+(``_native/_count``: the preset scanner of ``scan.c`` and an insertion-ordered
+hash table), which releases the GIL while it scans. With ``workers > 1`` its
+texts are cut into blocks of about ``_NATIVE_BLOCK`` bytes at points where the
+presets' pieces provably do not change (``tk_safe_cut``: a line feed between a
+non-space character and a character that is neither space nor '/'), each block is
+counted by a thread into its own table, and the tables are merged in corpus order.
+
+Every other pre-tokenizer (and any when ``TOKEMBED_PURE_PYTHON=1`` or the module
+is not built) takes the Python path, the reference twin. With ``workers > 1`` it
+cuts each text into blocks scanned by worker processes. A regex scan started
+mid-text may chunk the first few characters differently from the full scan, so
+each block also scans ``_OVERLAP`` characters past its end, and the seam is
+joined at the first position ``q`` where both scans end a match: from a common
+match end, a regex without look-behind continues identically. Both scans must
+then agree up to ``_HALF`` past the seam; if they do not (no common position),
+that text is counted again in this process. At most ``2 * workers`` blocks are
+in flight, and a text's counts join the total when its last block is joined.
 """
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
 
+import numpy as np
 import regex
 
+from tokembed.tokenizer._native import load
 from tokembed.tokenizer._utf8 import utf8
-from tokembed.tokenizer.pretokenize import Piece, Pretokenizer, iter_pieces
+from tokembed.tokenizer.chunks import ChunkTable
+from tokembed.tokenizer.pretokenize import PATTERNS, Piece, Pretokenizer, iter_pieces
 
 __all__ = ["count_chunks"]
 
@@ -34,6 +51,14 @@ _OVERLAP = 1 << 13  # characters scanned past a block's end
 _HALF = _OVERLAP // 2
 # Constructs that look before the scan position: a block scan cannot reproduce them.
 _LOOKS_BACK = regex.compile(r"\(\?<[=!]|\\[bBAGKZ]|(?<![\[\\])\^")
+# Bytes per thread task of the compiled counter: large enough that merging a block's table
+# (tens of thousands of distinct chunks) costs a few percent of scanning it.
+_NATIVE_BLOCK = 1 << 22
+# scan.h's TK_PRESET_* and TK_ENGINE_* numbering.
+_PRESET_IDS = {
+    PATTERNS[name]: i for i, name in enumerate(("teaching", "r50k", "cl100k", "o200k", "gpt2-hf"))
+}
+_ENGINE_IDS = {"tiktoken": 0, "huggingface": 1}
 
 # (stage, block text, start, end, first block, last block, overlap reaches the text end,
 #  head width): everything a worker needs travels in the task (spawned workers do not
@@ -81,8 +106,9 @@ def _join(tail: list[Piece], head: list[Piece]) -> list[str] | None:
     return [p[3] for p in tail if p[0] < q] + [p[3] for p in head if p[0] >= q]
 
 
-def _tasks(texts: Iterable[str], stage: str) -> Iterator[tuple[int, _Task]]:
+def _tasks(texts: Iterable[str], stage: str, held: dict[int, str]) -> Iterator[tuple[int, _Task]]:
     for t, text in enumerate(texts):
+        held[t] = text  # kept only while its blocks are in flight (a seam may need a recount)
         n = len(text)
         for start in range(0, max(n, 1), _BLOCK):
             end = min(n, start + _BLOCK)
@@ -91,56 +117,142 @@ def _tasks(texts: Iterable[str], stage: str) -> Iterator[tuple[int, _Task]]:
             yield t, (stage, text[start:stop], start, end, start == 0, last, stop == n, _HALF)
 
 
-def _count_parallel(texts: Iterable[str], stage: str, workers: int) -> Counter[str] | None:
+def _count_parallel(
+    texts: Iterable[str], stage: str, workers: int, recount: Callable[[str], Counter[str]]
+) -> Counter[str]:
     total: Counter[str] = Counter()
+    held: dict[int, str] = {}
     ctx = multiprocessing.get_context("spawn")  # fork could inherit locks held by threads
     with ctx.Pool(workers) as pool:
-        pending: deque[tuple[int, bool, object]] = deque()
-        tasks = _tasks(texts, stage)
+        pending: deque[tuple[int, _Task, Any]] = deque()
+        tasks = _tasks(texts, stage, held)
+        current: Counter[str] = Counter()  # the counts of the text being joined
         prev = _Block([], Counter(), [], False)
-        done = False
+        failed = -1  # a text whose seams did not join: recounted whole, its blocks skipped
         while True:
-            while not done and len(pending) < 2 * workers:
+            while len(pending) < 2 * workers:
                 item = next(tasks, None)
                 if item is None:
-                    done = True
                     break
-                pending.append((item[0], item[1][4], pool.apply_async(_scan, (item[1],))))
+                pending.append((item[0], item[1], pool.apply_async(_scan, (item[1],))))
             if not pending:
                 return total
-            _, first, result = pending.popleft()
-            block: _Block = result.get()  # type: ignore[attr-defined]
-            if not first:
-                if prev.reaches_end:  # its overlap scan was exact up to the text's end
-                    total.update(p[3] for p in prev.tail)
-                    prev = _Block([], Counter(), [], False)
-                    continue  # (this block is the text's last; nothing of it is new)
-                seam = _join(prev.tail, block.head)
-                if seam is None:
-                    return None
-                total.update(seam)
-            total.update(block.middle)
+            t, task, result = pending.popleft()
+            first, last = task[4], task[5]
+            block: _Block = result.get()
+            if t == failed:
+                pass
+            elif first:
+                current = Counter(block.middle)
+            elif prev.reaches_end:  # its overlap scan was exact up to the text's end
+                current.update(p[3] for p in prev.tail)  # (nothing of this last block is new)
+            elif (seam := _join(prev.tail, block.head)) is None:
+                total.update(recount(held[t]))
+                failed = t
+            else:
+                current.update(seam)
+                current.update(block.middle)
             prev = block
+            if last:
+                if t != failed:
+                    total.update(current)
+                del held[t]
 
 
-def count_chunks(
-    texts: Iterable[str], pretokenizer: Pretokenizer, *, workers: int, progress: bool
-) -> tuple[list[bytes], list[int]]:
-    """Unique chunks as UTF-8 bytes (first-occurrence order) and their multiplicities."""
-    from tqdm import tqdm
+def _native_counter(pretokenizer: Pretokenizer) -> tuple[ModuleType, int, int] | None:
+    """The compiled module and the preset and engine numbers, when they can count this."""
+    if len(pretokenizer.stages) != 1 or pretokenizer.stages[0] not in _PRESET_IDS:
+        return None
+    module = load("_count")
+    if module is None:
+        return None
+    return module, _PRESET_IDS[pretokenizer.stages[0]], _ENGINE_IDS[pretokenizer.engine]
 
+
+def _utf8_text(text: str, pretokenizer: Pretokenizer) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        for chunk in pretokenizer.split(text):  # the Python path's error, located in its chunk
+            utf8(chunk)
+        raise
+
+
+def _native_blocks(
+    texts: Iterable[bytes], module: ModuleType, engine: int
+) -> Iterator[list[memoryview]]:
+    """Groups of whole texts and text blocks cut at safe points, about ``_NATIVE_BLOCK`` bytes each."""
+    group: list[memoryview] = []
+    size = 0
+    for data in texts:
+        view, start = memoryview(data), 0
+        while len(data) - start > _NATIVE_BLOCK:
+            cut = module.safe_cut(data, engine, start + _NATIVE_BLOCK)
+            group.append(view[start:cut])
+            yield group
+            group, size, start = [], 0, cut
+        if start < len(data):
+            group.append(view[start:])
+            size += len(data) - start
+            if size >= _NATIVE_BLOCK:
+                yield group
+                group, size = [], 0
+    if group:
+        yield group
+
+
+def _count_native(
+    texts: Iterable[bytes], module: ModuleType, preset: int, engine: int, workers: int
+) -> Any:
+    total = module.Counter(preset, engine)
+    if workers == 1:
+        for data in texts:
+            total.add(data)
+        return total
+
+    def count(group: list[memoryview]) -> Any:
+        counter = module.Counter(preset, engine)
+        for view in group:
+            counter.add(view)
+        return counter
+
+    with ThreadPoolExecutor(workers, thread_name_prefix="tokembed-count") as pool:
+        pending: deque[Future[Any]] = deque()
+        for group in _native_blocks(texts, module, engine):
+            pending.append(pool.submit(count, group))
+            while len(pending) > 2 * workers:
+                total.merge(pending.popleft().result())
+        while pending:
+            total.merge(pending.popleft().result())
+    return total
+
+
+def _count_python(texts: Iterator[str], pretokenizer: Pretokenizer, workers: int) -> Counter[str]:
     stages = pretokenizer.stages
+    first_stage = Pretokenizer(stages=stages[:1], engine=pretokenizer.engine)
+
+    def recount(text: str) -> Counter[str]:
+        return Counter(first_stage.split(text))
+
     first_pattern = pretokenizer.patterns[0]  # what workers compile: the engine's reading
     counts: Counter[str] | None = None
-    texts = list(texts) if workers > 1 else texts
-    # Text that fits in one block would make one task: spawning a pool for it only
-    # adds start-up time (~0.4 s on PUD Russian, 3x the whole count), so count here.
-    if workers > 1 and sum(map(len, texts)) > _BLOCK and _LOOKS_BACK.search(first_pattern) is None:
-        counts = _count_parallel(texts, first_pattern, workers)
+    if workers > 1 and _LOOKS_BACK.search(first_pattern) is None:
+        # Text that fits in one block would make one task: spawning a pool for it only adds
+        # start-up time (~0.4 s on PUD Russian, 3x the whole count), so look ahead that far.
+        head: list[str] = []
+        seen = 0
+        for text in texts:
+            head.append(text)
+            seen += len(text)
+            if seen > _BLOCK:
+                counts = _count_parallel(
+                    itertools.chain(head, texts), first_pattern, workers, recount
+                )
+                break
+        texts = iter(head) if counts is None else texts
     if counts is None:
         counts = Counter()
-        first_stage = Pretokenizer(stages=stages[:1], engine=pretokenizer.engine)
-        for text in tqdm(texts, disable=not progress, unit="text", desc="counting"):
+        for text in texts:
             counts.update(first_stage.split(text))
     if len(stages) > 1:  # later stages split each first-stage chunk; order is kept
         rest = Pretokenizer(stages=stages[1:], engine=pretokenizer.engine)
@@ -149,4 +261,35 @@ def count_chunks(
             for sub in rest.split(chunk):
                 refined[sub] += n
         counts = refined
-    return [utf8(c) for c in counts], list(counts.values())
+    return counts
+
+
+def count_chunks(
+    texts: Iterable[str], pretokenizer: Pretokenizer, *, workers: int, progress: bool
+) -> ChunkTable:
+    """The unique chunks of ``texts`` (UTF-8, first-occurrence order) and their multiplicities.
+
+    ``texts`` is read once, one text at a time (an iterator is never turned into a
+    list). Uses the compiled counter when ``pretokenizer`` is a single preset stage
+    and ``_native._count`` is built, else the Python reference path; both give the
+    same table.
+
+    Example::
+
+        >>> count_chunks(["ab ab"], Pretokenizer.preset("teaching"), workers=1, progress=False).to_dict()
+        {b'ab': 1, b' ab': 1}
+
+    Raises:
+        TokenizerError(LONE_SURROGATE): a text has no UTF-8 form.
+    """
+    from tqdm import tqdm
+
+    shown: Iterator[str] = iter(tqdm(texts, disable=not progress, unit="text", desc="counting"))
+    native = _native_counter(pretokenizer)
+    if native is not None:
+        module, preset, engine = native
+        encoded = (_utf8_text(text, pretokenizer) for text in shown)
+        data, offsets, counts = _count_native(encoded, module, preset, engine, workers).buffers()
+        return ChunkTable(data, np.frombuffer(offsets, np.int64), np.frombuffer(counts, np.int64))
+    python = _count_python(shown, pretokenizer, workers)
+    return ChunkTable.from_lists([utf8(c) for c in python], python.values())

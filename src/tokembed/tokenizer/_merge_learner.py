@@ -1,7 +1,13 @@
 """Incremental BPE merge learning over unique chunks; gives exactly the reference's merges.
 
-Input: the unique chunks (as bytes) in order of first occurrence in the corpus,
-each with its multiplicity. Memory is bounded by this table, not by the corpus.
+Input: a :class:`~tokembed.tokenizer.chunks.ChunkTable`, the unique chunks in
+order of first occurrence in the corpus, each with its multiplicity. Memory is
+bounded by this table, not by the corpus.
+
+:func:`learn_merges` runs the compiled twin (``_native/learn.c``, the same
+algorithm with an indexed heap and int64 counts) when it is built, and
+:func:`learn_merges_python`, the pure-Python reference twin below, otherwise
+(or under ``TOKEMBED_PURE_PYTHON=1``). Both give identical merges.
 
 State per pair ``p``: its exact count (sum of multiplicities of overlapping
 occurrences, Python ints so it cannot overflow), a superset of the chunks that
@@ -28,17 +34,20 @@ from __future__ import annotations
 
 import gc
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
-__all__ = ["learn_merges"]
+from tokembed.tokenizer._native import load
+from tokembed.tokenizer.chunks import ChunkTable
+
+__all__ = ["learn_merges", "learn_merges_python"]
 
 _Pair = tuple[int, int]
 
 
 class _Learner:
-    def __init__(self, chunks: Sequence[bytes], counts: Sequence[int]) -> None:
-        self.words: list[list[int]] = [list(c) for c in chunks]
-        self.freq = list(counts)
+    def __init__(self, table: ChunkTable) -> None:
+        self.words: list[list[int]] = [list(c) for c in table.chunks()]
+        self.freq: list[int] = table.counts.tolist()
         self.length: list[int] = [1] * 256  # byte length of each id's piece
         self.count: dict[_Pair, int] = {}
         self.where: dict[_Pair, set[int]] = {}
@@ -222,25 +231,68 @@ class _Learner:
                 heapq.heappush(heap, (-c, *first[p], *p))
 
 
+# Merges between two progress calls of the compiled learner: frequent enough for a live
+# bar, rare enough that taking the GIL back costs nothing measurable.
+_PROGRESS_EVERY = 32
+
+
 def learn_merges(
-    chunks: Sequence[bytes],
-    counts: Sequence[int],
+    table: ChunkTable,
     *,
     merges: int,
     on_merge: Callable[[], None] | None = None,
 ) -> list[_Pair]:
-    """Pairs learned from ``chunks`` (first-occurrence order) with multiplicities ``counts``.
+    """Pairs learned from ``table`` (chunks in first-occurrence order, with multiplicities).
 
-    Equal to ``train_reference`` on the corpus those chunks came from; pair ``k``
-    produced id ``256 + k``. Stops early when no pair is left.
+    Equal to ``train_reference`` on the corpus the table came from; pair ``k``
+    produced id ``256 + k``. Stops early when no pair is left. ``on_merge`` is
+    called once per learned merge (the compiled learner, which releases the GIL
+    while it works, makes those calls in bursts of up to 32).
+
+    Example::
+
+        >>> learn_merges(ChunkTable.from_counts({b"abab": 2, b"ab": 1}), merges=5)
+        [(97, 98), (256, 256)]
+
+    Raises:
+        OverflowError: (compiled learner) more than 2**31 - 1 chunks or 2**31 - 257
+            merges (int32 ids), or a corpus of more than 2**63 - 1 adjacent pairs
+            (int64 counts).
     """
+    native = load("_learn")
+    if native is None:
+        return learn_merges_python(table, merges=merges, on_merge=on_merge)
+
+    def progress(n: int) -> None:
+        if on_merge is not None:
+            for _ in range(n):
+                on_merge()
+
+    pairs: list[_Pair] = native.learn(
+        table.data,
+        table.offsets,
+        table.counts,
+        merges,
+        progress=None if on_merge is None else progress,
+        every=_PROGRESS_EVERY,
+    )
+    return pairs
+
+
+def learn_merges_python(
+    table: ChunkTable,
+    *,
+    merges: int,
+    on_merge: Callable[[], None] | None = None,
+) -> list[_Pair]:
+    """The pure-Python twin of :func:`learn_merges` (same merges; ``on_merge`` after each one)."""
     # The tables are millions of small tuples/sets without reference cycles; the
     # cyclic collector would re-traverse all of them at every gen-2 pass (>half the
     # run time on PUD ru at 4096 merges), so it is paused while they are built.
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        learner = _Learner(chunks, counts)
+        learner = _Learner(table)
         learned: list[_Pair] = []
         for k in range(merges):
             pair = learner.pop_best()

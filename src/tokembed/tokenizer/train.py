@@ -18,14 +18,17 @@ Example::
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from tokembed.errors import TokenizerError, UsageError
 from tokembed.tokenizer._batch import progress_enabled
 from tokembed.tokenizer._count import count_chunks
 from tokembed.tokenizer._dialect import Engine
 from tokembed.tokenizer._merge_learner import learn_merges
+from tokembed.tokenizer.chunks import ChunkTable
 from tokembed.tokenizer.model import BPETables
 from tokembed.tokenizer.pretokenize import Pretokenizer
 from tokembed.tokenizer.special import assign_special_ids
@@ -52,12 +55,21 @@ class TrainConfig:
             ``tokenizer.json`` from ``export_hf`` will split by). The two differ
             only on code points their Unicode tables classify differently.
         specials: special-token name → id, or None for "next id after the merges".
-        workers: processes counting chunks (1 = this process). Workers are spawned,
-            so a script using workers > 1 needs the ``if __name__ == "__main__":`` guard.
+        workers: processes counting chunks (1 = this process); with ``engine="dask"`` and no
+            scheduler, the local cluster's worker processes. Workers are spawned, so a
+            script using workers > 1 needs the ``if __name__ == "__main__":`` guard.
+        engine: where chunks are counted: ``"local"`` (this machine) or ``"dask"`` (a Dask
+            cluster; needs the ``dask`` extra). Pass the texts as
+            ``measure.sources.TextFiles`` to have the workers read the files in byte ranges.
+            The chunk table, and so every merge, is the same either way.
+        scheduler: address of a running Dask scheduler (``tcp://host:8786``), or None for
+            a local cluster; only with ``engine="dask"``.
         progress: show tqdm bars (only on a terminal).
 
     Raises:
-        UsageError(INVALID_ARGUMENT): negative merges, workers < 1, a negative id.
+        UsageError(INVALID_ARGUMENT): negative merges, workers < 1, a negative id, an
+            unknown engine, ``engine="dask"`` without Dask installed, a scheduler without
+            ``engine="dask"``.
         UsageError(INVALID_PATTERN): the pattern does not compile.
     """
 
@@ -67,6 +79,8 @@ class TrainConfig:
     specials: Mapping[str, int | None] = field(default_factory=dict)
     workers: int = 1
     progress: bool = True
+    engine: Literal["local", "dask"] = "local"
+    scheduler: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.merges, bool) or not isinstance(self.merges, int) or self.merges < 0:
@@ -78,12 +92,39 @@ class TrainConfig:
                 raise _bad("specials", name, "special-token names are non-empty strings")
             if sid is not None and (isinstance(sid, bool) or not isinstance(sid, int) or sid < 0):
                 raise _bad("specials", {name: sid}, "give a non-negative id or None")
+        if self.engine not in ("local", "dask"):
+            raise _bad("engine", self.engine, "pass engine='local' or engine='dask'")
+        if self.scheduler is not None and (
+            self.engine != "dask" or not isinstance(self.scheduler, str) or not self.scheduler
+        ):
+            raise _bad(
+                "scheduler",
+                self.scheduler,
+                "a scheduler address is used only with engine='dask'; pass both, or neither",
+            )
+        if self.engine == "dask" and importlib.util.find_spec("distributed") is None:
+            raise _bad(
+                "engine", self.engine, "install the dask extra: pip install 'tokembed[dask]'"
+            )
         object.__setattr__(self, "specials", dict(self.specials))
         self.pretokenizer  # noqa: B018  (compiles the pattern: fail here, not later)
 
     @property
     def pretokenizer(self) -> Pretokenizer:
         return Pretokenizer.preset(self.pattern, engine=self.regex_engine)
+
+
+def _count(
+    texts: Iterable[str], pretokenizer: Pretokenizer, config: TrainConfig, show: bool
+) -> ChunkTable:
+    """The corpus's chunk table, counted where ``config.engine`` says."""
+    if config.engine == "dask":
+        from tokembed.tokenizer._dask_count import count_on_dask
+
+        return count_on_dask(
+            texts, pretokenizer, scheduler=config.scheduler, workers=config.workers
+        )
+    return count_chunks(texts, pretokenizer, workers=config.workers, progress=show)
 
 
 def train(texts: Iterable[str], *, config: TrainConfig) -> Tokenizer:
@@ -98,8 +139,8 @@ def train(texts: Iterable[str], *, config: TrainConfig) -> Tokenizer:
 
     pretokenizer = config.pretokenizer
     show = progress_enabled(config.progress)
-    chunks, counts = count_chunks(texts, pretokenizer, workers=config.workers, progress=show)
-    if not chunks:
+    table = _count(texts, pretokenizer, config, show)
+    if not len(table):
         raise TokenizerError(
             "EMPTY_CORPUS",
             "the training texts are empty",
@@ -115,7 +156,7 @@ def train(texts: Iterable[str], *, config: TrainConfig) -> Tokenizer:
                 bar.reset(total=config.merges)
             bar.update()
 
-        pairs = learn_merges(chunks, counts, merges=config.merges, on_merge=on_merge)
+        pairs = learn_merges(table, merges=config.merges, on_merge=on_merge)
     specials = assign_special_ids(config.specials, first_free=256 + len(pairs))
     tables = BPETables.byte_level(merges=pairs, specials=specials)
     return Tokenizer(

@@ -1,0 +1,182 @@
+"""A GGUF header reader that stops at what an admission check needs (private).
+
+``gguf.GGUFReader`` decodes every metadata value, including the tokenizer's
+token and merge lists (about 100,000 strings for SmolLM2), which takes seconds;
+an admission check needs the scalar fields, the length of the token list and the
+tensor infos. This reader walks the same layout (little-endian: magic, version,
+counts, typed key/values, tensor infos, aligned data) and keeps scalars, string
+values and array *lengths*; one tensor's bytes are read on request and decoded
+by the ``gguf`` package's own dequantizer. ``tests/audit/test_pair.py`` compares
+it with ``GGUFReader`` on a real file.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from tokembed.errors import CheckpointError, UsageError
+
+__all__: list[str] = []
+
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
+            10: "<Q", 11: "<q", 12: "<d"}  # fmt: skip
+_STRING, _ARRAY = 8, 9
+
+
+@dataclass(frozen=True, kw_only=True)
+class GGUFTensor:
+    name: str
+    shape: tuple[int, ...]  # torch order (GGUF lists the fastest axis first)
+    type_name: str
+    offset: int  # absolute byte offset in the file
+
+
+@dataclass(frozen=True, kw_only=True)
+class GGUFHeader:
+    path: Path
+    fields: dict[str, Any]  # scalars and strings as values; arrays as their length
+    tensors: dict[str, GGUFTensor]
+
+
+def _bad(path: Path, why: str) -> CheckpointError:
+    return CheckpointError(
+        "MALFORMED_CHECKPOINT",
+        f"{path}: not a readable GGUF file ({why})",
+        value=str(path),
+        fix="pass an intact .gguf file (llama.cpp format, version 2 or 3)",
+    )
+
+
+class _Stream:
+    def __init__(self, f: BinaryIO, path: Path, size: int) -> None:
+        self.f, self.path, self.size = f, path, size
+
+    def take(self, fmt: str) -> Any:
+        size = struct.calcsize(fmt)
+        raw = self.f.read(size)
+        if len(raw) != size:
+            raise _bad(self.path, "truncated")
+        return struct.unpack(fmt, raw)[0]
+
+    def string(self) -> str:
+        n = self.take("<Q")
+        if n > self.size - self.f.tell():  # checked before reading: a damaged length is huge
+            raise _bad(self.path, "a string runs past the end")
+        raw = self.f.read(n)
+        if len(raw) != n:
+            raise _bad(self.path, "truncated string")
+        return raw.decode("utf-8", errors="replace")
+
+    def value(self, kind: int) -> Any:
+        if kind in _SCALARS:
+            return self.take(_SCALARS[kind])
+        if kind == _STRING:
+            return self.string()
+        if kind == _ARRAY:
+            inner, count = self.take("<I"), self.take("<Q")
+            if inner in _SCALARS:  # fixed width: skip without decoding
+                width = count * struct.calcsize(_SCALARS[inner])
+                if width > self.size - self.f.tell():  # a damaged count would seek past 2**63
+                    raise _bad(self.path, "an array runs past the end")
+                self.f.seek(width, 1)
+            else:
+                for _ in range(count):
+                    self.value(inner)
+            return count
+        raise _bad(self.path, f"unknown value type {kind}")
+
+
+def _gguf_package() -> Any:
+    try:
+        import gguf
+    except ImportError:
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            "reading a .gguf model needs the gguf package, which is not installed",
+            value="gguf",
+            fix="pip install 'tokembed[gguf]' (or pass a folder with config.json and safetensors)",
+        ) from None
+    return gguf
+
+
+def _parse(p: Path) -> tuple[dict[str, Any], list[tuple[str, tuple[int, ...], str, int]], int]:
+    quant_type = _gguf_package().GGMLQuantizationType
+
+    size = p.stat().st_size
+    with open(p, "rb") as f:
+        s = _Stream(f, p, size)
+        if f.read(4) != b"GGUF":
+            raise _bad(p, "no GGUF magic")
+        version = s.take("<I")
+        if version not in (2, 3):
+            raise _bad(p, f"version {version}")
+        n_tensors, n_fields = s.take("<Q"), s.take("<Q")
+        fields: dict[str, Any] = {}
+        for _ in range(n_fields):
+            key = s.string()
+            fields[key] = s.value(s.take("<I"))
+        infos = []
+        for _ in range(n_tensors):
+            name = s.string()
+            dims = [s.take("<Q") for _ in range(s.take("<I"))]
+            kind, offset = s.take("<I"), s.take("<Q")
+            try:
+                type_name = quant_type(kind).name
+            except ValueError:
+                raise _bad(p, f"tensor {name!r} has unknown type {kind}") from None
+            infos.append((name, tuple(reversed(dims)), type_name, offset))
+        align = fields.get("general.alignment", 32)
+        if not isinstance(align, int) or isinstance(align, bool) or align < 1:
+            raise _bad(p, f"alignment {align!r}")
+        start = -(-f.tell() // align) * align
+    return fields, infos, start
+
+
+def read_gguf_header(path: str | Path) -> GGUFHeader:
+    """Fields and tensor infos of a GGUF file.
+
+    Raises:
+        CheckpointError MALFORMED_CHECKPOINT: not GGUF, an unknown version or value type, truncated.
+        UsageError INVALID_ARGUMENT: the ``gguf`` package is not installed.
+    """
+    p = Path(path)
+    try:
+        fields, infos, start = _parse(p)
+    except RecursionError:  # arrays nested deeper than any real file
+        raise _bad(p, "arrays nested too deeply") from None
+    tensors = {
+        n: GGUFTensor(name=n, shape=shape, type_name=t, offset=start + o)
+        for n, shape, t, o in infos
+    }
+    return GGUFHeader(path=p, fields=fields, tensors=tensors)
+
+
+def read_gguf_tensor(header: GGUFHeader, name: str) -> Any:
+    """The float32 values of one tensor (dequantized by the ``gguf`` package), as torch.
+
+    Raises:
+        CheckpointError MALFORMED_CHECKPOINT: the tensor's bytes do not fit in the file.
+    """
+    import numpy as np
+    import torch
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+    from gguf.quants import dequantize
+
+    t = header.tensors[name]
+    qtype = GGMLQuantizationType[t.type_name]
+    block, nbytes = GGML_QUANT_SIZES[qtype]
+    count = 1
+    for d in t.shape:
+        count *= d
+    size = header.path.stat().st_size
+    if count == 0 or t.shape[-1] % block or t.offset + count // block * nbytes > size:
+        raise _bad(
+            header.path, f"tensor {name!r} {list(t.shape)} {t.type_name} does not fit the file"
+        )
+    raw = np.fromfile(header.path, dtype=np.uint8, count=count // block * nbytes, offset=t.offset)
+    rows = raw.reshape(*t.shape[:-1], t.shape[-1] // block * nbytes)
+    values = dequantize(rows, qtype).astype(np.float32, copy=False)
+    return torch.from_numpy(np.ascontiguousarray(values).reshape(t.shape))

@@ -1,0 +1,283 @@
+/* The preset patterns of pretokenize.PATTERNS as hand-written matchers (see scan.h).
+
+   At each position the alternatives of the preset's regex are tried in the regex's order, and
+   the first that matches gives the piece, as a backtracking engine finds it:
+   - a possessive or greedy run followed only by optional parts ends where the class ends;
+   - `\s*[\r\n]` ends after the last CR or LF of the whitespace run it starts;
+   - `\s+(?!\S)` ends at the end of the run when that is the end of the text, else one
+     character earlier (the run minus its last character), or fails on a one-character run;
+   - o200k's `[U]*[W]+` (U and W overlap) ends at the end of the W run that starts where the
+     U run ends, or, when no W follows, right after the last W inside the U run.
+   Class bits come from the generated scan_classes.h (one table per engine). */
+#include "scan.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "scan_classes.h"
+
+#define TK_NCODE 0x110000u
+#define TK_LNS (TK_CL | TK_CN | TK_CS)
+
+static uint8_t tk_class_tiktoken[TK_NCODE];
+static uint8_t tk_class_huggingface[TK_NCODE];
+static pthread_once_t tk_once_tiktoken = PTHREAD_ONCE_INIT;
+static pthread_once_t tk_once_huggingface = PTHREAD_ONCE_INIT;
+
+static void fill(uint8_t *table, const uint32_t (*runs)[3], size_t nruns) {
+    for (size_t r = 0; r < nruns; r++)
+        for (uint32_t c = runs[r][0]; c <= runs[r][1]; c++) table[c] = (uint8_t)runs[r][2];
+}
+static void init_tiktoken(void) { fill(tk_class_tiktoken, tk_runs_tiktoken, TK_NRUNS_TIKTOKEN); }
+static void init_huggingface(void) {
+    fill(tk_class_huggingface, tk_runs_huggingface, TK_NRUNS_HUGGINGFACE);
+}
+
+static const uint8_t *classes(int engine) {
+    if (engine == TK_ENGINE_HUGGINGFACE) {
+        pthread_once(&tk_once_huggingface, init_huggingface);
+        return tk_class_huggingface;
+    }
+    pthread_once(&tk_once_tiktoken, init_tiktoken);
+    return tk_class_tiktoken;
+}
+
+typedef struct {
+    const unsigned char *t;
+    size_t n;
+    const uint8_t *cls;
+} Text;
+
+/* Code point at i (valid UTF-8; a truncated sequence reads as U+FFFD of the bytes left). */
+static inline uint32_t decode(const Text *s, size_t i, size_t *len) {
+    const unsigned char *t = s->t + i;
+    unsigned c = t[0];
+    size_t k = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+    if (i + k > s->n) {
+        *len = s->n - i;
+        return 0xFFFD;
+    }
+    *len = k;
+    switch (k) {
+    case 1: return c;
+    case 2: return ((c & 0x1Fu) << 6) | (t[1] & 0x3Fu);
+    case 3: return ((c & 0x0Fu) << 12) | ((t[1] & 0x3Fu) << 6) | (t[2] & 0x3Fu);
+    default: {
+        uint32_t cp = ((c & 0x07u) << 18) | ((t[1] & 0x3Fu) << 12) | ((t[2] & 0x3Fu) << 6) |
+                      (t[3] & 0x3Fu);
+        return cp < TK_NCODE ? cp : 0xFFFD;
+    }
+    }
+}
+
+static inline unsigned bits_at(const Text *s, size_t i, size_t *len) {
+    if (s->t[i] < 0x80) {
+        *len = 1;
+        return s->cls[s->t[i]];
+    }
+    return s->cls[decode(s, i, len)];
+}
+
+static inline unsigned bits_of(const Text *s, size_t i) {
+    size_t len;
+    return bits_at(s, i, &len);
+}
+
+static inline int is_crlf(unsigned char c) { return c == '\r' || c == '\n'; }
+
+/* "Punctuation": not whitespace, letter or number ([^\s\p{L}\p{N}]). */
+static inline int is_p(unsigned b) { return (b & TK_LNS) == 0; }
+
+/* End of the run of characters from i whose bits meet `mask`. */
+static size_t run(const Text *s, size_t i, unsigned mask) {
+    size_t len;
+    while (i < s->n && (bits_at(s, i, &len) & mask)) i += len;
+    return i;
+}
+
+static size_t run_p(const Text *s, size_t i) {
+    size_t len;
+    while (i < s->n && is_p(bits_at(s, i, &len))) i += len;
+    return i;
+}
+
+/* At most three numbers (\p{N}{1,3}). */
+static size_t run_n3(const Text *s, size_t i) {
+    size_t len;
+    for (int k = 0; k < 3 && i < s->n && (bits_at(s, i, &len) & TK_CN); k++) i += len;
+    return i;
+}
+
+static size_t run_crlf(const Text *s, size_t i, int slash) {
+    while (i < s->n && (is_crlf(s->t[i]) || (slash && s->t[i] == '/'))) i++;
+    return i;
+}
+
+static inline size_t prev_start(const Text *s, size_t i) {
+    do i--;
+    while ((s->t[i] & 0xC0) == 0x80);
+    return i;
+}
+
+/* Does the letter at i read as `lower` under case folding? ASCII, and U+017F (long s) for s. */
+static size_t fold_letter(const Text *s, size_t i, char lower) {
+    if (i >= s->n) return 0;
+    unsigned char c = s->t[i];
+    if (c == (unsigned char)lower || c == (unsigned char)(lower - 32)) return 1;
+    if (lower == 's' && c == 0xC5 && i + 1 < s->n && s->t[i + 1] == 0xBF) return 2;
+    return 0;
+}
+
+/* Length of the contraction after the apostrophe at i-1 (0 if none). Case-sensitive:
+   s d m t ll ve re; insensitive: the same with any case (and the long s). */
+static size_t contraction(const Text *s, size_t i, int fold) {
+    if (i >= s->n) return 0;
+    if (!fold) {
+        unsigned char c = s->t[i];
+        if (c == 's' || c == 'd' || c == 'm' || c == 't') return 1;
+        if (i + 1 < s->n) {
+            unsigned char d = s->t[i + 1];
+            if ((c == 'l' && d == 'l') || (c == 'v' && d == 'e') || (c == 'r' && d == 'e'))
+                return 2;
+        }
+        return 0;
+    }
+    size_t a, b;
+    static const char one[] = "sdmt";
+    for (int k = 0; k < 4; k++)
+        if ((a = fold_letter(s, i, one[k]))) return a;
+    static const char two[][2] = {{'l', 'l'}, {'v', 'e'}, {'r', 'e'}};
+    for (int k = 0; k < 3; k++)
+        if ((a = fold_letter(s, i, two[k][0])) && (b = fold_letter(s, i + a, two[k][1])))
+            return a + b;
+    return 0;
+}
+
+/* End of a whitespace piece starting at i (bits of i include S). `eot_run`: a run reaching the
+   end of the text is whole (\s++$); `last_crlf`: \s*[\r\n] comes next. */
+static size_t whitespace(const Text *s, size_t i, size_t first_len, int eot_run, int last_crlf) {
+    size_t j = run(s, i, TK_CS);
+    if (eot_run && j == s->n) return j;
+    if (last_crlf)
+        for (size_t k = j; k > i; k--)
+            if (is_crlf(s->t[k - 1])) return k; /* UTF-8 continuation bytes are never CR/LF */
+    if (j == s->n) return j;                    /* \s+(?!\S) */
+    size_t last = prev_start(s, j);
+    return last > i ? last : i + first_len;     /* \s+(?!\S), else \s (one character) */
+}
+
+/* teaching and cl100k: '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}|
+   ?[^\s\p{L}\p{N}]++[\r\n]*| then the whitespace alternatives. */
+static size_t piece_cl100k(const Text *s, size_t i, int cl100k) {
+    unsigned char c0 = s->t[i];
+    size_t len0, k;
+    if (c0 == '\'' && (k = contraction(s, i + 1, 1))) return i + 1 + k;
+    unsigned b0 = bits_at(s, i, &len0);
+    if (b0 & TK_CL) return run(s, i, TK_CL);
+    if (!(b0 & (TK_CL | TK_CN)) && !is_crlf(c0) && i + len0 < s->n &&
+        (bits_of(s, i + len0) & TK_CL))
+        return run(s, i + len0, TK_CL);
+    if (b0 & TK_CN) return run_n3(s, i);
+    if (c0 == ' ' && i + 1 < s->n && is_p(bits_of(s, i + 1)))
+        return run_crlf(s, run_p(s, i + 1), 0);
+    if (is_p(b0)) return run_crlf(s, run_p(s, i), 0);
+    return whitespace(s, i, len0, cl100k, 1);
+}
+
+/* r50k and gpt2-hf: contractions, then ` ?` before a letter, number or "punctuation" run,
+   then \s+(?!\S) and one whitespace character (\s++$ changes nothing after them). */
+static size_t piece_r50k(const Text *s, size_t i) {
+    unsigned char c0 = s->t[i];
+    size_t len0, k;
+    if (c0 == '\'' && (k = contraction(s, i + 1, 0))) return i + 1 + k;
+    unsigned b0 = bits_at(s, i, &len0);
+    size_t at = i;
+    if (c0 == ' ' && i + 1 < s->n) {
+        unsigned b1 = bits_of(s, i + 1);
+        if (b1 & (TK_CL | TK_CN) || is_p(b1)) {
+            b0 = b1;
+            at = i + 1;
+        }
+    }
+    if (b0 & TK_CL) return run(s, at, TK_CL);
+    if (b0 & TK_CN) return run(s, at, TK_CN);
+    if (is_p(b0)) return run_p(s, at);
+    return whitespace(s, i, len0, 1, 0);
+}
+
+/* o200k's optional contraction after a letter piece. */
+static size_t o200k_suffix(const Text *s, size_t e) {
+    if (e >= s->n || s->t[e] != '\'') return e;
+    static const char *forms[] = {"s", "t", "re", "ve", "m", "ll", "d"};
+    for (int f = 0; f < 7; f++) {
+        size_t at = e + 1, a;
+        const char *p = forms[f];
+        for (; *p && (a = fold_letter(s, at, *p)); p++) at += a;
+        if (!*p) return at;
+    }
+    return e;
+}
+
+/* [U]*[W]+ from i (a backtracking reading), or 0 when it does not match. */
+static size_t o200k_lower(const Text *s, size_t i) {
+    size_t u = run(s, i, TK_CU);
+    if (u < s->n && (bits_of(s, u) & TK_CW)) return run(s, u, TK_CW);
+    for (size_t k = u; k > i;) {
+        size_t p = prev_start(s, k);
+        if (bits_of(s, p) & TK_CW) return k;
+        k = p;
+    }
+    return 0;
+}
+
+/* [U]+[W]* from i, or 0. */
+static size_t o200k_upper(const Text *s, size_t i) {
+    size_t u = run(s, i, TK_CU);
+    return u > i ? run(s, u, TK_CW) : 0;
+}
+
+static size_t piece_o200k(const Text *s, size_t i) {
+    unsigned char c0 = s->t[i];
+    size_t len0, e;
+    unsigned b0 = bits_at(s, i, &len0);
+    int prefix = !(b0 & (TK_CL | TK_CN)) && !is_crlf(c0);
+    if (prefix && (e = o200k_lower(s, i + len0))) return o200k_suffix(s, e);
+    if ((e = o200k_lower(s, i))) return o200k_suffix(s, e);
+    if (prefix && (e = o200k_upper(s, i + len0))) return o200k_suffix(s, e);
+    if ((e = o200k_upper(s, i))) return o200k_suffix(s, e);
+    if (b0 & TK_CN) return run_n3(s, i);
+    if (c0 == ' ' && i + 1 < s->n && is_p(bits_of(s, i + 1)))
+        return run_crlf(s, run_p(s, i + 1), 1);
+    if (is_p(b0)) return run_crlf(s, run_p(s, i), 1);
+    return whitespace(s, i, len0, 0, 1);
+}
+
+int tk_scan(int preset, int engine, const unsigned char *text, size_t n, tk_emit emit, void *ctx) {
+    Text s = {text, n, classes(engine)};
+    size_t i = 0;
+    while (i < n) {
+        size_t e;
+        switch (preset) {
+        case TK_PRESET_TEACHING: e = piece_cl100k(&s, i, 0); break;
+        case TK_PRESET_CL100K: e = piece_cl100k(&s, i, 1); break;
+        case TK_PRESET_O200K: e = piece_o200k(&s, i); break;
+        default: e = piece_r50k(&s, i); break;
+        }
+        if (e <= i) e = i + 1; /* cannot happen for valid input; never loop */
+        int rc = emit(ctx, i, e);
+        if (rc) return rc;
+        i = e;
+    }
+    return 0;
+}
+
+size_t tk_safe_cut(int engine, const unsigned char *text, size_t n, size_t from) {
+    Text s = {text, n, classes(engine)};
+    for (size_t p = from < 2 ? 2 : from; p < n; p++) {
+        if (text[p - 1] != '\n' || text[p] == '/') continue;
+        if ((bits_of(&s, p) & TK_CS) || (bits_of(&s, prev_start(&s, p - 1)) & TK_CS)) continue;
+        return p;
+    }
+    return n;
+}

@@ -1,0 +1,299 @@
+"""Admission of tokenizer/model pairs: real pairs pass, mismatched pairs fail with exactly their codes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from conftest import data_path
+from migrate._smollm2 import gguf_file
+from tokembed.audit import AuditReport, check_pair, read_tokenizer_roles, require_pair
+from tokembed.audit._gguf import read_gguf_header
+from tokembed.audit._source import facts_of
+from tokembed.errors import AuditError
+from tokembed.tokenizer.formats import load_tokenizer
+
+SMOL = ("tokenizers", "smollm2-135m")
+
+
+def _failed(report: AuditReport) -> list[str]:
+    return sorted(report.failed_codes)
+
+
+@pytest.fixture(scope="module")
+def smol_tok() -> Any:
+    return load_tokenizer(data_path(*SMOL))
+
+
+@pytest.fixture(scope="module")
+def gpt2_tok() -> Any:
+    return load_tokenizer(data_path("tokenizers", "gpt2-hf"))
+
+
+def _gpt2(**overrides: Any) -> Any:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=1, n_embd=32, n_head=2, n_positions=64, **overrides)
+    return GPT2LMHeadModel(config).eval()
+
+
+def _small_smollm2(folder: Path, **changes: Any) -> Path:
+    """SmolLM2's own config.json with one small layer (and ``changes``), written to ``folder``."""
+    config = json.loads(data_path(*SMOL, "config.json").read_text())
+    config.update(hidden_size=32, intermediate_size=64, num_attention_heads=2,
+                  num_key_value_heads=1, head_dim=16, num_hidden_layers=1, **changes)  # fmt: skip
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+# --- real pairs ----------------------------------------------------------------
+@pytest.mark.slow
+def test_smollm2_tokenizer_with_its_gguf_model_passes() -> None:
+    report = check_pair(str(data_path(*SMOL)), gguf_file())
+    assert report.passed, report.format()
+    assert [c.name for c in report.checks] == [
+        "address hash", "vocab rows", "table shape", "bos id", "eos id", "pad id", "unk id",
+        "tie token_embd.weight <-> output.weight", "input scale", "dtype ledger", "table finite",
+    ]  # fmt: skip
+    assert report.check("address hash").skipped  # GGUF records no tokembed address hash
+    assert report.check("vocab rows").value == {
+        "unique_ids": 49152, "id_range": 49152, "holes": 0, "model_rows": 49152, "unreached_rows": 0,
+    }  # fmt: skip
+    assert report.check("pad id").value == {"config": [2], "tokenizer": 2}  # <|im_end|>
+    assert report.check("dtype ledger").value == {
+        "stored": "Q8_0",
+        "encoded": True,
+        "declared": None,
+    }
+
+
+def test_tokenizer_roles_come_from_tokenizer_config() -> None:
+    assert read_tokenizer_roles(data_path(*SMOL)) == {
+        "bos": "<|im_start|>", "eos": "<|im_end|>", "pad": "<|im_end|>", "unk": "<|endoftext|>",
+    }  # fmt: skip
+    assert read_tokenizer_roles(data_path("tokenizers", "gpt2-hf")) == {}
+
+
+@pytest.mark.slow
+def test_gguf_header_reader_agrees_with_gguf_and_transformers() -> None:
+    from gguf import GGUFReader
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    path = gguf_file()
+    ours = read_gguf_header(path)
+    theirs = GGUFReader(str(path))
+    assert {
+        t.name: (tuple(int(s) for s in reversed(t.shape)), t.tensor_type.name, int(t.data_offset))
+        for t in theirs.tensors
+    } == {t.name: (t.shape, t.type_name, t.offset) for t in ours.tensors.values()}
+    assert ours.fields["tokenizer.ggml.tokens"] == len(theirs.fields["tokenizer.ggml.tokens"].data)
+    peer = load_gguf_checkpoint(str(path), return_tensors=False)["config"]
+    config = facts_of(path).config
+    assert config is not None
+    assert (config.vocab_size, config.hidden_size, config.tied, dict(config.role_ids)) == (
+        peer["vocab_size"], peer["hidden_size"], peer["tie_word_embeddings"],
+        {r: (peer[f"{r}_token_id"],) for r in ("bos", "eos", "pad", "unk")},
+    )  # fmt: skip
+    # The input table read at our offset equals gguf's own read of it, both dequantized by gguf.
+    from gguf.quants import dequantize
+
+    (table,) = [t for t in theirs.tensors if t.name == "token_embd.weight"]
+    expected = torch.from_numpy(dequantize(table.data, table.tensor_type))
+    assert torch.equal(facts_of(path).table_values(), expected)
+
+
+def test_gpt2_files_with_a_gpt2_model_pass(gpt2_tok: Any, tmp_path: Path) -> None:
+    model = _gpt2()
+    model.save_pretrained(tmp_path / "gpt2")
+    for source in (tmp_path / "gpt2", model):
+        report = check_pair(gpt2_tok, source)
+        assert report.passed, report.format()
+        assert report.check("eos id").detail == "50256 '<|endoftext|>': stated by the config"
+        assert report.check("tie transformer.wte.weight <-> lm_head.weight").passed
+    assert report.check("input scale").value == {
+        "factor": 1.0,
+        "owner": "none",
+        "applied_by_table": 0,
+    }
+
+
+# --- mismatched pairs ------------------------------------------------------------
+@pytest.mark.slow
+def test_o200k_with_smollm2_fails_on_rows_and_every_role() -> None:
+    o200k = load_tokenizer(data_path("tokenizers", "o200k_base.tiktoken"), encoding="o200k_base")
+    report = check_pair(o200k, gguf_file(), read_values=False)
+    assert _failed(report) == ["SPECIAL_ID_MISMATCH"] * 4 + ["VOCAB_BELOW_ID_RANGE"]
+    assert report.check("vocab rows").value["id_range"] == 200019
+    assert report.check("eos id").detail == (
+        "the config's eos id 2 is '#' in this tokenizer, an ordinary piece, not a special token"
+    )
+    with pytest.raises(AuditError) as e:
+        require_pair(o200k, gguf_file(), read_values=False)
+    assert e.value.code == "PAIR_NOT_ADMITTED"
+    assert e.value.value.failed_codes == report.failed_codes
+
+
+def _saved(model: Any, folder: Path, tokenizer_hash: str) -> Path:
+    from tokembed.checkpoint import save_checkpoint
+
+    folder.mkdir(parents=True, exist_ok=True)
+    model.config.to_json_file(str(folder / "config.json"))
+    save_checkpoint(model, folder / "model.safetensors", tokenizer=tokenizer_hash)
+    return folder
+
+
+def _llama(folder: Path) -> Any:
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder)).eval()
+
+
+def test_a_truncated_model_vocabulary_fails_on_rows_only(smol_tok: Any, tmp_path: Path) -> None:
+    # SmolLM2's config cut to 48,000 rows, saved with the SmolLM2 tokenizer's hash.
+    model = _llama(_small_smollm2(tmp_path / "cfg", vocab_size=48000))
+    folder = _saved(model, tmp_path / "model", smol_tok.address_hash)
+    report = check_pair(str(data_path(*SMOL)), folder)
+    assert _failed(report) == ["VOCAB_BELOW_ID_RANGE"]
+    assert report.check("address hash").passed
+    assert not report.check("address hash").skipped
+    assert (
+        report.check("vocab rows").detail
+        == "|I|=49,152, R=49,152, V=48,000: ids 48000..49151 have no row"
+    )
+
+
+def test_a_truncated_tokenizer_fails_on_the_address_hash_only(
+    smol_tok: Any, tmp_path: Path
+) -> None:
+    model = _llama(_small_smollm2(tmp_path / "cfg"))
+    folder = _saved(model, tmp_path / "model", smol_tok.address_hash)
+    short = smol_tok.truncated(20000)  # same specials, fewer merges: another address space
+    report = check_pair(short, folder, roles=read_tokenizer_roles(data_path(*SMOL)))
+    assert _failed(report) == ["ADDRESS_HASH_MISMATCH"]
+    assert report.check("vocab rows").value["unreached_rows"] == 49152 - report.check(
+        "vocab rows").value["unique_ids"]  # fmt: skip
+
+
+def test_config_role_ids_against_the_tokenizer(tmp_path: Path) -> None:
+    folder = _small_smollm2(tmp_path / "m", pad_token_id=49152, eos_token_id=[2, 5], bos_token_id=7)
+    report = check_pair(str(data_path(*SMOL)), folder)
+    assert [(c.name, c.code) for c in report.failures] == [
+        ("bos id", "SPECIAL_ID_MISMATCH"), ("pad id", "PAD_ID_INVALID"),
+    ]  # fmt: skip
+    assert report.check("eos id").passed  # the tokenizer's EOS (2) is among the config's
+    assert (
+        report.check("bos id").detail
+        == "the config says [7], the tokenizer's bos is '<|im_start|>' = 1"
+    )
+    assert report.check("pad id").detail == "id 49152 is not a row of the table [0, 49152)"
+
+
+def test_stored_tables_against_config_dtype_tie_and_values(gpt2_tok: Any, tmp_path: Path) -> None:
+    model = _gpt2()
+    model.save_pretrained(tmp_path / "m")
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    (tmp_path / "m" / "config.json").write_text(json.dumps({**config, "dtype": "bfloat16"}))
+    report = check_pair(gpt2_tok, tmp_path / "m")
+    assert _failed(report) == ["UNSAFE_CAST"]  # float32 stored, bfloat16 declared
+    # A NaN row and an untied head under a tied claim, stored both.
+    from safetensors.torch import save_file
+
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    state["transformer.wte.weight"][11] = float("nan")
+    state["lm_head.weight"] = torch.zeros_like(state["transformer.wte.weight"])
+    shutil.copy(tmp_path / "m" / "config.json", tmp_path / "config.json")
+    save_file(state, str(tmp_path / "m" / "model.safetensors"), metadata={"format": "pt"})
+    report = check_pair(gpt2_tok, tmp_path / "m")
+    assert _failed(report) == ["DIVERGENT_ALIAS_VALUES", "NON_FINITE_VALUES", "UNSAFE_CAST"]
+    assert report.check("table finite").value == 1
+    assert check_pair(gpt2_tok, tmp_path / "m", read_values=False).check("table finite").skipped
+
+
+def test_a_module_whose_tie_claim_storage_denies(gpt2_tok: Any) -> None:
+    model = _gpt2()
+    model.lm_head.weight = torch.nn.Parameter(model.transformer.wte.weight.detach().clone())
+    report = check_pair(gpt2_tok, model)
+    assert _failed(report) == ["TIE_NOT_SHARED"]
+
+
+def test_input_scale_is_observed_on_a_module() -> None:
+    # BART declares scale_embedding: its scaled word embedding owns sqrt(d_model).
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    tok = load_tokenizer(data_path("tokenizers", "gpt2-hf"))  # BART uses GPT-2's byte-level BPE
+    torch.manual_seed(0)
+    config = BartConfig(vocab_size=50265, d_model=16, encoder_layers=1, decoder_layers=1,
+                        encoder_attention_heads=2, decoder_attention_heads=2,
+                        encoder_ffn_dim=32, decoder_ffn_dim=32, scale_embedding=True,
+                        bos_token_id=50256, eos_token_id=50256, pad_token_id=50256,
+                        decoder_start_token_id=50256, forced_eos_token_id=None)  # fmt: skip
+    model = BartForConditionalGeneration(config).eval()
+    report = check_pair(tok, model)
+    assert report.passed, report.format()
+    assert report.check("input scale").value == {
+        "factor": 4.0, "owner": "embedding module (scale_embedding)", "applied_by_table": 1,
+    }  # fmt: skip
+    model.get_input_embeddings().embed_scale = 16.0  # the owner scales twice
+    assert _failed(check_pair(tok, model)) == ["DOUBLE_SCALING"]
+    model.get_input_embeddings().embed_scale = 1.0  # ... or not at all
+    assert _failed(check_pair(tok, model)) == ["SCALE_MISMATCH"]
+
+
+def test_a_live_table_below_the_declared_dtype(gpt2_tok: Any) -> None:
+    model = _gpt2().to(torch.bfloat16)
+    model.config.dtype = torch.float32  # the checkpoint's dtype; the live table lost bits
+    report = check_pair(gpt2_tok, model)
+    assert _failed(report) == ["UNSAFE_CAST"]
+    assert report.check("dtype ledger").value == {
+        "stored": "bfloat16", "encoded": False, "declared": "float32",
+    }  # fmt: skip
+
+
+def _gguf_bytes(*fields: bytes, tensors: int = 0) -> bytes:
+    import struct
+
+    head = b"GGUF" + struct.pack("<IQQ", 3, tensors, len(fields))
+    return head + b"".join(fields)
+
+
+@pytest.mark.parametrize(
+    ("field", "why"),
+    [
+        # key "k", an array of 2**62 uint32: skipping it would seek past what a file offset holds
+        (b"\x01" + b"\x00" * 7 + b"k" + bytes([9, 0, 0, 0, 4, 0, 0, 0]) + (2**62).to_bytes(8, "little"),
+         "an array runs past the end"),
+        # key "k", a string claiming 2**60 bytes
+        (b"\x01" + b"\x00" * 7 + b"k" + bytes([8, 0, 0, 0]) + (2**60).to_bytes(8, "little"),
+         "a string runs past the end"),
+        # general.alignment = 0
+        (len(b"general.alignment").to_bytes(8, "little") + b"general.alignment"
+         + bytes([4, 0, 0, 0]) + (0).to_bytes(4, "little"), "alignment 0"),
+    ],
+)  # fmt: skip
+def test_damaged_gguf_headers_are_refused(tmp_path: Path, field: bytes, why: str) -> None:
+    from tokembed.errors import CheckpointError
+
+    path = tmp_path / "m.gguf"
+    path.write_bytes(_gguf_bytes(field))
+    with pytest.raises(CheckpointError) as e:
+        read_gguf_header(path)
+    assert e.value.code == "MALFORMED_CHECKPOINT"
+    assert e.value.message.endswith(f"not a readable GGUF file ({why})")
+
+
+def test_a_role_token_the_vocabulary_lacks(tmp_path: Path) -> None:
+    folder = _small_smollm2(tmp_path / "m")
+    report = check_pair(str(data_path(*SMOL)), folder, roles={"pad": "<|pad|>"})
+    assert [(c.name, c.code) for c in report.failures] == [("pad id", "SPECIAL_ID_MISMATCH")]
+    assert report.check("pad id").detail == (
+        "the tokenizer's config names '<|pad|>' as its pad token, but its vocabulary does not"
+        " define it"
+    )

@@ -1,0 +1,67 @@
+"""Shared by the scanner and counter tests: the preset x engine cases, the compiled module
+(required under CI), and hypothesis texts built from the characters where the presets branch."""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+import pytest
+from hypothesis import strategies as st
+
+from tokembed.tokenizer._dialect import ENGINES, Engine
+from tokembed.tokenizer._native import load
+
+__all__ = [
+    "CASES",
+    "ENGINE_ID",
+    "PRESETS",
+    "PRESET_ID",
+    "STRESS_TEXTS",
+    "c_split",
+    "compiled_count",
+]
+
+PRESETS = ("teaching", "r50k", "cl100k", "o200k", "gpt2-hf")
+PRESET_ID = {name: i for i, name in enumerate(PRESETS)}  # scan.h's TK_PRESET_* order
+ENGINE_ID = {name: i for i, name in enumerate(ENGINES)}  # TK_ENGINE_* order
+CASES = [(p, e) for p in PRESETS for e in ENGINES]
+
+
+def compiled_count() -> ModuleType:
+    """The compiled ``_count`` module; skip without it, but fail under ``CI=true``."""
+    module = load("_count")
+    if module is None:
+        reason = "tokembed.tokenizer._native._count is not built (pip install -e . compiles it)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return module
+
+
+def c_split(text: str, preset: str, engine: Engine) -> list[str]:
+    data = text.encode("utf-8")
+    ends = compiled_count().piece_ends(data, PRESET_ID[preset], ENGINE_ID[engine])
+    starts = [0, *ends][: len(ends)]
+    return [data[a:b].decode("utf-8") for a, b in zip(starts, ends, strict=True)]
+
+
+# Where the patterns branch: Lu, Ll, Lt (U+01C5), Lm (U+02B0), Lo (U+00AA, U+05D0), marks
+# (U+0301, U+0903), numbers Nd/No/Nl, apostrophes, contraction letters in both cases and the
+# long s (case-folds to s), CR/LF and every other whitespace, '/', C0 separators (U+001C, not
+# whitespace here), and code points where the engines' tables differ from `regex`'s (U+0295,
+# U+0558, recent CJK U+323B0, U+3DEC5, U+3FC3F).
+_ALPHABET = (
+    "aAzZsSdDmMtTlLvVeErRkK\u017f\u212a'\u2019 \t\n\r\x0b\x0c\x1c\x85\xa0\u2000\u2028\u3000"
+    '/.,!?-\u2014()"\u00e9\u0416\u0436\u01c5\u02b0\u00aa\u05d0\u0627\u4e2d\u0e01'
+    "\u0301\u0903\u093f0123456789\u00b2\u0663\u2160\U0001f600"
+    "\u0295\u0558\U000323b0\U0003dec5\U0003fc3f"
+)
+STRESS_TEXTS = st.lists(
+    st.one_of(
+        st.text(alphabet=_ALPHABET, max_size=12),
+        st.sampled_from(["'s", "'LL", "'Ve", "'\u017f", " 'd", "\r\n", "  \n ", "123456", "//\n/"]),
+        st.text(max_size=4).filter(lambda t: not any(0xD800 <= ord(c) <= 0xDFFF for c in t)),
+    ),
+    max_size=12,
+).map("".join)

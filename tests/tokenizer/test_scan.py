@@ -1,0 +1,84 @@
+"""The compiled preset scanner (``_native/scan.c``) splits exactly like ``Pretokenizer.split``.
+
+Every preset under both engines, on the 13 PUD languages, a slice of RusLit-40 and
+hypothesis texts built from the characters where the patterns branch (letters of
+each case group, marks, numbers of every kind, apostrophes and the long s, CR/LF,
+every whitespace character, '/', and code points the engines' tables classify
+differently from the ``regex`` module's). The class tables it reads are
+regenerated and compared with the committed header.
+"""
+
+from __future__ import annotations
+
+import pytest
+from _scan_cases import CASES, ENGINE_ID, PRESETS, STRESS_TEXTS, c_split, compiled_count
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import PUD_LANGS, pud_text
+from tokembed.tokenizer import Pretokenizer
+from tokembed.tokenizer._dialect import ENGINES, Engine
+
+
+def test_compiled_module_is_built() -> None:
+    assert compiled_count().Counter is not None
+
+
+def test_header_matches_the_engines_tables() -> None:
+    pytest.importorskip("tiktoken")
+    pytest.importorskip("tokenizers")
+    from tokembed.tokenizer._native import gen_classes
+
+    assert gen_classes.HEADER.read_text(encoding="utf-8") == gen_classes.render()
+
+
+@pytest.mark.parametrize(("preset", "engine"), CASES)
+def test_pud_languages(preset: str, engine: Engine) -> None:
+    pre = Pretokenizer.preset(preset, engine=engine)
+    for lang in PUD_LANGS:
+        text = pud_text(lang)
+        assert c_split(text, preset, engine) == pre.split(text), lang
+
+
+@pytest.mark.parametrize(("preset", "engine"), CASES)
+def test_ruslit_slice(preset: str, engine: Engine, ruslit_text: str) -> None:
+    text = ruslit_text[:1_000_000]
+    assert c_split(text, preset, engine) == Pretokenizer.preset(preset, engine=engine).split(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=STRESS_TEXTS)
+def test_stress_texts(text: str) -> None:
+    for preset, engine in CASES:
+        assert c_split(text, preset, engine) == Pretokenizer.preset(preset, engine=engine).split(
+            text
+        ), (preset, engine)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=STRESS_TEXTS, at=st.integers(0, 200))
+def test_safe_cut_keeps_the_pieces(text: str, at: int) -> None:
+    data = text.encode("utf-8")
+    for engine in ENGINES:
+        cut = compiled_count().safe_cut(data, ENGINE_ID[engine], at)
+        assert cut >= min(at, len(data))
+        if cut == len(data):
+            continue
+        head, tail = data[:cut].decode("utf-8"), data[cut:].decode("utf-8")
+        for preset in PRESETS:
+            pre = Pretokenizer.preset(preset, engine=engine)
+            assert pre.split(head) + pre.split(tail) == pre.split(text), (preset, engine, cut)
+
+
+def test_safe_cut_positions() -> None:
+    mod = compiled_count()
+    text = b"ab\n cd\n/ef\n\ngh \nij\nkl"
+    # Not cuts: a line starting with a space or '/', an empty line, a line ending in a space.
+    assert mod.safe_cut(text, 0, 0) == text.index(b"kl")
+    assert mod.safe_cut(text, 1, text.index(b"kl") + 1) == len(text)
+    assert mod.safe_cut(b"a\nb", 0, 0) == 2
+
+
+def test_stop_early_and_empty() -> None:
+    assert compiled_count().piece_ends(b"", 0, 0) == []
+    assert c_split("x", "o200k", "tiktoken") == ["x"]
