@@ -175,6 +175,10 @@ CODES: dict[str, str] = {
     "MANIFEST_MISMATCH": "a release manifest does not bind the artifacts presented with it",
     "GATE_NOT_PASSED": "a release stage was entered before the gates it needs passed",
     # --- audit: under-trained tokens ------------------------------------------
+    "AUDIT_VOCAB_MISMATCH": "the model's vocabulary rows are fewer than the tokenizer's id range R",
+    "AUDIT_NO_REFERENCE": "no reference unused rows: no rows past R, holes or unreachable tokens, and no corpus",
+    "AUDIT_REFERENCE_INVALID": "a reference unused id names no row of the model's output table",
+    "AUDIT_NOT_A_LANGUAGE_MODEL": "the model has no input or output token table to audit",
     # --- audit: tokenizer/model admission and the initial state ---------------
     "SPECIAL_ID_MISMATCH": "a model config's BOS/EOS/PAD/UNK id is not the tokenizer's token for that role",
     "PAIR_NOT_ADMITTED": "a tokenizer/model pair failed admission (every failing check is listed)",

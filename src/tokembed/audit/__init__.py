@@ -50,6 +50,13 @@ if TYPE_CHECKING:
         LedgerEntry,
         ShapeLedger,
     )
+    from tokembed.audit.tokens import (
+        AuditConfig,
+        TokenAudit,
+        TokenRow,
+        audit_model_path,
+        audit_tokens,
+    )
 
 # Public name -> submodule; each audit adds its names here.
 _SOURCES: dict[str, str] = {
@@ -70,6 +77,12 @@ _SOURCES: dict[str, str] = {
     "checkpoint_identity": "identity",
     "require_identity": "identity",
     "table_identity": "identity",
+    # under-trained tokens
+    "AuditConfig": "tokens",
+    "TokenAudit": "tokens",
+    "TokenRow": "tokens",
+    "audit_model_path": "tokens",
+    "audit_tokens": "tokens",
     # tokenizer/model admission and the initial state
     "AuditReport": "_checks",
     "Check": "_checks",
@@ -85,6 +98,7 @@ _SOURCES: dict[str, str] = {
 __all__ = [
     "GROUP_SIZES",
     "SCENARIOS",
+    "AuditConfig",
     "AuditReport",
     "Check",
     "GroupCoverage",
@@ -96,8 +110,12 @@ __all__ = [
     "Scenario",
     "ScenarioStatus",
     "ShapeLedger",
+    "TokenAudit",
+    "TokenRow",
     "address_identity",
     "artifact_identity",
+    "audit_model_path",
+    "audit_tokens",
     "check_initial_state",
     "check_pair",
     "checkpoint_identity",

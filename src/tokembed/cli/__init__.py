@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from tokembed.cli import _check, _checkpoint, _lab, _measure, _memory, _migrate, _tokenizer
+from tokembed.cli import _audit, _check, _checkpoint, _lab, _measure, _memory, _migrate, _tokenizer
 from tokembed.cli._common import OneLineParser
 from tokembed.errors import TokembedError
 
@@ -52,7 +52,7 @@ def _closed_pipe() -> int:
 
 
 # Each area of the command line is one module with a `register(sub)` function.
-_AREAS = (_memory, _tokenizer, _measure, _checkpoint, _migrate, _lab, _check)
+_AREAS = (_memory, _tokenizer, _measure, _checkpoint, _migrate, _lab, _check, _audit)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

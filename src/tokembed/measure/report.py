@@ -2,7 +2,8 @@
 
 The file needs no server and no network: CSS is inline, the plot is inline SVG,
 there are no scripts and no external links. All text is escaped (see ``_html``);
-the only unescaped markup is the SVG that matplotlib writes. Every table and the
+the only unescaped markup is the SVG that matplotlib writes (and the under-trained
+token audit's plot, a PNG inlined as base64). Every table and the
 plot name their tokenizer and the start of its address hash; wide tables scroll
 inside their own box, so the page fits a 900 px window.
 
@@ -20,10 +21,11 @@ Example::
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tokembed._atomic import write_atomic
 from tokembed.embedding.memory import TableConfig
@@ -127,6 +129,9 @@ class ReportData:
     memory: Sequence[MemoryRow] = ()
     views: Sequence[TokenView] = ()
     notes: Sequence[str] = ()
+    # ``TokenAudit.to_dict()`` of tokembed.audit (plain data; measure/ never imports torch),
+    # optionally with "plot_png_base64".
+    token_audit: Mapping[str, Any] | None = None
 
 
 def _table(rows: tuple[list[str], list[list[str]]], *, cls: str = "") -> str:
@@ -182,6 +187,45 @@ def _views_section(views: Sequence[TokenView]) -> str:
     return _html.section("Token view", body, anchor="tokens", note=note)
 
 
+_BASE64 = re.compile(r"[A-Za-z0-9+/=]*")
+
+
+def _token_audit_section(audit: Mapping[str, Any]) -> str:
+    """Under-trained tokens: the summary, the plot and the ranked table of an audit's dict."""
+    s = audit["summary"]
+    facts = [
+        ("rows V / id range R / defined |I|", f"{s['model_rows']} / {s['id_range']} / {s['unique_ids']}"),
+        ("tables", "tied" if s["tied"] else "untied"),
+        *((f"category: {k}", str(v)) for k, v in s["counts"].items()),
+        ("reference unused rows", f"{s['reference_rows']} ({s['reference_source']})"),
+        ("corpus tokens", "-" if s["corpus_tokens"] is None else str(s["corpus_tokens"])),
+        ("verified / confirmed", f"{s['verified']} / {s['confirmed']} (max p < {s['confirm_below']:g})"),
+    ]  # fmt: skip
+    body = _table((["", "value"], [list(f) for f in facts]))
+    png = audit.get("plot_png_base64", "")
+    if png and _BASE64.fullmatch(png):  # only base64 characters reach the page unescaped
+        body += f'<p class="plot"><img style="max-width:100%" alt="indicator by token id" src="data:image/png;base64,{png}"></p>'
+    heads = ["rank", "id", "piece", "category", "count", "cosine", "in-norm", "max p", "confirmed"]
+    rows = [
+        [
+            str(r["rank"]), str(r["id"]), r["piece"], r["category"],
+            "-" if r["occurrences"] is None else str(r["occurrences"]),
+            f"{r['indicator']:.4f}",
+            "-" if r["input_norm"] is None else f"{r['input_norm']:.4f}",
+            "-" if r["max_probability"] is None else f"{r['max_probability']:.2e}",
+            {None: "-", True: "yes", False: "no"}[r["confirmed"]],
+        ]
+        for r in audit["rows"]
+    ]  # fmt: skip
+    body += _table((heads, rows))
+    note = (
+        "Rows ranked by the cosine of their output row to the mean of the reference unused "
+        "rows, first principal component removed (Land & Bartolo 2024); confirmed: the model, "
+        "asked to repeat the token, never gave it the stated probability."
+    )
+    return _html.section("Under-trained tokens", body, anchor="undertrained", note=note)
+
+
 def render_html(data: ReportData) -> str:
     """The report as one HTML string (see module docstring)."""
     parts = [f"<h1>{html.escape(data.title)}</h1>"]
@@ -205,6 +249,8 @@ def render_html(data: ReportData) -> str:
         parts.append(_html.section("Embedding-table memory", body, anchor="memory", note=note))
     if data.views:
         parts.append(_views_section(data.views))
+    if data.token_audit is not None:
+        parts.append(_token_audit_section(data.token_audit))
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">{GENERATOR_TAG}'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'

