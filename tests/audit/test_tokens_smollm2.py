@@ -41,7 +41,7 @@ def test_smollm2_audit() -> None:
     assert e.value.code == "AUDIT_NO_REFERENCE"
 
     started = time.perf_counter()
-    audit = audit_tokens(model, tok, [text], config=AuditConfig(verify_top=20, table_rows=40))
+    audit = audit_tokens(model, tok, [text], config=AuditConfig(verify_top=8, table_rows=40))
     total = time.perf_counter() - started
     assert audit.tied
     assert audit.categories.counts() == {
@@ -58,11 +58,13 @@ def test_smollm2_audit() -> None:
     # ... among them most of the 17 specials: StarCoder's repository and notebook markers,
     # which SmolLM2's chat format never uses.
     assert len({*audit.ranking[:20]} & set(range(17))) >= 10
-    assert len(audit.verified) == 20
+    assert (
+        len(audit.verified) == 8
+    )  # verification costs ~6 s a candidate here: a few prove the path
     # A token the model sees constantly is repeated when asked: never confirmed.
     (the,) = tok.encode_ordinary(" the")
     (p_the,) = max_repeat_probability(model, tok, [the], steps=3, batch_size=1)
     assert p_the > audit.confirm_below
     print(f"\nSmolLM2 audit on PUD en: {audit.summary()}")
-    print("top 20:", [(r.id, r.piece, r.max_probability) for r in audit.rows[:20]])
+    print("top 8:", [(r.id, r.piece, r.max_probability) for r in audit.rows[:8]])
     print(f"load {loaded:.1f} s, audit {total:.1f} s: {audit.timings}; load avg {os.getloadavg()}")
