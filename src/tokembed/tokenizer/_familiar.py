@@ -1,9 +1,10 @@
-"""The parts of tiktoken's API that need more than a lookup: offsets, raw bytes, completions.
+"""The parts of tiktoken's and HF tokenizers' APIs that need more than a lookup.
 
-:class:`~tokembed.tokenizer.tokenizer.Tokenizer` exposes these under tiktoken's
-names (``decode_with_offsets``, ``_encode_bytes``, ``encode_with_unstable``); they
+:class:`~tokembed.tokenizer.tokenizer.Tokenizer` exposes these under the peers'
+names (tiktoken's ``decode_with_offsets``, ``_encode_bytes``, ``encode_with_unstable``,
+``encode_single_token``; HF's ``id_to_token``, ``token_to_id``, ``get_vocab``); they
 are defined here on top of its public encode/decode methods, and tested against
-tiktoken itself on its own encodings.
+the peers themselves on their own vocabularies.
 
 Example::
 
@@ -18,7 +19,7 @@ import re
 from collections.abc import Sequence
 from typing import Protocol
 
-from tokembed.errors import UsageError
+from tokembed.errors import FormatError, UnknownTokenError, UsageError
 from tokembed.tokenizer._utf8 import lone_surrogate_error
 from tokembed.tokenizer.encode import encode_chunk_reference
 from tokembed.tokenizer.model import BPETables
@@ -28,7 +29,11 @@ from tokembed.tokenizer.special import SpecialSet, split_on_specials
 __all__ = [
     "char_offsets",
     "encode_bytes",
+    "hf_vocab",
+    "id_to_token",
     "join_surrogate_pairs",
+    "single_token",
+    "token_to_id",
     "unstable_completions",
     "workers",
 ]
@@ -59,6 +64,8 @@ class Tokenizer(Protocol):
     def decode_bytes(self, ids: Sequence[int]) -> bytes: ...
 
     def token_byte_values(self) -> list[bytes]: ...
+
+    def id_to_token(self, id: int) -> str | None: ...
 
 
 _LONE = re.compile("[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
@@ -208,3 +215,49 @@ def workers(workers: int, num_threads: int | None) -> int:
             fix="give one of them (num_threads is tiktoken's name for workers)",
         )
     return num_threads
+
+
+def single_token(tok: Tokenizer, text_or_bytes: str | bytes) -> int:
+    """tiktoken's ``encode_single_token``: the id whose bytes or special name are exactly these."""
+    data = text_or_bytes.encode("utf-8") if isinstance(text_or_bytes, str) else text_or_bytes
+    found = tok._piece_ids.get(data)
+    if found is None:
+        found = tok.tables.specials.get(data.decode("utf-8", "replace"))
+    if found is None:
+        raise UnknownTokenError(
+            "UNKNOWN_PIECE",
+            f"{text_or_bytes!r} is not a single token of this tokenizer",
+            value=text_or_bytes,
+            fix="use encode() for text that spans several tokens",
+        )
+    return found
+
+
+def id_to_token(tok: Tokenizer, id: int) -> str | None:
+    """HF's spelling of an id: its special name, or its bytes as byte-level characters."""
+    from tokembed.tokenizer.formats._bytes_unicode import bytes_to_token_text
+
+    names = [n for n, sid in tok.tables.specials.items() if sid == id]
+    if names:
+        return names[0]
+    piece = tok.tables.pieces.get(id)
+    return None if piece is None else bytes_to_token_text(piece)
+
+
+def token_to_id(tok: Tokenizer, token: str) -> int | None:
+    """The id of an HF spelling (special name or byte-level characters), or None."""
+    from tokembed.tokenizer.formats._bytes_unicode import token_text_to_bytes
+
+    if token in tok.tables.specials:
+        return tok.tables.specials[token]
+    try:
+        return tok._piece_ids.get(token_text_to_bytes(token))
+    except FormatError:  # a character outside the byte-level table spells no piece
+        return None
+
+
+def hf_vocab(tok: Tokenizer) -> dict[str, int]:
+    """HF's ``get_vocab``: spelling → id for every piece, special names included."""
+    vocab = {tok.id_to_token(i) or "": i for i in tok.tables.pieces}
+    vocab.update(tok.tables.specials)
+    return vocab

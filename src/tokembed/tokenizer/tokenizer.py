@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from tokembed.errors import TokenizerError, UnknownTokenError
+from tokembed.errors import TokenizerError
 from tokembed.tokenizer import _batch, _familiar
 from tokembed.tokenizer.decode import DecodeTable, Errors, StreamDecoder
 from tokembed.tokenizer.encode import DeferredTables, FastEncoder, encode_ordinary_reference
@@ -181,41 +181,16 @@ class Tokenizer:
         Raises:
             UnknownTokenError(UNKNOWN_PIECE): no single id spells it (also a ``KeyError``).
         """
-        data = text_or_bytes.encode("utf-8") if isinstance(text_or_bytes, str) else text_or_bytes
-        found = self._piece_ids.get(data)
-        if found is None:
-            found = self.tables.specials.get(data.decode("utf-8", "replace"))
-        if found is None:
-            raise UnknownTokenError(
-                "UNKNOWN_PIECE",
-                f"{text_or_bytes!r} is not a single token of this tokenizer",
-                value=text_or_bytes,
-                fix="use encode() for text that spans several tokens",
-            )
-        return found
+        return _familiar.single_token(self, text_or_bytes)
 
     # --- Hugging Face tokenizers' names -----------------------------------------
     def id_to_token(self, id: int) -> str | None:
         """HF's spelling of an id (byte-level characters, ``"Ġ"`` for a space), or None."""
-        from tokembed.tokenizer.formats._bytes_unicode import bytes_to_token_text
-
-        names = [n for n, sid in self.tables.specials.items() if sid == id]
-        if names:
-            return names[0]
-        piece = self.tables.pieces.get(id)
-        return None if piece is None else bytes_to_token_text(piece)
+        return _familiar.id_to_token(self, id)
 
     def token_to_id(self, token: str) -> int | None:
         """Id of an HF token spelling (special name or byte-level characters), or None."""
-        from tokembed.errors import FormatError
-        from tokembed.tokenizer.formats._bytes_unicode import token_text_to_bytes
-
-        if token in self.tables.specials:
-            return self.tables.specials[token]
-        try:
-            return self._piece_ids.get(token_text_to_bytes(token))
-        except FormatError:  # a character outside the byte-level table spells no piece
-            return None
+        return _familiar.token_to_id(self, token)
 
     def get_vocab(self, with_added_tokens: bool = True) -> dict[str, int]:
         """HF's ``get_vocab``: token spelling → id, special names included.
@@ -223,9 +198,7 @@ class Tokenizer:
         Special tokens belong to the vocabulary itself (our HF export writes them into the
         model's vocab), so ``with_added_tokens`` changes nothing, as in HF on such a file.
         """
-        vocab = {self.id_to_token(i) or "": i for i in self.tables.pieces}
-        vocab.update(self.tables.specials)
-        return vocab
+        return _familiar.hf_vocab(self)
 
     def get_vocab_size(self, with_added_tokens: bool = True) -> int:
         """HF's ``get_vocab_size``: how many spellings :meth:`get_vocab` holds (not R)."""
