@@ -43,6 +43,7 @@ def test_migrate_writes_model_manifest_and_report(
 
     before = _digest(setup["model"])
     argv = ["migrate", "--old", str(setup["old"]), "--new", str(setup["new"]), str(setup["model"])]
+    capsys.readouterr()  # drop what building the model printed (transformers' save bars)
     assert main([*argv, "-o", str(setup["out"]), "--json", "--quiet"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["change"]["kind"] == "append-only"
@@ -74,6 +75,7 @@ def test_migrate_writes_model_manifest_and_report(
     assert manifest["aliases"] == {"lm_head.weight": "model.embed_tokens.weight"}
     # Migrating the migrated model again from the old tokenizer: its recorded hash refuses it.
     again = ["migrate", "--old", str(setup["old"]), "--new", str(setup["new"]), str(out)]
+    capsys.readouterr()  # drop what building the model printed (transformers' save bars)
     assert main([*again, "-o", str(setup["out"].parent / "again"), "--quiet"]) == 1
     assert "ADDRESS_HASH_MISMATCH" in capsys.readouterr().err
 
@@ -82,6 +84,7 @@ def test_output_over_an_input_or_existing_folder_is_a_usage_error(
     setup: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["migrate", "--old", str(setup["old"]), "--new", str(setup["new"]), str(setup["model"])]
+    capsys.readouterr()  # drop what building the model printed (transformers' save bars)
     assert main([*argv, "-o", str(setup["model"]), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("tokembed: OUTPUT_EXISTS")
@@ -103,6 +106,7 @@ def test_model_smaller_than_the_old_tokenizer_exits_1(
         "-o",
         str(tmp_path / "o"),
     ]
+    capsys.readouterr()  # drop what building the model printed (transformers' save bars)
     assert main([*argv, "--quiet"]) == 1
     assert capsys.readouterr().err.startswith("tokembed: ROW_COUNT_MISMATCH")
     assert not (tmp_path / "o").exists()
