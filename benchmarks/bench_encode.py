@@ -28,6 +28,7 @@ loaded machine wall time follows the load, CPU time far less. Targets: encoding
 
     python benchmarks/bench_encode.py             # 4.4 MB of RusLit-40 + all 13 PUD languages
     python benchmarks/bench_encode.py --quick     # 1 MB slices
+    python benchmarks/bench_encode.py --only rank --rank-file qwen   # one rank file
 """
 
 from __future__ import annotations
@@ -166,12 +167,12 @@ def _hf_section(texts: dict[str, str], repeat: int, tmp: Path) -> None:
             _row("ours encode_ordinary_batch(num_threads=2), cold", n, w, c, (tw, tc), same)
 
 
-def _rank_section(texts: dict[str, str], repeat: int) -> None:
+def _rank_section(texts: dict[str, str], repeat: int, names: tuple[str, ...]) -> None:
     import tiktoken
 
     from tokembed.tokenizer.formats.ranks import parse_ranks
 
-    for name in RANK_FILES:
+    for name in names:
         path = TOKENIZERS / f"{name}.tiktoken"
         fresh = _loader(path)
         tok = fresh()
@@ -298,6 +299,12 @@ def main() -> None:
     )
     ap.add_argument("--runs", type=int, default=5, help="whole processes per cold-start figure")
     ap.add_argument("--only", choices=["hf", "rank", "scaling", "cold"], help="run one section")
+    ap.add_argument(
+        "--rank-file",
+        choices=RANK_FILES,
+        action="append",
+        help="rank files of the rank section (repeatable; default: all)",
+    )
     args = ap.parse_args()
     print(machine_line())
     print(load_line("start"), flush=True)
@@ -308,7 +315,7 @@ def main() -> None:
             _hf_section(texts, args.repeat, Path(tmp))
     if args.only in (None, "rank"):
         print("rank files: ours vs tiktoken")
-        _rank_section(texts, args.repeat)
+        _rank_section(texts, args.repeat, tuple(args.rank_file or RANK_FILES))
     if args.only in (None, "scaling"):
         print("batch scaling: threads, one compiled encoder (and cache) each")
         _scaling_section(texts, args.repeat)

@@ -9,8 +9,11 @@ from types import ModuleType
 import pytest
 from hypothesis import strategies as st
 
+from tokembed.tokenizer import Pretokenizer
 from tokembed.tokenizer._dialect import ENGINES, Engine
 from tokembed.tokenizer._native import load
+from tokembed.tokenizer.formats.encodings import OWN_ENCODINGS
+from tokembed.tokenizer.pretokenize import PATTERNS
 
 __all__ = [
     "CASES",
@@ -20,9 +23,11 @@ __all__ = [
     "STRESS_TEXTS",
     "c_split",
     "compiled_count",
+    "pretokenizer",
 ]
 
-PRESETS = ("teaching", "r50k", "cl100k", "o200k", "gpt2-hf")
+# The Pretokenizer presets and "qwen", the pattern of Qwen's rank file (not a named preset).
+PRESETS = ("teaching", "r50k", "cl100k", "o200k", "gpt2-hf", "qwen")
 PRESET_ID = {name: i for i, name in enumerate(PRESETS)}  # scan.h's TK_PRESET_* order
 ENGINE_ID = {name: i for i, name in enumerate(ENGINES)}  # TK_ENGINE_* order
 CASES = [(p, e) for p in PRESETS for e in ENGINES]
@@ -37,6 +42,12 @@ def compiled_count() -> ModuleType:
             pytest.fail(reason)
         pytest.skip(reason)
     return module
+
+
+def pretokenizer(preset: str, engine: Engine = "tiktoken") -> Pretokenizer:
+    """The Python splitter of a scanner preset (``qwen``: the qwen encoding's pattern)."""
+    pattern = OWN_ENCODINGS[preset].pattern if preset not in PATTERNS else preset
+    return Pretokenizer.preset(pattern, engine=engine)
 
 
 def c_split(text: str, preset: str, engine: Engine) -> list[str]:

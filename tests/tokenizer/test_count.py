@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _scan_cases import CASES, PRESETS, STRESS_TEXTS, compiled_count
+from _scan_cases import CASES, PRESETS, STRESS_TEXTS, compiled_count, pretokenizer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -44,7 +44,7 @@ def test_compiled_equals_python_on_pud(
     preset: str, engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     compiled_count()
-    pre = Pretokenizer.preset(preset, engine=engine)
+    pre = pretokenizer(preset, engine)
     texts = [pud_text(lang) for lang in PUD_LANGS]
     assert count_module._native_counter(pre) is not None
     assert _items(_count(texts, pre)) == _items(_python(texts, pre, monkeypatch))
@@ -56,7 +56,7 @@ def test_compiled_equals_python_on_stress_texts(texts: list[str]) -> None:
     compiled_count()
     mp = pytest.MonkeyPatch()
     for preset, engine in CASES:
-        pre = Pretokenizer.preset(preset, engine=engine)
+        pre = pretokenizer(preset, engine)
         assert _items(_count(texts, pre)) == _items(_python(texts, pre, mp)), (preset, engine)
 
 
@@ -181,6 +181,11 @@ def test_only_single_preset_stages_use_the_compiled_counter() -> None:
     compiled_count()
     assert count_module._native_counter(Pretokenizer.preset(PATTERNS["o200k"])) is not None
     assert count_module._native_counter(Pretokenizer.preset(r"\w+|\W")) is None
+    qwen = count_module._native_counter(pretokenizer("qwen", "huggingface"))
+    assert qwen is not None
+    assert qwen[1:] == (5, 1)  # TK_PRESET_QWEN, TK_ENGINE_HUGGINGFACE
+    with pytest.raises(ValueError, match="unknown preset 6"):
+        compiled_count().Counter(6, 0)
     two = Pretokenizer(stages=(PATTERNS["teaching"], r"\w+|\W"))
     assert count_module._native_counter(two) is None
 
@@ -196,7 +201,7 @@ def test_streamed_blocks_count_like_whole_files(preset: str, tmp_path: Path) -> 
         text = pud_text(lang).replace("\n", " \n", 7).replace("\n", "\n/", 3)
         (tmp_path / f"{lang}.txt").write_text(text, encoding="utf-8")
         whole.append(text)
-    pre = Pretokenizer.preset(preset)
+    pre = pretokenizer(preset)
     blocks = [b.text for b in iter_text_blocks([tmp_path], block_chars=300)]
     assert len(blocks) > 10 * len(whole)
     assert _items(_count(blocks, pre)) == _items(_count(whole, pre))

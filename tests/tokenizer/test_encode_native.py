@@ -119,25 +119,35 @@ def test_hf_vocabularies_equal_hf_tokenizers_on_pud(name: str) -> None:
 
 
 def test_qwen_rank_mode_equals_merge_mode_and_tiktoken() -> None:
-    """Qwen's vocabulary is not tiktoken-exact as explicit merges; as a rank file it is."""
+    """Qwen's vocabulary is not tiktoken-exact as explicit merges; as a rank file it is.
+    Its pattern is split by the compiled scanner (TK_PRESET_QWEN), checked against the
+    Python splitter's chunks, tiktoken and the reference."""
     import tiktoken
 
     from tokembed.tokenizer.formats import load_tokenizer
+    from tokembed.tokenizer.formats.encodings import OWN_ENCODINGS
     from tokembed.tokenizer.formats.ranks import parse_ranks
 
+    module = _module()
     path = data_path("tokenizers", "qwen.tiktoken")
     tok = load_tokenizer(path)
+    assert tok.pretokenizer.stages == (OWN_ENCODINGS["qwen"].pattern,)
+    assert tok.backend == "native"
+    assert tok._fast.native_split == bool(module.HAVE_SCAN)
     peer = tiktoken.Encoding(
         "qwen",
         pat_str=tok.pretokenizer.stages[0],
         mergeable_ranks=parse_ranks(path.read_bytes()),
         special_tokens={},
     )
+    by_rank = _encoder(module.Tables.from_ranks(path.read_bytes()))
     by_merge = _encoder(native_tables(tok.tables))
     for lang in PUD_LANGS:
         text = pud_text(lang)
         ids = tok.encode_ordinary(text)
         assert ids == peer.encode_ordinary(text) == _chunked(by_merge, tok.pretokenizer, text)
+        assert ids == _chunked(by_rank, tok.pretokenizer, text), lang
+        assert ids == tok.encode_ordinary_reference(text), lang
 
 
 _ALPHABET = st.sampled_from(
@@ -348,13 +358,17 @@ def test_deferred_tokenizer_pickles_with_its_tables() -> None:
     assert back.address_hash == tok.address_hash
 
 
-@pytest.mark.parametrize("preset", ["teaching", "r50k", "cl100k", "o200k", "gpt2-hf"])
+@pytest.mark.parametrize("preset", ["teaching", "r50k", "cl100k", "o200k", "gpt2-hf", "qwen"])
 @pytest.mark.parametrize("engine", ["tiktoken", "huggingface"])
 def test_compiled_split_equals_python_split(preset: str, engine: str) -> None:
-    """Whole texts split by scan.c give the ids of the Python pre-tokenizer's chunks."""
+    """Whole texts split by scan.c give the ids of the Python pre-tokenizer's chunks
+    (``qwen``: the pattern of Qwen's rank file, used here with our own tables)."""
+    from tokembed.tokenizer.formats.encodings import OWN_ENCODINGS
+
     module = _module()
     tok = pud_tokenizer()
-    pre = Pretokenizer.preset(preset, engine=engine)  # type: ignore[arg-type]
+    pattern = OWN_ENCODINGS[preset].pattern if preset == "qwen" else preset
+    pre = Pretokenizer.preset(pattern, engine=engine)  # type: ignore[arg-type]
     fast = FastEncoder(tok.tables, pre)
     assert fast.native_split == bool(module.HAVE_SCAN)
     enc = fast.native_encoder()

@@ -1,6 +1,6 @@
 """The compiled preset scanner (``_native/scan.c``) splits exactly like ``Pretokenizer.split``.
 
-Every preset under both engines, on the 13 PUD languages, a slice of RusLit-40 and
+Every preset and Qwen's rank-file pattern under both engines, on the 13 PUD languages, a slice of RusLit-40 and
 hypothesis texts built from the characters where the patterns branch (letters of
 each case group, marks, numbers of every kind, apostrophes and the long s, CR/LF,
 every whitespace character, '/', and code points the engines' tables classify
@@ -11,12 +11,19 @@ regenerated and compared with the committed header.
 from __future__ import annotations
 
 import pytest
-from _scan_cases import CASES, ENGINE_ID, PRESETS, STRESS_TEXTS, c_split, compiled_count
+from _scan_cases import (
+    CASES,
+    ENGINE_ID,
+    PRESETS,
+    STRESS_TEXTS,
+    c_split,
+    compiled_count,
+    pretokenizer,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import PUD_LANGS, pud_text
-from tokembed.tokenizer import Pretokenizer
 from tokembed.tokenizer._dialect import ENGINES, Engine
 
 
@@ -34,7 +41,7 @@ def test_header_matches_the_engines_tables() -> None:
 
 @pytest.mark.parametrize(("preset", "engine"), CASES)
 def test_pud_languages(preset: str, engine: Engine) -> None:
-    pre = Pretokenizer.preset(preset, engine=engine)
+    pre = pretokenizer(preset, engine)
     for lang in PUD_LANGS:
         text = pud_text(lang)
         assert c_split(text, preset, engine) == pre.split(text), lang
@@ -43,16 +50,17 @@ def test_pud_languages(preset: str, engine: Engine) -> None:
 @pytest.mark.parametrize(("preset", "engine"), CASES)
 def test_ruslit_slice(preset: str, engine: Engine, ruslit_text: str) -> None:
     text = ruslit_text[:1_000_000]
-    assert c_split(text, preset, engine) == Pretokenizer.preset(preset, engine=engine).split(text)
+    assert c_split(text, preset, engine) == pretokenizer(preset, engine).split(text)
 
 
 @settings(max_examples=300, deadline=None)
 @given(text=STRESS_TEXTS)
 def test_stress_texts(text: str) -> None:
     for preset, engine in CASES:
-        assert c_split(text, preset, engine) == Pretokenizer.preset(preset, engine=engine).split(
-            text
-        ), (preset, engine)
+        assert c_split(text, preset, engine) == pretokenizer(preset, engine).split(text), (
+            preset,
+            engine,
+        )
 
 
 @settings(max_examples=300, deadline=None)
@@ -66,7 +74,7 @@ def test_safe_cut_keeps_the_pieces(text: str, at: int) -> None:
             continue
         head, tail = data[:cut].decode("utf-8"), data[cut:].decode("utf-8")
         for preset in PRESETS:
-            pre = Pretokenizer.preset(preset, engine=engine)
+            pre = pretokenizer(preset, engine)
             assert pre.split(head) + pre.split(tail) == pre.split(text), (preset, engine, cut)
 
 
@@ -82,3 +90,13 @@ def test_safe_cut_positions() -> None:
 def test_stop_early_and_empty() -> None:
     assert compiled_count().piece_ends(b"", 0, 0) == []
     assert c_split("x", "o200k", "tiktoken") == ["x"]
+
+
+def test_qwen_takes_one_number_and_every_line_break() -> None:
+    """Qwen's pattern differs from cl100k's in \\p{N} (one number, not up to three) and
+    \\s*[\\r\\n]+ (all the line breaks of a run, as \\s*[\\r\\n] ends after the last)."""
+    text = "Qwen 2024 ab\r\n\n  x²³ 's"
+    want = ["Qwen", " ", "2", "0", "2", "4", " ab", "\r\n\n", " ", " x", "²", "³", " '", "s"]
+    for engine in ENGINES:
+        assert c_split(text, "qwen", engine) == want == pretokenizer("qwen", engine).split(text)
+    assert c_split(text, "cl100k", "tiktoken")[2] == "202"

@@ -33,6 +33,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cache
 from types import ModuleType
 from typing import Any
 
@@ -54,9 +55,10 @@ _LOOKS_BACK = regex.compile(r"\(\?<[=!]|\\[bBAGKZ]|(?<![\[\\])\^")
 # Bytes per thread task of the compiled counter: large enough that merging a block's table
 # (tens of thousands of distinct chunks) costs a few percent of scanning it.
 _NATIVE_BLOCK = 1 << 22
-# scan.h's TK_PRESET_* and TK_ENGINE_* numbering.
+# scan.h's TK_PRESET_* and TK_ENGINE_* numbering: preset names, and "qwen", the pattern of
+# Qwen's rank file (formats.encodings), which is not a Pretokenizer preset.
 _PRESET_IDS = {
-    PATTERNS[name]: i for i, name in enumerate(("teaching", "r50k", "cl100k", "o200k", "gpt2-hf"))
+    name: i for i, name in enumerate(("teaching", "r50k", "cl100k", "o200k", "gpt2-hf", "qwen"))
 }
 _ENGINE_IDS = {"tiktoken": 0, "huggingface": 1}
 
@@ -161,12 +163,24 @@ def _count_parallel(
 
 def _native_counter(pretokenizer: Pretokenizer) -> tuple[ModuleType, int, int] | None:
     """The compiled module and the preset and engine numbers, when they can count this."""
-    if len(pretokenizer.stages) != 1 or pretokenizer.stages[0] not in _PRESET_IDS:
+    preset = _pattern_ids().get(pretokenizer.stages[0]) if len(pretokenizer.stages) == 1 else None
+    if preset is None:
         return None
     module = load("_count")
     if module is None:
         return None
-    return module, _PRESET_IDS[pretokenizer.stages[0]], _ENGINE_IDS[pretokenizer.engine]
+    return module, preset, _ENGINE_IDS[pretokenizer.engine]
+
+
+@cache
+def _pattern_ids() -> dict[str, int]:
+    """Pattern -> scanner preset number (formats is imported on first use, not with the trainer)."""
+    from tokembed.tokenizer.formats.encodings import OWN_ENCODINGS
+
+    def pattern(name: str) -> str:
+        return PATTERNS[name] if name in PATTERNS else OWN_ENCODINGS[name].pattern
+
+    return {pattern(name): i for name, i in _PRESET_IDS.items()}
 
 
 def _utf8_text(text: str, pretokenizer: Pretokenizer) -> bytes:

@@ -38,6 +38,7 @@ import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from itertools import pairwise, repeat
 from typing import TYPE_CHECKING, Any
 
@@ -138,14 +139,27 @@ def encode_ordinary_reference(
     return out
 
 
-# Preset name -> the scanner's name for it (scan.h's TK_PRESET_* enum).
+# Preset name -> the scanner's name for it (scan.h's TK_PRESET_* enum); "qwen" is the pattern
+# of Qwen's rank file (formats.encodings), which is not a Pretokenizer preset.
 _SCAN_PRESETS = {
     "teaching": "TEACHING",
     "r50k": "R50K",
     "cl100k": "CL100K",
     "o200k": "O200K",
     "gpt2-hf": "GPT2_HF",
+    "qwen": "QWEN",
 }
+
+
+@cache
+def _scan_patterns() -> dict[str, str]:
+    """Pattern -> the scanner's name for it. Read on first use: formats imports this module."""
+    from tokembed.tokenizer.formats.encodings import OWN_ENCODINGS
+
+    def pattern(name: str) -> str:
+        return PATTERNS[name] if name in PATTERNS else OWN_ENCODINGS[name].pattern
+
+    return {pattern(name): scan_name for name, scan_name in _SCAN_PRESETS.items()}
 
 
 def native_tables(tables: BPETables) -> Any | None:
@@ -164,13 +178,12 @@ def _scan_args(native: Any, pretokenizer: Pretokenizer) -> tuple[int, int] | Non
     """(preset, engine) for the compiled scanner when it splits exactly like ``pretokenizer``."""
     if native is None or not native.HAVE_SCAN or len(pretokenizer.stages) != 1:
         return None
-    stage = pretokenizer.stages[0]
-    for name, scan_name in _SCAN_PRESETS.items():
-        if PATTERNS[name] == stage:
-            engine = getattr(native, f"ENGINE_{pretokenizer.engine.upper()}", None)
-            preset = getattr(native, f"PRESET_{scan_name}", None)
-            return None if engine is None or preset is None else (preset, engine)
-    return None
+    scan_name = _scan_patterns().get(pretokenizer.stages[0])
+    if scan_name is None:
+        return None
+    engine = getattr(native, f"ENGINE_{pretokenizer.engine.upper()}", None)
+    preset = getattr(native, f"PRESET_{scan_name}", None)
+    return None if engine is None or preset is None else (preset, engine)
 
 
 @dataclass(frozen=True, kw_only=True)

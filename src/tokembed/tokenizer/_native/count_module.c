@@ -115,7 +115,7 @@ static int Counter_init(Counter *self, PyObject *args, PyObject *kwds) {
     static char *names[] = {"preset", "engine", NULL};
     int preset, engine;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "ii", names, &preset, &engine)) return -1;
-    if (preset < TK_PRESET_TEACHING || preset > TK_PRESET_GPT2_HF || engine < TK_ENGINE_TIKTOKEN ||
+    if (preset < TK_PRESET_TEACHING || preset >= TK_NPRESETS || engine < TK_ENGINE_TIKTOKEN ||
         engine > TK_ENGINE_HUGGINGFACE) {
         PyErr_Format(PyExc_ValueError, "unknown preset %d or engine %d", preset, engine);
         return -1;

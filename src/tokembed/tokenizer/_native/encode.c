@@ -848,6 +848,7 @@ PyMODINIT_FUNC PyInit__encode(void) {
         PyModule_AddIntConstant(m, "PRESET_CL100K", TK_PRESET_CL100K) < 0 ||
         PyModule_AddIntConstant(m, "PRESET_O200K", TK_PRESET_O200K) < 0 ||
         PyModule_AddIntConstant(m, "PRESET_GPT2_HF", TK_PRESET_GPT2_HF) < 0 ||
+        PyModule_AddIntConstant(m, "PRESET_QWEN", TK_PRESET_QWEN) < 0 ||
         PyModule_AddIntConstant(m, "ENGINE_TIKTOKEN", TK_ENGINE_TIKTOKEN) < 0 ||
         PyModule_AddIntConstant(m, "ENGINE_HUGGINGFACE", TK_ENGINE_HUGGINGFACE) < 0) {
         Py_DECREF(m);

@@ -1,4 +1,5 @@
-/* The preset patterns of pretokenize.PATTERNS as hand-written matchers (see scan.h).
+/* The preset patterns of pretokenize.PATTERNS and the pattern of Qwen's rank file (the "qwen"
+   encoding) as hand-written matchers (see scan.h).
 
    At each position the alternatives of the preset's regex are tried in the regex's order, and
    the first that matches gives the piece, as a backtracking engine finds it:
@@ -167,9 +168,14 @@ static size_t whitespace(const Text *s, size_t i, size_t first_len, int eot_run,
     return last > i ? last : i + first_len;     /* \s+(?!\S), else \s (one character) */
 }
 
-/* teaching and cl100k: '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}|
-   ?[^\s\p{L}\p{N}]++[\r\n]*| then the whitespace alternatives. */
-static size_t piece_cl100k(const Text *s, size_t i, int cl100k) {
+/* teaching, cl100k and qwen: '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}|
+   ?[^\s\p{L}\p{N}]++[\r\n]*| then the whitespace alternatives. Qwen's pattern spells the
+   contractions as (?i:'s|'t|'re|'ve|'m|'ll|'d) (the same set: no two share a first letter),
+   makes the optional prefix, the letter run and the punctuation run plain greedy (nothing after
+   them can take back a character, so backtracking ends them where the possessive forms end),
+   takes one number (`qwen`: \p{N}, not \p{N}{1,3}) and has \s*[\r\n]+ for \s*[\r\n] (both end
+   after the last CR or LF of the whitespace run). */
+static size_t piece_cl100k(const Text *s, size_t i, int cl100k, int qwen) {
     unsigned char c0 = s->t[i];
     size_t len0, k;
     if (c0 == '\'' && (k = contraction(s, i + 1, 1))) return i + 1 + k;
@@ -178,7 +184,7 @@ static size_t piece_cl100k(const Text *s, size_t i, int cl100k) {
     if (!(b0 & (TK_CL | TK_CN)) && !is_crlf(c0) && i + len0 < s->n &&
         (bits_of(s, i + len0) & TK_CL))
         return run(s, i + len0, TK_CL);
-    if (b0 & TK_CN) return run_n3(s, i);
+    if (b0 & TK_CN) return qwen ? i + len0 : run_n3(s, i);
     if (c0 == ' ' && i + 1 < s->n && is_p(bits_of(s, i + 1)))
         return run_crlf(s, run_p(s, i + 1), 0);
     if (is_p(b0)) return run_crlf(s, run_p(s, i), 0);
@@ -259,8 +265,9 @@ int tk_scan(int preset, int engine, const unsigned char *text, size_t n, tk_emit
     while (i < n) {
         size_t e;
         switch (preset) {
-        case TK_PRESET_TEACHING: e = piece_cl100k(&s, i, 0); break;
-        case TK_PRESET_CL100K: e = piece_cl100k(&s, i, 1); break;
+        case TK_PRESET_TEACHING: e = piece_cl100k(&s, i, 0, 0); break;
+        case TK_PRESET_CL100K: e = piece_cl100k(&s, i, 1, 0); break;
+        case TK_PRESET_QWEN: e = piece_cl100k(&s, i, 0, 1); break;
         case TK_PRESET_O200K: e = piece_o200k(&s, i); break;
         default: e = piece_r50k(&s, i); break;
         }

@@ -10,7 +10,16 @@
 #define TOKEMBED_SCAN_H
 #include <stddef.h>
 
-enum { TK_PRESET_TEACHING, TK_PRESET_R50K, TK_PRESET_CL100K, TK_PRESET_O200K, TK_PRESET_GPT2_HF };
+/* Qwen's is the pattern of its rank file (tokenization_qwen.py PAT_STR), not a named preset. */
+enum {
+    TK_PRESET_TEACHING,
+    TK_PRESET_R50K,
+    TK_PRESET_CL100K,
+    TK_PRESET_O200K,
+    TK_PRESET_GPT2_HF,
+    TK_PRESET_QWEN,
+    TK_NPRESETS
+};
 enum { TK_ENGINE_TIKTOKEN, TK_ENGINE_HUGGINGFACE };
 
 /* Split valid UTF-8 text[0:n) into the preset's pieces as the engine reads them; call
