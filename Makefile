@@ -49,6 +49,9 @@ test: lint typecheck pytest
 bench: $(VENV)/.stamp-test
 	$(PIP) install -e ".[bench]"
 	$(PY) benchmarks/bench_tokenizer.py
+	$(PY) benchmarks/bench_encode.py
+	$(PY) benchmarks/bench_train_memory.py
+	$(PY) benchmarks/bench_dask_count.py
 	$(PY) benchmarks/bench_embedding.py
 	$(PY) benchmarks/bench_parallel.py
 	$(PY) benchmarks/bench_measure.py
