@@ -532,3 +532,21 @@ def test_set_encode_threads_one_keeps_every_call_on_one_thread() -> None:
         assert len(fast._parts(text) or []) == 3
     finally:
         set_encode_threads(None)
+
+
+def test_parallel_encode_works_in_a_forked_child_after_the_parent_used_threads() -> None:
+    import multiprocessing
+
+    text = "\n".join(pud_text(lang) for lang in PUD_LANGS)
+    tok = _parallel_tokenizer("gpt2-hf")
+    one, (_, parts) = _one_and_parallel("gpt2-hf", text, threads=2, min_bytes=1)
+    assert parts is not None  # the parent's pool now has a thread
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.apply_async(_encode_with_threads, (tok, text)).get(timeout=120) == one
+
+
+def _encode_with_threads(tok: Tokenizer, text: str) -> list[int]:
+    fast = tok._fast
+    fast.threads = 2
+    assert fast._parts(text) is not None
+    return fast.encode_ordinary(text)

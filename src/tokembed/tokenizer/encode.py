@@ -170,6 +170,16 @@ def _safe_cut(counter: Any, engine: int, text: str, start: int) -> int | None:
     return None
 
 
+def _forget_pool() -> None:
+    # A forked child has none of the parent's pool threads, but the pool would count
+    # them as idle and queue work that never runs (DataLoader workers fork).
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
 def _thread_pool() -> Any:
     """One process-wide pool: its threads keep their per-thread compiled encoders."""
     global _pool
