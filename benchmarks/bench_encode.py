@@ -21,6 +21,12 @@ machine is shared). Peers run as their documentation shows them at their fastest
   a control (two threads hashing with SHA-256, which never takes the GIL) that shows how
   much two threads can gain at all on the machine as loaded.
 
+Ours is measured twice on one long text: as shipped (one ``encode_ordinary`` call
+may cut a text of 256 KiB or more at safe cuts and use up to ``min(cpu_count, 4)``
+threads; the row names the count) and forced onto one thread with
+``set_encode_threads(1)``, the figure to set beside tiktoken's single-threaded
+``encode_ordinary``.
+
 Wall seconds and CPU seconds (all threads of this process) are both printed: on a
 loaded machine wall time follows the load, CPU time far less. Targets: encoding
 >= 1.0x tokie (HF vocabularies) and >= 1.0x tiktoken on one thread (rank files);
@@ -103,6 +109,28 @@ def _ours(text: str) -> Callable[[Any], list[int]]:
     return lambda tok: tok.encode_ordinary(text)
 
 
+def _ours_rows(
+    text: str, fresh: Callable[[], Any], repeat: int, label: str, ref: tuple[float, float]
+) -> list[int]:
+    """Print ours as shipped (threads named) and forced onto one thread; the ids returned."""
+    from tokembed.tokenizer.encode import set_encode_threads
+
+    tok = fresh()
+    parts = tok._fast._parts(text)
+    threads = 1 if parts is None else len(parts)
+    n = len(text.encode())
+    w, c, ours = _best(_ours(text), repeat, fresh)
+    set_encode_threads(1)
+    try:
+        w1, c1, one = _best(_ours(text), repeat, fresh)
+    finally:
+        set_encode_threads(None)
+    same = "ids equal" if ours == one else "IDS DIFFER (threads)"
+    _row(f"{label} [{threads} thread{'s' if threads > 1 else ''}]", n, w, c, ref, same)
+    _row(f"{label} [1 thread, set_encode_threads(1)]", n, w1, c1, ref)
+    return ours  # type: ignore[no-any-return]
+
+
 def _ours_batch(lines: list[str], threads: int) -> Callable[[Any], list[list[int]]]:
     return lambda tok: tok.encode_ordinary_batch(lines, num_threads=threads, progress=False)
 
@@ -144,16 +172,17 @@ def _hf_section(texts: dict[str, str], repeat: int, tmp: Path) -> None:
             n = len(text.encode())
             print(f"  {name} on {label} ({n / 1e6:.1f} MB, {load_line('now')})")
             tok = fresh()
-            w, c, ours = _best(_ours(text), repeat, fresh)
             tw, tc, theirs = _best(
                 partial(peer_tokie.encode, text, add_special_tokens=False), repeat
             )
             hw, hc, hf = _best(partial(peer_hf.encode, text, add_special_tokens=False), repeat)
             split = "compiled split" if tok._fast.native_split else "Python split"
-            same = "ids equal" if ours == theirs.ids == hf.ids else "IDS DIFFER"
             _row("peer tokie encode", n, tw, tc, None)
             _row("peer HF tokenizers encode", n, hw, hc, None)
-            _row(f"ours encode_ordinary [{tok.backend}, {split}], cold", n, w, c, (tw, tc), same)
+            label = f"ours encode_ordinary [{tok.backend}, {split}], cold"
+            ours = _ours_rows(text, fresh, repeat, label, (tw, tc))
+            same = "ids equal" if ours == theirs.ids == hf.ids else "IDS DIFFER"
+            print(f"    ours vs tokie and HF tokenizers: {same}", flush=True)
             lines = _lines(text)
             batch = partial(peer_tokie.encode_batch, lines, add_special_tokens=False)
             tw, tc, tb = _best(batch, repeat)
@@ -186,11 +215,12 @@ def _rank_section(texts: dict[str, str], repeat: int, names: tuple[str, ...]) ->
             n = len(text.encode())
             print(f"  {name} on {label} ({n / 1e6:.1f} MB, {load_line('now')})")
             tw, tc, theirs = _best(partial(peer.encode_ordinary, text), repeat)
-            w, c, ours = _best(_ours(text), repeat, fresh)
             split = "compiled split" if tok._fast.native_split else "Python split"
-            same = "ids equal" if ours == theirs else "IDS DIFFER"
             _row("peer tiktoken encode_ordinary (1 thread)", n, tw, tc, None)
-            _row(f"ours encode_ordinary [{tok.backend}, {split}], cold", n, w, c, (tw, tc), same)
+            label = f"ours encode_ordinary [{tok.backend}, {split}], cold"
+            ours = _ours_rows(text, fresh, repeat, label, (tw, tc))
+            same = "ids equal" if ours == theirs else "IDS DIFFER"
+            print(f"    ours vs tiktoken: {same}", flush=True)
             lines = _lines(text)
             best: tuple[float, float, int] | None = None
             for k in sorted({1, os.cpu_count() or 1, 8}):

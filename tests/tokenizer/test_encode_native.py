@@ -19,10 +19,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import PUD_LANGS, data_path, pud_text
-from tokembed.errors import TokenizerError
+from tokembed.errors import TokenizerError, UsageError
 from tokembed.tokenizer import BPETables, Pretokenizer, Tokenizer
 from tokembed.tokenizer._native import load
-from tokembed.tokenizer.encode import FastEncoder, encode_ordinary_reference, native_tables
+from tokembed.tokenizer.encode import (
+    PARALLEL_MIN_BYTES,
+    FastEncoder,
+    encode_ordinary_reference,
+    native_tables,
+    set_encode_threads,
+)
 
 RANK_FILES = ("o200k_base", "cl100k_base", "r50k_base")
 
@@ -410,3 +416,137 @@ def test_shared_cache_serves_every_encoder_of_its_tables() -> None:
     assert one.cache_size == two.cache_size == 0  # their private caches stay unused
     with pytest.raises(ValueError, match="same tables"):
         module.Encoder(native_tables(tok.tables), cache=shared)
+
+
+# --- one long text over several threads (cut at the scanner's safe cuts) ------------------
+_PARALLEL_VOCABS = ("o200k_base", "cl100k_base", "smollm2-135m", "gpt2-hf")
+
+
+@cache
+def _parallel_tokenizer(name: str) -> Tokenizer:
+    from tokembed.tokenizer.formats import load_tokenizer
+
+    _module()
+    if name.endswith("_base"):
+        return load_tokenizer(data_path("tokenizers", f"{name}.tiktoken"))
+    return load_tokenizer(data_path("tokenizers", name))
+
+
+def _one_and_parallel(name: str, text: str, *, threads: int, min_bytes: int) -> tuple[Any, Any]:
+    """(ids on one thread, ids with ``threads`` parts), and the parts' count checked >= 2."""
+    fast = _parallel_tokenizer(name)._fast
+    assert fast.native_split
+    fast.threads, fast.parallel_min_bytes = 1, min_bytes
+    assert fast._parts(text) is None
+    one = fast.encode_ordinary(text)
+    fast.threads = threads
+    try:
+        return one, (fast.encode_ordinary(text), fast._parts(text))
+    finally:
+        fast.threads, fast.parallel_min_bytes = None, PARALLEL_MIN_BYTES
+
+
+@pytest.mark.parametrize("name", _PARALLEL_VOCABS)
+def test_parallel_encode_equals_one_thread_on_all_pud(name: str) -> None:
+    text = "\n".join(pud_text(lang) for lang in PUD_LANGS)
+    assert len(text.encode()) > PARALLEL_MIN_BYTES  # the default threshold applies
+    for threads in (2, 4):
+        one, (many, parts) = _one_and_parallel(
+            name, text, threads=threads, min_bytes=PARALLEL_MIN_BYTES
+        )
+        assert len(parts) == threads
+        assert "".join(parts) == text
+        assert many == one
+    fast = _parallel_tokenizer(name)._fast
+    assert fast.encode_ordinary_numpy(text).tolist() == one  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "smollm2-135m"])
+def test_parallel_encode_equals_one_thread_on_ruslit_slice(name: str) -> None:
+    import gzip
+
+    with gzip.open(data_path("ruslit", "ruslit40.txt.gz"), "rt", encoding="utf-8") as f:
+        text = f.read(2_300_000)  # mostly Cyrillic: ~4.1 MB of UTF-8
+    assert len(text.encode()) > 4_000_000
+    one, (many, parts) = _one_and_parallel(name, text, threads=4, min_bytes=PARALLEL_MIN_BYTES)
+    assert len(parts) == 4
+    assert many == one
+
+
+_CUT_ALPHABET = _ALPHABET | st.sampled_from(["/", "\n\n", "x\ny", " \n", "\r\n", "a\n/b", "Я\n"])
+
+
+@pytest.mark.parametrize("name", _PARALLEL_VOCABS)
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_CUT_ALPHABET, max_size=120), st.integers(2, 4))
+def test_parallel_encode_equals_one_thread_on_hypothesis_texts(
+    name: str, pieces: list[str], threads: int
+) -> None:
+    text = "".join(pieces)
+    one, (many, parts) = _one_and_parallel(name, text, threads=threads, min_bytes=1)
+    assert many == one
+    if parts is not None:
+        assert "".join(parts) == text
+        assert 2 <= len(parts) <= threads
+
+
+def test_parallel_encode_keeps_one_part_without_a_safe_cut() -> None:
+    text = "word " * 100_000  # 500 kB on one line: no line feed to cut after
+    one, (many, parts) = _one_and_parallel("o200k_base", text, threads=4, min_bytes=1)
+    assert parts is None
+    assert many == one
+
+
+def test_parallel_encode_reports_a_lone_surrogate_like_one_thread() -> None:
+    text = pud_text("en") + "\ud800" + pud_text("ru")
+    fast = _parallel_tokenizer("smollm2-135m")._fast
+    errors = []
+    for threads in (1, 4):
+        fast.threads, fast.parallel_min_bytes = threads, 1
+        with pytest.raises(TokenizerError) as info:
+            fast.encode_ordinary(text)
+        errors.append((info.value.code, str(info.value)))
+    fast.threads, fast.parallel_min_bytes = None, PARALLEL_MIN_BYTES
+    assert errors[0] == errors[1]
+    assert errors[0][0] == "LONE_SURROGATE"
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 2.0, "2"])
+def test_threads_option_rejects_non_positive_integers(bad: Any) -> None:
+    tok = pud_tokenizer()
+    with pytest.raises(UsageError) as info:
+        set_encode_threads(bad)
+    assert info.value.code == "INVALID_ARGUMENT"
+    with pytest.raises(UsageError) as info:
+        FastEncoder(tok.tables, tok.pretokenizer, threads=bad)
+    assert info.value.code == "INVALID_ARGUMENT"
+
+
+def test_set_encode_threads_one_keeps_every_call_on_one_thread() -> None:
+    fast = _parallel_tokenizer("o200k_base")._fast
+    text = "\n".join(pud_text(lang) for lang in PUD_LANGS)
+    try:
+        set_encode_threads(1)
+        assert fast._parts(text) is None
+        set_encode_threads(3)
+        assert len(fast._parts(text) or []) == 3
+    finally:
+        set_encode_threads(None)
+
+
+def test_parallel_encode_works_in_a_forked_child_after_the_parent_used_threads() -> None:
+    import multiprocessing
+
+    text = "\n".join(pud_text(lang) for lang in PUD_LANGS)
+    tok = _parallel_tokenizer("gpt2-hf")
+    one, (_, parts) = _one_and_parallel("gpt2-hf", text, threads=2, min_bytes=1)
+    assert parts is not None  # the parent's pool now has a thread
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.apply_async(_encode_with_threads, (tok, text)).get(timeout=120) == one
+
+
+def _encode_with_threads(tok: Tokenizer, text: str) -> list[int]:
+    fast = tok._fast
+    fast.threads = 2
+    assert fast._parts(text) is not None
+    return fast.encode_ordinary(text)

@@ -23,6 +23,14 @@ to the file's table, and the merge list is derived only when asked for.
 Errors: a lone surrogate raises LONE_SURROGATE; a byte without an id raises
 UNREPRESENTABLE_BYTE naming the character and its offset. Nothing is dropped.
 
+One long text may take several threads: when the compiled encoder also splits
+(a preset pattern) and the text's UTF-8 is at least ``PARALLEL_MIN_BYTES``, it is
+cut at the scanner's safe cuts (``tk_safe_cut``: points where both sides split
+exactly like the whole) into up to ``threads`` parts, encoded at once and joined;
+the ids are those of one thread. :func:`set_encode_threads` sets the process
+default (``None``: ``min(os.cpu_count(), 4)``; ``1``: one thread, like tiktoken's
+``encode``); ``FastEncoder(threads=...)`` overrides it for one encoder.
+
 Example::
 
     >>> from tokembed.tokenizer.model import BPETables
@@ -34,6 +42,7 @@ Example::
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -42,7 +51,7 @@ from functools import cache
 from itertools import pairwise, repeat
 from typing import TYPE_CHECKING, Any
 
-from tokembed.errors import TokenizerError
+from tokembed.errors import TokenizerError, UsageError
 from tokembed.tokenizer._long_runs import has_long_whitespace
 from tokembed.tokenizer._native import load
 from tokembed.tokenizer._tiktoken_backend import tiktoken_encoding
@@ -60,11 +69,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NATIVE_CACHE_LIMIT",
+    "PARALLEL_MIN_BYTES",
     "DeferredTables",
     "FastEncoder",
     "encode_chunk_reference",
     "encode_ordinary_reference",
     "native_tables",
+    "set_encode_threads",
 ]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -76,6 +87,108 @@ _CACHE_LIMIT = 1 << 21
 NATIVE_CACHE_LIMIT = 1 << 20
 # Longer chunks are not cached: they rarely repeat and would pin memory.
 _CACHED_CHUNK = 1 << 12
+# Texts shorter than this take one thread. The compiled encoder runs at tens of
+# MB/s, so 256 KiB is several milliseconds of work, while the extra cost of
+# cutting (a UTF-8 copy, one decode per part, a hand-off to a pool thread) is tens
+# of microseconds: below about that size the split would cost more than it saves.
+PARALLEL_MIN_BYTES = 1 << 18
+# Beyond 4 parts the shared cache's shards and memory bandwidth gain little per thread.
+_MAX_THREADS = 4
+_default_threads: int | None = None
+_pool_lock = threading.Lock()
+_pool: Any = None
+
+
+def _check_threads(threads: int | None) -> None:
+    if threads is not None and (
+        isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
+    ):
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            f"threads must be None or an integer >= 1, got {threads!r}",
+            value=threads,
+            fix="pass threads=1 for one thread, or None for min(os.cpu_count(), 4)",
+        )
+
+
+def set_encode_threads(threads: int | None) -> None:
+    """Set how many threads one long ``encode_ordinary`` call may use, process-wide.
+
+    ``None`` (the default) means ``min(os.cpu_count(), 4)``; ``1`` keeps every call
+    on the calling thread (tiktoken's ``encode`` is single-threaded too). Ids never
+    depend on it. Raises UsageError INVALID_ARGUMENT for anything but None or an int >= 1.
+
+    Example::
+
+        >>> set_encode_threads(1); set_encode_threads(None)
+    """
+    global _default_threads
+    _check_threads(threads)
+    _default_threads = threads
+
+
+def _resolve_threads(threads: int | None) -> int:
+    if threads is None:
+        threads = _default_threads
+    if threads is None:
+        return min(os.cpu_count() or 1, _MAX_THREADS)
+    return threads
+
+
+# Characters of text handed to the scanner's safe-cut search at a time.
+_CUT_WINDOW = 1 << 12
+
+
+def _utf8_length(text: str) -> int:
+    """UTF-8 length (a lone surrogate counts 3 bytes; the encoder reports it later)."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _safe_cut(counter: Any, engine: int, text: str, start: int) -> int | None:
+    """The first character index >= ``start`` (and > 1) where the scanner allows a cut, or None.
+
+    ``tk_safe_cut`` decides from the bytes around a position only (the line feed
+    before it, the characters on either side), so it runs on short windows of
+    the text, each starting on a character, instead of on the whole text's UTF-8.
+    """
+    while start < len(text):
+        lo = max(0, start - 2)
+        window = text[lo : lo + _CUT_WINDOW]
+        try:
+            data = window.encode("utf-8")
+        except UnicodeEncodeError:
+            return None  # the one-thread path reports the lone surrogate where it is
+        from_byte = len(window[: start - lo].encode("utf-8"))
+        cut = counter.safe_cut(data, engine, from_byte)
+        if cut < len(data):
+            return lo + len(data[:cut].decode("utf-8"))
+        # Every position before the window's end was tried; the next window starts
+        # two characters earlier so the line feed and the character before it are seen.
+        start = lo + len(window)
+    return None
+
+
+def _forget_pool() -> None:
+    # A forked child has none of the parent's pool threads, but the pool would count
+    # them as idle and queue work that never runs (DataLoader workers fork).
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _thread_pool() -> Any:
+    """One process-wide pool: its threads keep their per-thread compiled encoders."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _pool = ThreadPoolExecutor(_MAX_THREADS - 1, thread_name_prefix="tokembed-encode")
+        return _pool
 
 
 class _MissingByte(Exception):
@@ -215,7 +328,12 @@ class FastEncoder:
         verified: bool = False,
         native: Any | None = None,
         cache_limit: int = NATIVE_CACHE_LIMIT,
+        threads: int | None = None,
+        parallel_min_bytes: int = PARALLEL_MIN_BYTES,
     ) -> None:
+        _check_threads(threads)
+        self.threads = threads
+        self.parallel_min_bytes = parallel_min_bytes
         self._tables_or_build = tables
         self.pretokenizer = pretokenizer
         module = load("_encode") if use_native else None
@@ -270,8 +388,36 @@ class FastEncoder:
             self._rank = {pair: rank for pair, (rank, _) in self.tables.pair_ranks.items()}
         return merge_all(_byte_ids(self.tables, data), self._rank.get, self.tables.merges)
 
+    def _parts(self, text: str) -> list[str] | None:
+        """``text`` cut at safe cuts into 2..threads parts, or None when one thread is due."""
+        if self._scan is None or len(text) * 4 < self.parallel_min_bytes:
+            return None
+        k = _resolve_threads(self.threads)
+        counter = load("_count")
+        if k < 2 or counter is None:
+            return None
+        if len(text) < self.parallel_min_bytes and _utf8_length(text) < self.parallel_min_bytes:
+            return None
+        k = min(k, _MAX_THREADS)
+        cuts = [0]
+        for i in range(1, k):
+            cut = _safe_cut(counter, self._scan[1], text, max(cuts[-1] + 1, len(text) * i // k))
+            if cut is None:
+                break
+            cuts.append(cut)
+        if len(cuts) < 2:
+            return None  # no safe cut (one giant line): one part
+        cuts.append(len(text))
+        return [text[a:b] for a, b in pairwise(cuts)]
+
     def _encode_native(self, text: str, *, as_bytes: bool) -> Any:
         assert self._module is not None
+        parts = self._parts(text)
+        if parts is not None:
+            try:
+                return self._encode_parts(parts, as_bytes=as_bytes)
+            except (UnicodeEncodeError, self._module.MissingByte):
+                pass  # the one-thread path below reports it located in the whole text
         enc = self.native_encoder()
         try:
             if self._scan is not None:
@@ -280,6 +426,25 @@ class FastEncoder:
         except (UnicodeEncodeError, self._module.MissingByte):
             _check_text(lambda: self.tables, text)
             raise  # _check_text raises for every such text; this line is a safety net
+
+    def _encode_parts(self, parts: list[str], *, as_bytes: bool) -> Any:
+        """Each part on its own thread (the first on this one), joined in order."""
+        assert self._scan is not None
+        scan = self._scan
+
+        def one(part: str) -> Any:
+            return self.native_encoder().encode_text(part, *scan, as_bytes=as_bytes)
+
+        pool = _thread_pool()
+        futures = [pool.submit(one, part) for part in parts[1:]]
+        first = one(parts[0])
+        rest = [f.result() for f in futures]
+        if as_bytes:
+            return b"".join([first, *rest])
+        out: list[int] = first
+        for ids in rest:
+            out += ids
+        return out
 
     def encode_ordinary_many(self, texts: Sequence[str]) -> list[list[int]] | None:
         """Ids of each text in one compiled call (split by the scanner), or None when that
