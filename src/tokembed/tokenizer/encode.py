@@ -42,7 +42,6 @@ Example::
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -51,9 +50,16 @@ from functools import cache
 from itertools import pairwise, repeat
 from typing import TYPE_CHECKING, Any
 
-from tokembed.errors import TokenizerError, UsageError
+from tokembed.errors import TokenizerError
 from tokembed.tokenizer._long_runs import has_long_whitespace
 from tokembed.tokenizer._native import load
+from tokembed.tokenizer._threads import (
+    PARALLEL_MIN_BYTES,
+    check_threads,
+    set_encode_threads,
+    split_for_threads,
+    thread_pool,
+)
 from tokembed.tokenizer._tiktoken_backend import tiktoken_encoding
 from tokembed.tokenizer._utf8 import lone_surrogate_error, utf8
 from tokembed.tokenizer.merges import (
@@ -87,108 +93,6 @@ _CACHE_LIMIT = 1 << 21
 NATIVE_CACHE_LIMIT = 1 << 20
 # Longer chunks are not cached: they rarely repeat and would pin memory.
 _CACHED_CHUNK = 1 << 12
-# Texts shorter than this take one thread. The compiled encoder runs at tens of
-# MB/s, so 256 KiB is several milliseconds of work, while the extra cost of
-# cutting (a UTF-8 copy, one decode per part, a hand-off to a pool thread) is tens
-# of microseconds: below about that size the split would cost more than it saves.
-PARALLEL_MIN_BYTES = 1 << 18
-# Beyond 4 parts the shared cache's shards and memory bandwidth gain little per thread.
-_MAX_THREADS = 4
-_default_threads: int | None = None
-_pool_lock = threading.Lock()
-_pool: Any = None
-
-
-def _check_threads(threads: int | None) -> None:
-    if threads is not None and (
-        isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
-    ):
-        raise UsageError(
-            "INVALID_ARGUMENT",
-            f"threads must be None or an integer >= 1, got {threads!r}",
-            value=threads,
-            fix="pass threads=1 for one thread, or None for min(os.cpu_count(), 4)",
-        )
-
-
-def set_encode_threads(threads: int | None) -> None:
-    """Set how many threads one long ``encode_ordinary`` call may use, process-wide.
-
-    ``None`` (the default) means ``min(os.cpu_count(), 4)``; ``1`` keeps every call
-    on the calling thread (tiktoken's ``encode`` is single-threaded too). Ids never
-    depend on it. Raises UsageError INVALID_ARGUMENT for anything but None or an int >= 1.
-
-    Example::
-
-        >>> set_encode_threads(1); set_encode_threads(None)
-    """
-    global _default_threads
-    _check_threads(threads)
-    _default_threads = threads
-
-
-def _resolve_threads(threads: int | None) -> int:
-    if threads is None:
-        threads = _default_threads
-    if threads is None:
-        return min(os.cpu_count() or 1, _MAX_THREADS)
-    return threads
-
-
-# Characters of text handed to the scanner's safe-cut search at a time.
-_CUT_WINDOW = 1 << 12
-
-
-def _utf8_length(text: str) -> int:
-    """UTF-8 length (a lone surrogate counts 3 bytes; the encoder reports it later)."""
-    if text.isascii():
-        return len(text)
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
-def _safe_cut(counter: Any, engine: int, text: str, start: int) -> int | None:
-    """The first character index >= ``start`` (and > 1) where the scanner allows a cut, or None.
-
-    ``tk_safe_cut`` decides from the bytes around a position only (the line feed
-    before it, the characters on either side), so it runs on short windows of
-    the text, each starting on a character, instead of on the whole text's UTF-8.
-    """
-    while start < len(text):
-        lo = max(0, start - 2)
-        window = text[lo : lo + _CUT_WINDOW]
-        try:
-            data = window.encode("utf-8")
-        except UnicodeEncodeError:
-            return None  # the one-thread path reports the lone surrogate where it is
-        from_byte = len(window[: start - lo].encode("utf-8"))
-        cut = counter.safe_cut(data, engine, from_byte)
-        if cut < len(data):
-            return lo + len(data[:cut].decode("utf-8"))
-        # Every position before the window's end was tried; the next window starts
-        # two characters earlier so the line feed and the character before it are seen.
-        start = lo + len(window)
-    return None
-
-
-def _forget_pool() -> None:
-    # A forked child has none of the parent's pool threads, but the pool would count
-    # them as idle and queue work that never runs (DataLoader workers fork).
-    global _pool, _pool_lock
-    _pool, _pool_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_pool)
-
-
-def _thread_pool() -> Any:
-    """One process-wide pool: its threads keep their per-thread compiled encoders."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            _pool = ThreadPoolExecutor(_MAX_THREADS - 1, thread_name_prefix="tokembed-encode")
-        return _pool
 
 
 class _MissingByte(Exception):
@@ -331,7 +235,7 @@ class FastEncoder:
         threads: int | None = None,
         parallel_min_bytes: int = PARALLEL_MIN_BYTES,
     ) -> None:
-        _check_threads(threads)
+        check_threads(threads)
         self.threads = threads
         self.parallel_min_bytes = parallel_min_bytes
         self._tables_or_build = tables
@@ -390,25 +294,11 @@ class FastEncoder:
 
     def _parts(self, text: str) -> list[str] | None:
         """``text`` cut at safe cuts into 2..threads parts, or None when one thread is due."""
-        if self._scan is None or len(text) * 4 < self.parallel_min_bytes:
+        if self._scan is None:
             return None
-        k = _resolve_threads(self.threads)
-        counter = load("_count")
-        if k < 2 or counter is None:
-            return None
-        if len(text) < self.parallel_min_bytes and _utf8_length(text) < self.parallel_min_bytes:
-            return None
-        k = min(k, _MAX_THREADS)
-        cuts = [0]
-        for i in range(1, k):
-            cut = _safe_cut(counter, self._scan[1], text, max(cuts[-1] + 1, len(text) * i // k))
-            if cut is None:
-                break
-            cuts.append(cut)
-        if len(cuts) < 2:
-            return None  # no safe cut (one giant line): one part
-        cuts.append(len(text))
-        return [text[a:b] for a, b in pairwise(cuts)]
+        return split_for_threads(
+            text, engine=self._scan[1], threads=self.threads, min_bytes=self.parallel_min_bytes
+        )
 
     def _encode_native(self, text: str, *, as_bytes: bool) -> Any:
         assert self._module is not None
@@ -435,7 +325,7 @@ class FastEncoder:
         def one(part: str) -> Any:
             return self.native_encoder().encode_text(part, *scan, as_bytes=as_bytes)
 
-        pool = _thread_pool()
+        pool = thread_pool()
         futures = [pool.submit(one, part) for part in parts[1:]]
         first = one(parts[0])
         rest = [f.result() for f in futures]
