@@ -5,4 +5,33 @@
 #include <Python.h>
 #include <stdint.h>
 #include <stddef.h>
+#include <string.h>
+
+/* One hash for every open-addressing table of the compiled modules (chunk counter,
+ * encoder tables and cache, merge learner). */
+static inline uint64_t tk_mix64(uint64_t x) {
+    /* splitmix64's finaliser: every input bit reaches every output bit. */
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return x;
+}
+
+static inline uint64_t tk_hash_bytes(const unsigned char *p, size_t n) {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ ((uint64_t)n * 0xff51afd7ed558ccdull);
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        h = (h ^ v) * 0x100000001b3ull;
+        h ^= h >> 29;
+        p += 8;
+        n -= 8;
+    }
+    uint64_t v = 0;
+    memcpy(&v, p, n);
+    h ^= v;
+    return tk_mix64(h);
+}
 #endif

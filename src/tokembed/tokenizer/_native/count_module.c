@@ -33,24 +33,6 @@ typedef struct {
     int failed;             /* out of memory while the GIL was released */
 } Counter;
 
-static inline uint64_t hash_bytes(const unsigned char *p, size_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ ((uint64_t)n * 0xFF51AFD7ED558CCDull);
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        h = (h ^ w) * 0xFF51AFD7ED558CCDull;
-        h ^= h >> 32;
-        p += 8;
-        n -= 8;
-    }
-    uint64_t w = 0;
-    memcpy(&w, p, n);
-    h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
-    h ^= h >> 29;
-    h *= 0x9E3779B97F4A7C15ull;
-    return h ^ (h >> 32);
-}
-
 static int grow_slots(Counter *c) {
     size_t size = c->mask ? (c->mask + 1) * 2 : 1024;
     uint32_t *slots = calloc(size, sizeof *slots);
@@ -68,7 +50,7 @@ static int grow_slots(Counter *c) {
 
 /* Add `count` occurrences of p[0:n); -1 when memory runs out (or past 2^32 - 1 chunks). */
 static int add_chunk(Counter *c, const unsigned char *p, size_t n, int64_t count) {
-    uint64_t h = hash_bytes(p, n);
+    uint64_t h = tk_hash_bytes(p, n);
     size_t s = h & c->mask;
     for (uint32_t k; (k = c->slots[s]); s = (s + 1) & c->mask) {
         Entry *e = &c->entries[k - 1];

@@ -76,23 +76,17 @@ typedef struct {
 
 static inline uint64_t pack(int32_t a, int32_t b) { return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b; }
 
-static inline uint64_t hash(uint64_t key) {
-    key ^= key >> 29;
-    key *= 0x9E3779B97F4A7C15ULL;
-    return key ^ (key >> 32);
-}
-
 /* ---- hash map: pair -> slot id ------------------------------------------------------ */
 
 static int32_t map_get(const Learner *L, uint64_t key) {
-    for (uint64_t i = hash(key) & L->mask;; i = (i + 1) & L->mask) {
+    for (uint64_t i = tk_mix64(key) & L->mask;; i = (i + 1) & L->mask) {
         if (L->cells[i].key == key) return L->cells[i].id;
         if (L->cells[i].key == EMPTY) return -1;
     }
 }
 
 static void map_put_raw(Cell *cells, uint64_t mask, uint64_t key, int32_t id) {
-    uint64_t i = hash(key) & mask;
+    uint64_t i = tk_mix64(key) & mask;
     while (cells[i].key != EMPTY) i = (i + 1) & mask;
     cells[i].key = key;
     cells[i].id = id;
@@ -112,7 +106,7 @@ static int map_grow(Learner *L) {
 }
 
 static void map_del(Learner *L, uint64_t key) {
-    uint64_t mask = L->mask, i = hash(key) & mask;
+    uint64_t mask = L->mask, i = tk_mix64(key) & mask;
     while (L->cells[i].key != key) {
         assert(L->cells[i].key != EMPTY);
         i = (i + 1) & mask;
@@ -121,7 +115,7 @@ static void map_del(Learner *L, uint64_t key) {
      * position does not lie cyclically in (hole, j]. */
     uint64_t hole = i;
     for (uint64_t j = (i + 1) & mask; L->cells[j].key != EMPTY; j = (j + 1) & mask) {
-        uint64_t home = hash(L->cells[j].key) & mask;
+        uint64_t home = tk_mix64(L->cells[j].key) & mask;
         int stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
         if (!stays) {
             L->cells[hole] = L->cells[j];
