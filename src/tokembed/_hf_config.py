@@ -34,6 +34,7 @@ __all__ = [
     "ModelConfig",
     "config_path",
     "model_config_from_dict",
+    "read_config_data",
     "read_model_config",
     "text_model_fields",
 ]
@@ -157,14 +158,10 @@ def config_path(source: str | Path) -> Path:
     return path
 
 
-def read_model_config(source: str | Path) -> ModelConfig:
-    """:class:`ModelConfig` of the file ``source`` (a folder means its ``config.json``).
+def read_config_data(source: str | Path) -> tuple[Path, dict[str, Any]]:
+    """The path of the ``config.json`` that ``source`` names and its parsed JSON object.
 
-    Raises:
-        UsageError(FILE_NOT_FOUND): no file there.
-        UsageError(FILE_UNREADABLE, NAME_TOO_LONG): the OS refused to read it.
-        EmbeddingError(INVALID_CONFIG): not UTF-8 JSON, not an object, or bad fields
-            (see :func:`model_config_from_dict`).
+    Raises: as :func:`read_model_config`, except for the field checks.
     """
     path = config_path(source)
     raw = read_file_bytes(path)
@@ -176,4 +173,17 @@ def read_model_config(source: str | Path) -> ModelConfig:
         raise _invalid(str(path), "JSON nested too deeply", str(path)) from None
     if not isinstance(data, dict):
         raise _invalid(str(path), "not a JSON object", str(path))
+    return path, data
+
+
+def read_model_config(source: str | Path) -> ModelConfig:
+    """:class:`ModelConfig` of the file ``source`` (a folder means its ``config.json``).
+
+    Raises:
+        UsageError(FILE_NOT_FOUND): no file there.
+        UsageError(FILE_UNREADABLE, NAME_TOO_LONG): the OS refused to read it.
+        EmbeddingError(INVALID_CONFIG): not UTF-8 JSON, not an object, or bad fields
+            (see :func:`model_config_from_dict`).
+    """
+    path, data = read_config_data(source)
     return model_config_from_dict(data, path=str(path))

@@ -18,7 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokembed._hf_config import ModelConfig, model_config_from_dict, read_model_config
+from tokembed._hf_config import (
+    ModelConfig,
+    model_config_from_dict,
+    read_config_data,
+)
 from tokembed.errors import UsageError
 
 __all__ = ["ModelFacts", "TensorInfo", "facts_of"]
@@ -75,25 +79,25 @@ class ModelFacts:
         return None
 
 
-def _recorded_hash(files: tuple[Path, ...]) -> tuple[str | None, str | None]:
-    from tokembed.checkpoint.format import read_header, read_metadata
+def _recorded_hash(headers: Mapping[Path, Mapping[str, Any]]) -> tuple[str | None, str | None]:
+    from tokembed.checkpoint.format import metadata_of
 
-    for file in files:
-        meta = read_metadata(file)
+    for file, header in headers.items():
+        meta = metadata_of(header, file)
         found = meta.get("address_hash") if meta else None
         # An earlier migration wrote the hash as its own metadata key.
-        found = found or (read_header(file).get("__metadata__") or {}).get("tokembed.address_hash")
+        found = found or (header.get("__metadata__") or {}).get("tokembed.address_hash")
         if found:
             return str(found), str(file)
     return None, None
 
 
-def _safetensors_tensors(files: tuple[Path, ...]) -> dict[str, TensorInfo]:
-    from tokembed.checkpoint.format import _dtype_name, read_header
+def _safetensors_tensors(headers: Mapping[Path, Mapping[str, Any]]) -> dict[str, TensorInfo]:
+    from tokembed.checkpoint.format import _dtype_name
 
     out: dict[str, TensorInfo] = {}
-    for file in files:
-        for name, entry in read_header(file).items():
+    for header in headers.values():
+        for name, entry in header.items():
             if name != "__metadata__":
                 out[name] = TensorInfo(
                     shape=tuple(entry["shape"]), dtype=_dtype_name(entry["dtype"])
@@ -124,12 +128,14 @@ def _roles_of(model: Any) -> tuple[str | None, str | None]:
 
 
 def _folder_facts(path: Path) -> ModelFacts:
-    import json
 
-    config = read_model_config(path)
+    from tokembed.checkpoint.format import read_header
+
+    config_file, raw = read_config_data(path)
+    config = model_config_from_dict(raw, path=str(config_file))
     files = tuple(sorted(path.glob("*.safetensors")))
-    tensors = _safetensors_tensors(files)
-    raw = json.loads(Path(str(config.path)).read_text(encoding="utf-8"))
+    headers = {file: read_header(file) for file in files}  # each header read once
+    tensors = _safetensors_tensors(headers)
     inputs = outputs = None
     if tensors:
         from tokembed.checkpoint._hf import instantiate_from_config
@@ -146,7 +152,7 @@ def _folder_facts(path: Path) -> ModelFacts:
             ),
             None,
         )
-    recorded, where = _recorded_hash(files)
+    recorded, where = _recorded_hash(headers)
     return ModelFacts(
         source=str(path),
         kind="folder",

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ __all__ = [
     "META_KEY",
     "VERSION",
     "CheckpointSummary",
+    "metadata_of",
     "read_header",
     "read_metadata",
     "verify_checkpoint",
@@ -95,7 +97,12 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     Raises:
         CheckpointError MALFORMED_CHECKPOINT: present but not valid JSON of version 1.
     """
-    metadata = read_header(path).get("__metadata__") or {}
+    return metadata_of(read_header(path), path)
+
+
+def metadata_of(header: Mapping[str, Any], path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """:func:`read_metadata` of a header already read (``path`` names it in errors)."""
+    metadata = header.get("__metadata__") or {}
     raw = metadata.get(META_KEY)
     if raw is None:
         return None
