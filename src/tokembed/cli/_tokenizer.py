@@ -76,7 +76,7 @@ def _add_train(sub: argparse._SubParsersAction[Any]) -> None:
         "--workers",
         type=int,
         default=1,
-        help="processes counting chunks (with --engine dask and no --scheduler: local workers)",
+        help="threads (or processes, for a --regex) counting chunks (with --engine dask and no --scheduler: local workers)",
     )
     p.add_argument(
         "--engine",

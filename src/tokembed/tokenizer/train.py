@@ -1,7 +1,8 @@
 """Fast byte-level BPE training, equal merge for merge to ``train_reference``.
 
 Steps: pre-tokenize every text and count unique chunks in order of first
-occurrence (in parallel processes when ``workers > 1``, see ``_count``), then
+occurrence (the compiled counter on ``workers`` threads for a preset pattern, else
+worker processes, see ``_count``), then
 learn merges incrementally over that table (``_merge_learner``): memory follows
 the number of unique chunks, not the corpus size, and no step rescans the corpus.
 
@@ -55,9 +56,10 @@ class TrainConfig:
             ``tokenizer.json`` from ``export_hf`` will split by). The two differ
             only on code points their Unicode tables classify differently.
         specials: special-token name → id, or None for "next id after the merges".
-        workers: processes counting chunks (1 = this process); with ``engine="dask"`` and no
-            scheduler, the local cluster's worker processes. Workers are spawned, so a
-            script using workers > 1 needs the ``if __name__ == "__main__":`` guard.
+        workers: counters of chunks (1 = this thread): threads of the compiled counter for
+            a preset pattern, spawned processes otherwise (a script using workers > 1 then
+            needs the ``if __name__ == "__main__":`` guard); with ``engine="dask"`` and no
+            scheduler, the local cluster's worker processes.
         engine: where chunks are counted: ``"local"`` (this machine) or ``"dask"`` (a Dask
             cluster; needs the ``dask`` extra). Pass the texts as
             ``measure.ranges.TextFiles`` to have the workers read the files in byte ranges.
