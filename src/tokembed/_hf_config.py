@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokembed._oserror import input_error, read_file_bytes
 from tokembed.errors import EmbeddingError, UsageError
+from tokembed.files.os_errors import input_error, read_file_bytes
 
 __all__ = [
     "ModelConfig",

@@ -10,8 +10,8 @@ import io
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from tokembed._atomic import write_atomic
 from tokembed.audit._categories import CATEGORY_ORDER
+from tokembed.files.atomic import write_atomic
 
 __all__ = ["plot_indicator"]
 

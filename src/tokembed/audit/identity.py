@@ -34,9 +34,9 @@ from typing import Literal
 
 import torch
 
-from tokembed._oserror import input_error
 from tokembed.embedding.mutation import table_digest
 from tokembed.errors import AuditError, UsageError
+from tokembed.files.os_errors import input_error
 
 __all__ = [
     "Identity",

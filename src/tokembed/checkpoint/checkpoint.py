@@ -46,7 +46,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from tokembed._atomic import check_output, replace_with
 from tokembed.checkpoint._hf import hf_claims
 from tokembed.checkpoint._writer import write_safetensors
 from tokembed.checkpoint.alias import AliasGraph, alias_graph, apply_aliases, verify_aliases
@@ -54,6 +53,7 @@ from tokembed.checkpoint.format import META_KEY, VERSION, read_metadata
 from tokembed.checkpoint.optimizer import PREFIX, optimizer_tensors, restore_optimizer
 from tokembed.embedding.materialize import is_safe_cast, tensor_sha256
 from tokembed.errors import CheckpointError, EmbeddingError, ParallelError
+from tokembed.files.atomic import check_output, replace_with
 
 __all__ = ["LoadReport", "load_checkpoint", "save_checkpoint"]
 

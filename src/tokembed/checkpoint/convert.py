@@ -38,9 +38,9 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from tokembed._atomic import write_atomic
 from tokembed.checkpoint.optimizer import check_registration
 from tokembed.errors import CheckpointError, UsageError
+from tokembed.files.atomic import write_atomic
 
 __all__ = ["Conversion", "role_pair", "tie", "untie"]
 

@@ -135,7 +135,7 @@ def _run(args: argparse.Namespace) -> int:
         inputs.append(args.tokenizer)
     for out in (args.plot, args.report):
         if out is not None:
-            from tokembed._atomic import check_output
+            from tokembed.files.atomic import check_output
 
             check_output(Path(out), inputs=inputs)
     tok = load_tokenizer(_tokenizer_spec(args), args.encoding)

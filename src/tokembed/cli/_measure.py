@@ -66,7 +66,7 @@ def _demo_report_path(args: argparse.Namespace) -> Path | None:
 
 def _check_demo_outputs(args: argparse.Namespace) -> None:
     """Refuse a bad output before training, and before anything is saved."""
-    from tokembed._atomic import check_output
+    from tokembed.files.atomic import check_output
 
     inputs = input_files(args.corpus) if args.corpus else []
     outputs = [Path(args.output)]
@@ -272,7 +272,7 @@ def _check_curve_outputs(args: argparse.Namespace) -> None:
 def _run_measure(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from tokembed._atomic import check_output, write_atomic
+    from tokembed.files.atomic import check_output, write_atomic
     from tokembed.measure.curves import curve_csv, plot_curve
     from tokembed.measure.session import run_measure, save_texts
     from tokembed.measure.tables import corpus_rows, curve_rows, format_table, measurement_rows

@@ -34,8 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tokembed._atomic import write_bytes_atomic
 from tokembed.errors import EmbeddingError
+from tokembed.files.atomic import write_bytes_atomic
 
 __all__ = ["NumericalState", "observe_numerics", "write_numerical_state"]
 

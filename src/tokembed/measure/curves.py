@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tokembed._atomic import write_bytes_atomic
 from tokembed.errors import UsageError
+from tokembed.files.atomic import write_bytes_atomic
 from tokembed.measure.corpus import Corpus
 from tokembed.measure.metrics import (
     Encode,

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tokembed._atomic import write_atomic
 from tokembed.embedding.memory import TableConfig
 from tokembed.errors import UsageError
+from tokembed.files.atomic import write_atomic
 from tokembed.measure import _html
 from tokembed.measure.corpus import JOIN_RULES, Corpus, CorpusRecord
 from tokembed.measure.curves import CurvePoint, compression_curve, plot_curve

@@ -23,8 +23,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tokembed._atomic import check_output, write_atomic
 from tokembed.errors import UsageError
+from tokembed.files.atomic import check_output, write_atomic
 from tokembed.measure.artifacts import split_encoding
 from tokembed.measure.corpus import Corpus, CorpusRecord, align, load_corpus
 from tokembed.measure.curves import CurvePoint, compression_curve

@@ -23,8 +23,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from tokembed._atomic import check_output, write_bytes_atomic
 from tokembed.errors import UsageError
+from tokembed.files.atomic import check_output, write_bytes_atomic
 
 __all__: list[str] = []
 

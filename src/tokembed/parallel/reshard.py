@@ -35,11 +35,11 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from tokembed._atomic import write_bytes_atomic
 from tokembed.embedding.addressed import check_address_hash
 from tokembed.embedding.lookup_checks import check_finite, check_pad_row
 from tokembed.embedding.lookup_config import LookupConfig
 from tokembed.errors import EmbeddingError, ParallelError, UsageError
+from tokembed.files.atomic import write_bytes_atomic
 from tokembed.parallel._collectives import ProcessGroup
 from tokembed.parallel.intervals import validate_cover
 

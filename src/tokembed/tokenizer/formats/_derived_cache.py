@@ -9,7 +9,7 @@ format, the count and the SHA-256 of the payload, then the merges as
 little-endian ``uint32`` triples. A file that does not check out (truncated,
 edited, another format) is ignored and rewritten; a folder that cannot be
 written only costs the derivation next time. Writes are atomic
-(``tokembed._atomic``), so concurrent processes never read half a file.
+(``tokembed.files.atomic``), so concurrent processes never read half a file.
 
 Example::
 
@@ -25,8 +25,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tokembed._atomic import write_bytes_atomic
 from tokembed.errors import TokembedError
+from tokembed.files.atomic import write_bytes_atomic
 
 __all__ = ["cache_folder", "cached_merges"]
 

@@ -1,6 +1,6 @@
 """Reading and atomically writing tokenizer files.
 
-Every writer goes through :func:`write_atomic` (from ``tokembed._atomic``): the
+Every writer goes through :func:`write_atomic` (from ``tokembed.files.atomic``): the
 bytes are written to a temporary file in the destination folder and renamed over
 the target, so a crash never leaves half a tokenizer behind, and a path that is
 one of the inputs is refused instead of overwritten.
@@ -16,10 +16,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tokembed._atomic import check_output as write_atomic_check
-from tokembed._atomic import write_atomic
-from tokembed._oserror import input_error
 from tokembed.errors import FormatError, UsageError
+from tokembed.files.atomic import check_output as write_atomic_check
+from tokembed.files.atomic import write_atomic
+from tokembed.files.os_errors import input_error
 
 __all__ = ["read_bytes", "read_json", "require_file", "write_atomic", "write_atomic_check"]
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tokembed._oserror import input_error
 from tokembed.errors import FormatError, UsageError
+from tokembed.files.os_errors import input_error
 from tokembed.tokenizer.formats._build import malformed
 from tokembed.tokenizer.formats._io import read_json, require_file
 from tokembed.tokenizer.formats.encodings import known_encodings, unknown_encoding

@@ -38,8 +38,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tokembed._atomic import write_files_atomic
 from tokembed.errors import FormatError, TokenizerError
+from tokembed.files.atomic import write_files_atomic
 from tokembed.tokenizer._native import load
 from tokembed.tokenizer.encode import DeferredTables
 from tokembed.tokenizer.formats._build import build_pretokenizer, malformed

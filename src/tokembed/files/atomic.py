@@ -13,7 +13,7 @@ whose process is gone (or that are older than a day, in case the pid was reused)
 Outputs are checked before anything is written: a path that is one of the command's
 inputs, a folder, or a device, FIFO or socket is refused, so bad arguments never destroy
 data. Every ``OSError`` while writing becomes a coded ``UsageError`` (see
-:func:`tokembed._oserror.output_error`). This module imports no torch.
+:func:`tokembed.files.os_errors.output_error`). This module imports no torch.
 
 Example::
 
@@ -31,8 +31,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from tokembed._oserror import output_error
 from tokembed.errors import UsageError
+from tokembed.files.os_errors import output_error
 
 __all__ = [
     "TEMP_PREFIX",

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from tokembed._atomic import (
+from tokembed.errors import UsageError
+from tokembed.files.atomic import (
     TEMP_PREFIX,
     check_output,
     remove_stale_temps,
     write_atomic,
     write_files_atomic,
 )
-from tokembed._oserror import input_error, output_error, read_file_bytes
-from tokembed.errors import UsageError
+from tokembed.files.os_errors import input_error, output_error, read_file_bytes
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
