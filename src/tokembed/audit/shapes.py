@@ -225,21 +225,6 @@ class ShapeLedger:
                 )  # fmt: skip
         return None
 
-    def require_same(self, other: ShapeLedger) -> None:
-        """Raise on the first disagreement of :meth:`compare`.
-
-        Raises:
-            AuditError LEDGER_MISMATCH: names the entry and the axis or shape.
-        """
-        diff = self.compare(other)
-        if diff is not None:
-            raise AuditError(
-                "LEDGER_MISMATCH",
-                f"the ledgers disagree first at {diff.detail}",
-                value=(diff.name, diff.kind),
-                fix="fix the stage named (axis order, axis name or size) before training",
-            )
-
     def format(self) -> str:
         """One line per entry: ``name  [dims]  [shape]``."""
         width = max((len(n) for n in self._entries), default=0)
