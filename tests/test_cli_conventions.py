@@ -16,9 +16,15 @@ from tokembed.cli import _build_parser, main
 
 # Subcommands that print results (all of them) and those that read text or ids.
 _PRINTS = (
-    "train", "encode", "decode", "export", "demo", "measure", "inspect", "report", "memory",
-    "ties", "checkpoint verify", "check",
+    "train", "encode", "decode", "export", "demo", "measure", "inspect", "report", "estimate",
+    "verify", "check", "memory", "ties", "checkpoint verify",
 )  # fmt: skip
+# The grammar: every listed command is a verb; earlier names stay as aliases of one.
+_VERBS = (
+    "train", "encode", "decode", "export", "demo", "measure", "inspect", "report", "estimate",
+    "verify", "check", "audit", "migrate", "explain",
+)  # fmt: skip
+_ALIASES = {"memory": "estimate", "ties": "verify", "checkpoint verify": "verify", "lab": "explain"}
 
 
 def _shell(command: str, cache: Path) -> subprocess.CompletedProcess[str]:
@@ -62,6 +68,36 @@ def test_every_subcommand_takes_quiet_and_json() -> None:
         assert {"--quiet", "--json"} <= flags, name
         if "-t" in flags:  # one meaning of -t everywhere, with --encoding beside it
             assert "--encoding" in flags, name
+
+
+def test_one_grammar_verbs_listed_and_earlier_names_kept_as_aliases() -> None:
+    parser = _build_parser()
+    (group,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    listed = [a.dest.split(" ")[0] for a in group._choices_actions]
+    assert listed == list(_VERBS)
+    subs = _subcommands()
+    for old, new in _ALIASES.items():
+        old_handler = subs[old].get_default("handler")
+        assert old_handler is subs[new].get_default("handler"), old
+
+
+def test_every_command_the_docs_show_still_parses() -> None:
+    subs = _subcommands()
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    shown = set()
+    for page in pages:
+        fenced = False
+        for line in page.read_text(encoding="utf-8").splitlines():
+            fenced ^= line.startswith("```")
+            words = line.removeprefix("$ ").split()
+            if not fenced or len(words) < 2 or words[0] != "tokembed":
+                continue
+            if not words[1].startswith("-"):
+                two = " ".join(words[1:3])
+                shown.add(two if two in subs else words[1])
+    assert sorted(shown - set(subs)) == []
+    # Every command the README showed before the grammar was settled still runs.
+    assert set(_ALIASES) <= set(subs)
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,5 +1,13 @@
 """Command-line interface: a thin layer over the library.
 
+One grammar: ``tokembed VERB [INPUT ...] [options]``. Every command is a verb that
+says what it does (train, encode, decode, export, inspect, measure, report, demo,
+estimate, verify, check, audit, migrate, explain); what it acts on comes as
+arguments: text and corpora as positional paths (``-`` for stdin), a tokenizer
+always as ``-t``, a model as a positional path, an output as ``-o``. Names from
+earlier releases stay accepted as aliases (``memory`` = ``estimate``, ``ties`` and
+``checkpoint verify`` = ``verify``, ``lab`` = ``explain``), so scripts keep working.
+
 Each subcommand parses its options, calls library functions and prints. A
 :class:`~tokembed.errors.TokembedError` becomes one line on stderr and exit code
 1 (bad data) or 2 (usage); argparse mistakes also print one line and exit 2.
@@ -29,7 +37,9 @@ def _build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="tokembed", description=__doc__.splitlines()[0])
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.add_argument("--version", action="version", version=f"tokembed {_version()}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    sub = parser.add_subparsers(
+        dest="command", required=True, parser_class=OneLineParser, metavar="COMMAND"
+    )
     for area in _AREAS:
         area.register(sub)
     return parser
@@ -51,8 +61,9 @@ def _closed_pipe() -> int:
     return _SIGPIPE_EXIT
 
 
-# Each area of the command line is one module with a `register(sub)` function.
-_AREAS = (_memory, _tokenizer, _measure, _checkpoint, _migrate, _lab, _check, _audit)
+# Each area of the command line is one module with a `register(sub)` function; the order is
+# the order of `tokembed --help`: text and tokenizers first, then models, then the lab.
+_AREAS = (_tokenizer, _measure, _memory, _checkpoint, _check, _audit, _migrate, _lab)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""Subcommand `lab`: the failure-lab scenarios, their guard codes and coverage."""
+"""Subcommand `explain` (alias `lab`): the failure-lab scenarios, their guard codes and coverage."""
 
 from __future__ import annotations
 
@@ -24,8 +24,9 @@ def _group(text: str) -> int:
 
 def _add_lab(sub: argparse._SubParsersAction[Any]) -> None:
     p = sub.add_parser(
-        "lab",
-        help="the failure-lab scenarios with their guard codes and coverage",
+        "explain",
+        aliases=["lab"],
+        help="explain the failure-lab scenarios: their guard codes and coverage",
         description="Every failure-lab scenario (id, guard code, status, title), then how many "
         "are guarded and tested per group and in total. A scenario is guarded when its code "
         "is registered and tested when tests that trigger it are recorded.",

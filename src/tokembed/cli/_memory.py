@@ -1,4 +1,4 @@
-"""Subcommand `memory`: parameters and bytes of vocabulary tables."""
+"""Subcommand `estimate` (alias `memory`): parameters and bytes of vocabulary tables."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ __all__ = ["register"]
 
 def _add_memory(sub: argparse._SubParsersAction[Any]) -> None:
     p = sub.add_parser(
-        "memory",
-        help="parameters and bytes of a model's vocabulary tables",
+        "estimate",
+        aliases=["memory"],
+        help="estimate the parameters and bytes of a model's vocabulary tables",
         description="Parameters, bytes, per-rank share and training state of the input/output "
         "vocabulary tables described by an HF config.json.",
     )
