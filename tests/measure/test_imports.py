@@ -10,7 +10,6 @@ _MODULES = [
     "tokembed.embedding.memory",
     "tokembed.measure",
     "tokembed.measure.artifacts",
-    "tokembed.measure.conllu",
     "tokembed.measure.corpus",
     "tokembed.measure.curves",
     "tokembed.measure.demo",
@@ -18,9 +17,12 @@ _MODULES = [
     "tokembed.measure.partition",
     "tokembed.measure.report",
     "tokembed.measure.session",
-    "tokembed.measure.sources",
     "tokembed.measure.tables",
     "tokembed.measure.vocab_sizes",
+    "tokembed.text",
+    "tokembed.text.conllu",
+    "tokembed.text.ranges",
+    "tokembed.text.sources",
 ]
 
 

@@ -22,8 +22,8 @@ from tokembed.measure.report import (
     write_demo_report,
     write_report,
 )
-from tokembed.measure.sources import SourceText
 from tokembed.measure.tables import memory_rows
+from tokembed.text.sources import SourceText
 
 SAMPLES = ['Привет, <b>мир</b> & "друзья" 🚀', "Attention is all you need."]
 

@@ -93,7 +93,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from tokembed.measure.demo import DemoConfig, run_demo
-    from tokembed.measure.sources import DEFAULT_CORPUS_BYTES, default_corpus, read_texts
+    from tokembed.text.sources import DEFAULT_CORPUS_BYTES, default_corpus, read_texts
     from tokembed.tokenizer.formats import save_tokenizer
 
     _check_demo_outputs(args)

@@ -1,21 +1,19 @@
-"""Measuring tokenizers: text input, corpora, partitions, metrics, curves, vocabulary sizes, reports.
+"""Measuring tokenizers: corpora, partitions, metrics, curves, vocabulary sizes, reports.
 
-Modules, by concept: ``sources`` (the one reader of text files, folders, globs, gzip
-and stdin), ``corpus`` / ``conllu`` (named texts and their SHA-256 records),
-``partition`` (document-level train/eval rules, the demo's file holdout among them),
-``metrics`` (bytes/token, fertility, retention, premiums: the one measurement),
-``curves`` (metrics at many merge counts), ``vocab_sizes`` / ``artifacts`` (|I|, R, V
-of files on disk), ``tables`` and ``report`` (text and HTML output), ``session``
-(what ``tokembed measure`` runs) and ``demo``.
+Modules, by concept: ``corpus`` (named texts and their SHA-256 records, read through
+:mod:`tokembed.text`), ``partition`` (document-level train/eval rules, the demo's file
+holdout among them), ``metrics`` (bytes/token, fertility, retention, premiums: the one
+measurement), ``curves`` (metrics at many merge counts), ``vocab_sizes`` / ``artifacts``
+(|I|, R, V of files on disk), ``tables`` and ``report`` (text and HTML output),
+``session`` (what ``tokembed measure`` runs) and ``demo``.
 
 Nothing here imports torch; matplotlib is imported only when a plot is drawn. The
-names below are imported from their modules on first use, so reading text through
-:mod:`tokembed.measure.sources` does not load numpy or the report.
+names below are imported from their modules on first use.
 
 Example::
 
     >>> from tokembed.measure import load_corpus, partition  # doctest: +SKIP
-    >>> split = partition(load_corpus("ru_pud-ud-test.conllu"), rule="lecture")  # doctest: +SKIP
+    >>> split = partition(load_corpus("ru_pud-ud-test.conllu"), rule="sha256-mod5")  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -72,14 +70,6 @@ if TYPE_CHECKING:
         load_tokenizers,
         run_measure,
     )
-    from tokembed.measure.sources import (
-        FileRecord,
-        SourceText,
-        default_corpus,
-        expand_paths,
-        read_source,
-        read_texts,
-    )
     from tokembed.measure.vocab_sizes import (
         VocabSizes,
         vocab_sizes,
@@ -94,12 +84,6 @@ _SOURCES: dict[str, str] = {
     "load_corpus": "corpus",
     "documents_corpus": "corpus",
     "text_corpus": "corpus",
-    "SourceText": "sources",
-    "FileRecord": "sources",
-    "read_texts": "sources",
-    "read_source": "sources",
-    "expand_paths": "sources",
-    "default_corpus": "sources",
     "Measurement": "metrics",
     "WordDefinition": "metrics",
     "compare": "metrics",
@@ -136,13 +120,11 @@ __all__ = [
     "CurvePoint",
     "DemoConfig",
     "DemoResult",
-    "FileRecord",
     "MeasureResult",
     "Measurement",
     "Partition",
     "PartitionRule",
     "ReportData",
-    "SourceText",
     "VocabSizes",
     "WordDefinition",
     "align",
@@ -150,9 +132,7 @@ __all__ = [
     "compare",
     "compression_curve",
     "curve_csv",
-    "default_corpus",
     "documents_corpus",
-    "expand_paths",
     "inspect_paths",
     "load_corpora",
     "load_corpus",
@@ -161,8 +141,6 @@ __all__ = [
     "partition",
     "partition_parallel",
     "plot_curve",
-    "read_source",
-    "read_texts",
     "render_html",
     "run_demo",
     "run_measure",

@@ -1,7 +1,7 @@
 """The demo job: train a tokenizer on a corpus, hold whole files out, measure bytes per token.
 
 This is the library side of ``tokembed demo`` (and ``make demo``): it takes
-already-read :class:`~tokembed.measure.sources.SourceText` files, makes them one
+already-read :class:`~tokembed.text.sources.SourceText` files, makes them one
 corpus with a document per file, splits it with the ``holdout<F>`` partition rule
 (:mod:`.partition`), trains with :func:`tokembed.tokenizer.train.train` on the
 training side, and measures both sides with :func:`~tokembed.measure.metrics.compare`,
@@ -26,7 +26,7 @@ from tokembed.errors import UsageError
 from tokembed.measure.corpus import Corpus, documents_corpus
 from tokembed.measure.metrics import Measurement, compare
 from tokembed.measure.partition import Partition, PartitionRule, partition
-from tokembed.measure.sources import SourceText
+from tokembed.text.sources import SourceText
 from tokembed.tokenizer.tokenizer import Tokenizer
 from tokembed.tokenizer.train import TrainConfig, train
 
