@@ -7,13 +7,14 @@ import sys
 
 _MODULES = [
     "tokembed._hf_config",
-    "tokembed.embedding.memory",
     "tokembed.measure",
     "tokembed.measure.artifacts",
     "tokembed.measure.corpus",
     "tokembed.measure.curves",
     "tokembed.measure.demo",
+    "tokembed.measure.memory",
     "tokembed.measure.metrics",
+    "tokembed.measure.payloads",
     "tokembed.measure.partition",
     "tokembed.measure.report",
     "tokembed.measure.session",

@@ -4,8 +4,10 @@ Modules, by concept: ``corpus`` (named texts and their SHA-256 records, read thr
 :mod:`tokembed.text`), ``partition`` (document-level train/eval rules, the demo's file
 holdout among them), ``metrics`` (bytes/token, fertility, retention, premiums: the one
 measurement), ``curves`` (metrics at many merge counts), ``vocab_sizes`` / ``artifacts``
-(|I|, R, V of files on disk), ``tables`` and ``report`` (text and HTML output),
-``session`` (what ``tokembed measure`` runs) and ``demo``.
+(|I|, R, V of files on disk), ``memory`` / ``payloads`` (parameters and bytes of the
+embedding tables, payloads and MACs of lookups: the torch-free calculators behind
+``tokembed memory``), ``tables`` and ``report`` (text and HTML output), ``session``
+(what ``tokembed measure`` runs) and ``demo``.
 
 Nothing here imports torch; matplotlib is imported only when a plot is drawn. The
 names below are imported from their modules on first use.
@@ -45,6 +47,14 @@ if TYPE_CHECKING:
         DemoResult,
         run_demo,
     )
+    from tokembed.measure.memory import (
+        MemoryReport,
+        TableConfig,
+        load_table_config,
+        memory_report,
+        table_parameters,
+        training_state_bytes,
+    )
     from tokembed.measure.metrics import (
         Measurement,
         WordDefinition,
@@ -57,6 +67,12 @@ if TYPE_CHECKING:
         PartitionRule,
         partition,
         partition_parallel,
+    )
+    from tokembed.measure.payloads import (
+        classifier_macs,
+        gradient_payload,
+        lookup_payload,
+        projector_cost,
     )
     from tokembed.measure.report import (
         ReportData,
@@ -84,6 +100,16 @@ _SOURCES: dict[str, str] = {
     "load_corpus": "corpus",
     "documents_corpus": "corpus",
     "text_corpus": "corpus",
+    "MemoryReport": "memory",
+    "TableConfig": "memory",
+    "load_table_config": "memory",
+    "memory_report": "memory",
+    "table_parameters": "memory",
+    "training_state_bytes": "memory",
+    "classifier_macs": "payloads",
+    "gradient_payload": "payloads",
+    "lookup_payload": "payloads",
+    "projector_cost": "payloads",
     "Measurement": "metrics",
     "WordDefinition": "metrics",
     "compare": "metrics",
@@ -122,30 +148,40 @@ __all__ = [
     "DemoResult",
     "MeasureResult",
     "Measurement",
+    "MemoryReport",
     "Partition",
     "PartitionRule",
     "ReportData",
+    "TableConfig",
     "VocabSizes",
     "WordDefinition",
     "align",
     "build_report",
+    "classifier_macs",
     "compare",
     "compression_curve",
     "curve_csv",
     "documents_corpus",
+    "gradient_payload",
     "inspect_paths",
     "load_corpora",
     "load_corpus",
+    "load_table_config",
     "load_tokenizers",
+    "lookup_payload",
     "measure",
+    "memory_report",
     "partition",
     "partition_parallel",
     "plot_curve",
+    "projector_cost",
     "render_html",
     "run_demo",
     "run_measure",
+    "table_parameters",
     "text_corpus",
     "token_premium",
+    "training_state_bytes",
     "vocab_sizes",
     "vocab_sizes_of",
     "write_report",
