@@ -35,8 +35,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _env import load_line, machine_line
-from tokembed.measure.ranges import TextFiles
-from tokembed.measure.sources import read_source
+from tokembed.text.ranges import TextFiles
+from tokembed.text.sources import read_source
 from tokembed.tokenizer._count import count_chunks
 from tokembed.tokenizer._dask_count import RANGE_BYTES, _count_range, count_with_client
 from tokembed.tokenizer.chunks import ChunkTable

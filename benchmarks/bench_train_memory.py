@@ -64,7 +64,7 @@ def _tag(r: int) -> str:
 
 
 def _base_blocks() -> list[str]:
-    from tokembed.measure.sources import iter_text_blocks
+    from tokembed.text.sources import iter_text_blocks
 
     return [b.text for b in iter_text_blocks([RUSLIT], block_chars=1 << 21)]
 

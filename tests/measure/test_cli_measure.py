@@ -244,3 +244,11 @@ def test_latin1_corpus_is_input_not_utf8_for_every_command(tmp_path: Path) -> No
         assert proc.returncode == 1, (argv, proc.stderr)
         assert proc.stderr.startswith("tokembed: INPUT_NOT_UTF8: "), proc.stderr
         assert "offset 3" in proc.stderr
+
+
+def test_partition_help_names_the_rules_not_an_alias(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["measure", "--help"])
+    out = capsys.readouterr().out
+    assert "sha256-mod<K>" in out
+    assert "lecture" not in out

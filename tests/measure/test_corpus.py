@@ -1,4 +1,4 @@
-"""Corpora and records: CoNLL-U parsing, document rules, golden PUD counts, hashes, alignment."""
+"""Corpora and records: document rules, golden PUD counts, hashes, alignment."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from _measure_data import pud
 
 from conftest import PUD_LANGS, data_path, pud_file, pud_text
 from tokembed.errors import MeasureError, UsageError
-from tokembed.measure.conllu import parse_conllu, resolve_doc_rule
 from tokembed.measure.corpus import align, load_corpus, text_corpus
 
 _BLOCK = "# sent_id = {sid}\n# text = {text}\n1\tx\tx\tX\t_\t_\t0\troot\t_\t_\n\n"
@@ -57,39 +56,6 @@ def test_newdoc_rule_follows_the_file_and_shows_why_pud_needs_prefixes() -> None
     assert ru.documents == 397
     assert ko.documents == 1  # no newdoc lines: the whole file is one document
     assert zh.documents == 397  # repeated per sentence, but with the same ids
-
-
-def test_parse_keeps_text_exactly_and_ids() -> None:
-    text = (
-        "# newdoc id = d1\n"
-        + _BLOCK.format(sid="s1", text=" two  spaces ")
-        + _BLOCK.format(sid="s2", text="x")
-    )
-    sents = parse_conllu(text, source="t.conllu", doc_rule="newdoc")
-    assert [(s.doc_id, s.sent_id, s.text) for s in sents] == [
-        ("d1", "s1", " two  spaces "),
-        ("d1", "s2", "x"),
-    ]
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "# text = no id\n1\tx\n\n",
-        "# sent_id = a\n1\tx\n\n",
-        "# sent_id = a\n# text = one\n# text = two\n\n",
-    ],
-)
-def test_malformed_conllu(text: str) -> None:
-    with pytest.raises(MeasureError) as e:
-        parse_conllu(text, source="bad.conllu", doc_rule="newdoc")
-    assert e.value.code == "MALFORMED_CONLLU"
-
-
-def test_unknown_doc_rule() -> None:
-    with pytest.raises(UsageError) as e:
-        resolve_doc_rule("sent-prefix:x", Path("a.conllu"))
-    assert e.value.code == "INVALID_ARGUMENT"
 
 
 def test_plain_text_and_gzip_are_verbatim(tmp_path: Path) -> None:

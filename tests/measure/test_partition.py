@@ -9,7 +9,7 @@ from _measure_data import lecture_split, pud
 
 from tokembed.errors import MeasureError
 from tokembed.measure.corpus import documents_corpus, text_corpus
-from tokembed.measure.partition import PartitionRule, partition, partition_parallel
+from tokembed.measure.partition import ALIASES, PartitionRule, partition, partition_parallel
 
 
 def test_lecture_partition_golden_numbers() -> None:
@@ -57,6 +57,8 @@ def test_unknown_rules(spec: str) -> None:
     with pytest.raises(MeasureError) as e:
         PartitionRule.parse(spec)
     assert e.value.code == "INVALID_PARTITION"
+    assert "sha256-mod<K>" in e.value.fix
+    assert not any(alias in e.value.fix for alias in ALIASES)  # aliases are not advertised
 
 
 def test_a_single_document_cannot_be_partitioned() -> None:

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from _measure_data import lecture_split, loaded, ru_tokenizer, tokenizer_path
 
-from tokembed.embedding.memory import load_table_config, table_parameters
 from tokembed.errors import UsageError
 from tokembed.measure.artifacts import inspect_paths
 from tokembed.measure.demo import DemoConfig, run_demo
+from tokembed.measure.memory import load_table_config, table_parameters
 from tokembed.measure.report import (
     LLAMA_31_8B,
     ReportData,
@@ -22,8 +22,8 @@ from tokembed.measure.report import (
     write_demo_report,
     write_report,
 )
-from tokembed.measure.sources import SourceText
 from tokembed.measure.tables import memory_rows
+from tokembed.text.sources import SourceText
 
 SAMPLES = ['Привет, <b>мир</b> & "друзья" 🚀', "Attention is all you need."]
 

@@ -193,7 +193,7 @@ def test_only_single_preset_stages_use_the_compiled_counter() -> None:
 @pytest.mark.parametrize("preset", PRESETS)
 def test_streamed_blocks_count_like_whole_files(preset: str, tmp_path: Path) -> None:
     """Files read as blocks (cut where no preset's pieces change) count like whole files."""
-    from tokembed.measure.sources import iter_text_blocks
+    from tokembed.text.sources import iter_text_blocks
 
     compiled_count()
     whole = []
@@ -210,7 +210,7 @@ def test_streamed_blocks_count_like_whole_files(preset: str, tmp_path: Path) -> 
 @pytest.mark.slow
 def test_streamed_ruslit_counts_like_the_whole_text(ruslit_text: str) -> None:
     from conftest import data_path
-    from tokembed.measure.sources import iter_text_blocks
+    from tokembed.text.sources import iter_text_blocks
 
     compiled_count()
     path = data_path("ruslit", "ruslit40.txt.gz")

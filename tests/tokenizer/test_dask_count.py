@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from conftest import PUD_LANGS, pud_text
 from tokembed.cli import main
 from tokembed.errors import MeasureError, TokenizerError, UsageError
-from tokembed.measure.ranges import TextFiles, split_ranges
+from tokembed.text.ranges import TextFiles, split_ranges
 from tokembed.tokenizer import Pretokenizer, TrainConfig, train
 from tokembed.tokenizer._count import count_chunks
 from tokembed.tokenizer._dask_count import (

@@ -182,14 +182,14 @@ def load_tokenizers(specs: Sequence[str], encoding: str | None = None) -> dict[s
 
 def read_stdin_text() -> str:
     """All of stdin as UTF-8 text (errors name the offset, as for files)."""
-    from tokembed.measure.sources import read_texts
+    from tokembed.text.sources import read_texts
 
     return read_texts(["-"])[0].text
 
 
 def input_files(corpus: Sequence[str]) -> list[str]:
     """The files a corpus argument list names (folders and globs expanded): never overwrite them."""
-    from tokembed.measure.sources import expand_paths
+    from tokembed.text.sources import expand_paths
 
     return [p for p in expand_paths(corpus) if p != "-"]
 

@@ -93,7 +93,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from tokembed.measure.demo import DemoConfig, run_demo
-    from tokembed.measure.sources import DEFAULT_CORPUS_BYTES, default_corpus, read_texts
+    from tokembed.text.sources import DEFAULT_CORPUS_BYTES, default_corpus, read_texts
     from tokembed.tokenizer.formats import save_tokenizer
 
     _check_demo_outputs(args)
@@ -196,7 +196,7 @@ def _add_corpus_options(p: argparse.ArgumentParser, *, need_tokenizer: bool) -> 
         "--partition",
         type=_partition_rule,
         metavar="RULE",
-        help="document split: lecture, sha256-mod<K>, every<K>, holdout<F>",
+        help="document split: sha256-mod<K> (e.g. sha256-mod5), every<K>, holdout<F>",
     )
     p.add_argument(
         "--curve", type=_merge_counts, metavar="N1,N2,...", help="merge counts of the first -t"

@@ -29,7 +29,7 @@ def _add_memory(sub: argparse._SubParsersAction[Any]) -> None:
 def _run_memory(args: argparse.Namespace) -> int:
     import json
 
-    from tokembed.embedding.memory import format_memory_report, load_table_config, memory_report
+    from tokembed.measure.memory import format_memory_report, load_table_config, memory_report
 
     report = memory_report(load_table_config(args.config), tp=args.tp, dtype=args.dtype)
     print(json.dumps(report.to_dict(), indent=2) if args.json else format_memory_report(report))

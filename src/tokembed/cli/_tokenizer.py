@@ -24,8 +24,8 @@ from tokembed.cli._common import (
 from tokembed.errors import TokembedError
 
 if TYPE_CHECKING:
-    from tokembed.measure.ranges import TextFiles
-    from tokembed.measure.sources import TextBlock
+    from tokembed.text.ranges import TextFiles
+    from tokembed.text.sources import TextBlock
 
 __all__ = ["register"]
 
@@ -118,7 +118,7 @@ def _training_texts(
     presets are known to split a block boundary like the text around it).
     """
     from tokembed.measure.corpus import load_corpus
-    from tokembed.measure.sources import TEXT_BLOCK_CHARS, expand_paths, iter_text_blocks
+    from tokembed.text.sources import TEXT_BLOCK_CHARS, expand_paths, iter_text_blocks
 
     names = expand_paths(corpus)
 
@@ -151,8 +151,8 @@ def _cluster_files(corpus: list[str], *, raw: bool) -> tuple[list[str], TextFile
     """
     import os
 
-    from tokembed.measure.ranges import TextFiles
-    from tokembed.measure.sources import expand_paths
+    from tokembed.text.ranges import TextFiles
+    from tokembed.text.sources import expand_paths
 
     names = expand_paths(corpus)
     if "-" in names or (not raw and any(n.endswith((".conllu", ".conllu.gz")) for n in names)):

@@ -1,7 +1,7 @@
 """Named corpora and their records: which files, which rule, which exact text was measured.
 
 A :class:`Corpus` is an ordered tuple of sentences, each with a document id and a
-sentence id, plus the files it came from (read by :mod:`.sources`: files, folders,
+sentence id, plus the files it came from (read by :mod:`tokembed.text.sources`: files, folders,
 globs, ``-``, gzip recognised by content). Two formats exist:
 
 * CoNLL-U (``.conllu``, ``.conllu.gz``): sentences are the ``# text`` lines; the
@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 from tokembed.errors import MeasureError, UsageError
-from tokembed.measure.conllu import Sentence, parse_conllu, resolve_doc_rule
-from tokembed.measure.sources import (
+from tokembed.text.conllu import Sentence, conllu_sentences, is_conllu
+from tokembed.text.sources import (
     MAX_DECOMPRESSED_BYTES,
     STDIN,
     FileRecord,
@@ -193,10 +193,6 @@ def _label(source: str) -> str:
     return name
 
 
-def _is_conllu(name: str) -> bool:
-    return name.endswith((".conllu", ".conllu.gz"))
-
-
 def documents_corpus(
     name: str, documents: Sequence[tuple[str, str]], *, files: tuple[FileRecord, ...] = ()
 ) -> Corpus:
@@ -238,7 +234,7 @@ def load_corpus(
 ) -> Corpus:
     """Read a CoNLL-U or plain-text corpus from a file, folder, glob or ``"-"``.
 
-    Files are read by :func:`~tokembed.measure.sources.read_source` (gzip by content).
+    Files are read by :func:`~tokembed.text.sources.read_source` (gzip by content).
     CoNLL-U is recognised by name (``.conllu``, ``.conllu.gz``); everything else is
     plain text, one document per file (see module docstring). A folder or glob gives
     one corpus of all its files; it may not mix CoNLL-U and plain text.
@@ -255,7 +251,7 @@ def load_corpus(
     ]
     records = tuple(s.record for s in sources if s.record is not None)
     label = name or _label(source)
-    kinds = {_is_conllu(s.name) for s in sources}
+    kinds = {is_conllu(s.name) for s in sources}
     if kinds == {True, False}:
         raise UsageError(
             "INVALID_ARGUMENT",
@@ -267,10 +263,9 @@ def load_corpus(
         sentences: list[Sentence] = []
         rules = []
         for s in sources:
-            rule = resolve_doc_rule(doc_rule, Path(s.name))
+            rule, file_sentences = conllu_sentences(s, doc_rule=doc_rule)
             rules.append(rule)
-            text = s.text.removeprefix("\ufeff")
-            sentences += parse_conllu(text, source=s.name, doc_rule=rule)
+            sentences += file_sentences
         corpus = Corpus(
             name=label,
             sentences=tuple(sentences),

@@ -38,8 +38,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from tokembed.errors import UsageError
 from tokembed.files.atomic import write_bytes_atomic
 from tokembed.measure.corpus import Corpus
@@ -52,6 +50,8 @@ from tokembed.measure.metrics import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from tokembed.tokenizer import BPETables, Tokenizer
 
 __all__ = [
@@ -121,6 +121,10 @@ def _options(
 
 def _rank_histogram(tables: BPETables, ids: Sequence[int], n_merges: int) -> np.ndarray:
     """hist[k] = how many times merge k was applied while encoding to ``ids``."""
+    # NumPy is imported where a curve is computed, so that importing tokembed.measure (for
+    # `tokembed memory`, say) does not pay for it.
+    import numpy as np
+
     size = max(tables.id_range, 1)
     # asarray of a list is C-speed; fromiter over a Python iterator is ~10x slower (7M ids).
     counts = np.bincount(np.asarray(ids, dtype=np.int64), minlength=size).tolist()
@@ -150,6 +154,8 @@ def _id_ranges(tables: BPETables, counts: list[int]) -> dict[int, int]:
 
 
 def _tokens_at(total_bytes: int, hist: np.ndarray, counts: list[int]) -> list[int]:
+    import numpy as np
+
     applied = np.concatenate([[0], np.cumsum(hist)])
     return [total_bytes - int(applied[n]) for n in counts]
 
@@ -176,6 +182,8 @@ def _fast_points(
     words: WordDefinition,
     name: str,
 ) -> list[CurvePoint]:
+    import numpy as np
+
     corpus.require_text()
     top = tok.truncated(counts[-1])
     tables, encode = top.tables, top.encode_ordinary

@@ -1,7 +1,7 @@
 """The demo job: train a tokenizer on a corpus, hold whole files out, measure bytes per token.
 
 This is the library side of ``tokembed demo`` (and ``make demo``): it takes
-already-read :class:`~tokembed.measure.sources.SourceText` files, makes them one
+already-read :class:`~tokembed.text.sources.SourceText` files, makes them one
 corpus with a document per file, splits it with the ``holdout<F>`` partition rule
 (:mod:`.partition`), trains with :func:`tokembed.tokenizer.train.train` on the
 training side, and measures both sides with :func:`~tokembed.measure.metrics.compare`,
@@ -21,14 +21,17 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from tokembed.errors import UsageError
 from tokembed.measure.corpus import Corpus, documents_corpus
 from tokembed.measure.metrics import Measurement, compare
 from tokembed.measure.partition import Partition, PartitionRule, partition
-from tokembed.measure.sources import SourceText
-from tokembed.tokenizer.tokenizer import Tokenizer
-from tokembed.tokenizer.train import TrainConfig, train
+from tokembed.text.sources import SourceText
+
+if TYPE_CHECKING:
+    from tokembed.tokenizer.tokenizer import Tokenizer
+    from tokembed.tokenizer.train import TrainConfig
 
 __all__ = ["DemoConfig", "DemoResult", "demo_corpus", "run_demo"]
 
@@ -67,6 +70,9 @@ class DemoConfig:
     @cached_property
     def train_config(self) -> TrainConfig:
         """The training half of these options."""
+        # The tokenizer is imported when a demo is configured, not with tokembed.measure.
+        from tokembed.tokenizer.train import TrainConfig
+
         return TrainConfig(
             merges=self.merges, pattern=self.pattern, workers=self.workers, progress=self.progress
         )
@@ -120,6 +126,8 @@ def run_demo(sources: Sequence[SourceText], *, config: DemoConfig) -> DemoResult
         MeasureError(INVALID_PARTITION): there are no files.
         MeasureError(EMPTY_WORD_DEFINITION): a side has no letter or digit.
     """
+    from tokembed.tokenizer.train import train
+
     parts = partition(demo_corpus(sources), rule=config.rule)
     start = time.perf_counter()
     tok = train((text for _, text in parts.train.raw), config=config.train_config)

@@ -27,12 +27,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tokembed.embedding.memory import TableConfig
 from tokembed.errors import UsageError
 from tokembed.files.atomic import write_atomic
 from tokembed.measure import _html
 from tokembed.measure.corpus import JOIN_RULES, Corpus, CorpusRecord
 from tokembed.measure.curves import CurvePoint, compression_curve, plot_curve
+from tokembed.measure.memory import TableConfig
 from tokembed.measure.metrics import Measurement, WordDefinition, compare
 from tokembed.measure.session import premiums_by_side
 from tokembed.measure.tables import (

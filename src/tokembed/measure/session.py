@@ -178,8 +178,8 @@ def save_texts(
 ) -> list[Path]:
     """Write each corpus's exact measured text to ``directory/<label>.txt`` (``/`` → ``.``).
 
-    With ``--partition lecture`` this gives ``ru.train.txt``, the training side of PUD's
-    teaching split.
+    With ``--partition sha256-mod5`` on PUD this gives ``ru.train.txt``, the training side
+    of its 833/167-sentence split.
 
     Raises:
         UsageError(OUTPUT_EXISTS): a file to write is one of ``inputs`` (checked before any write).

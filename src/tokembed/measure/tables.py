@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from tokembed.embedding.memory import GIB, TableConfig, table_parameters
 from tokembed.measure.corpus import CorpusRecord
 from tokembed.measure.curves import CurvePoint
+from tokembed.measure.memory import GIB, TableConfig, table_parameters
 from tokembed.measure.metrics import Measurement
 from tokembed.measure.vocab_sizes import VocabSizes
 
@@ -202,7 +202,7 @@ def _gib(n: int) -> str:
 def memory_rows(entries: Sequence[MemoryRow]) -> Rows:
     """Parameters and GiB of each model's tables, tied (one table) and untied (two).
 
-    Sizes come from :func:`tokembed.embedding.memory.table_parameters`, the calculator
+    Sizes come from :func:`tokembed.measure.memory.table_parameters`, the calculator
     ``tokembed memory`` uses; "tied in config" is what the model actually does.
     """
     headers = ["model / tokenizer", "address", "V", "d", "d from", "tied in config"]

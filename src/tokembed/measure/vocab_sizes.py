@@ -12,7 +12,7 @@ For a tokenizer with ordinary (mergeable) ids and named special tokens:
 
 ``V`` and the model's width come from its HF ``config.json``
 (:func:`tokembed._hf_config.read_model_config`); the table sizes they imply are
-computed by :mod:`tokembed.embedding.memory`, the one calculator.
+computed by :mod:`tokembed.measure.memory`, the one calculator.
 
 Example::
 

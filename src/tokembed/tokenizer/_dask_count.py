@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import regex
 
 from tokembed.errors import TokenizerError
-from tokembed.measure.ranges import ByteRange, TextFiles, read_range
+from tokembed.text.ranges import ByteRange, TextFiles, read_range
 from tokembed.tokenizer._count import count_chunks
 from tokembed.tokenizer._dialect import Engine
 from tokembed.tokenizer._utf8 import utf8

@@ -133,7 +133,7 @@ def test_formats_import_no_optional_peer() -> None:
     import sys
 
     code = (
-        "import sys, tokembed.tokenizer.formats, tokembed.measure.sources, tokembed.cli;"
+        "import sys, tokembed.tokenizer.formats, tokembed.text.sources, tokembed.cli;"
         "print(sorted(m for m in ('tiktoken', 'tokenizers', 'torch') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

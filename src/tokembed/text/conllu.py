@@ -14,7 +14,9 @@ with the corpus:
   sentence in Arabic and Chinese, absent in Indonesian, Korean and Thai);
 * ``"auto"`` — ``sent-prefix:6`` for a PUD file (``*_pud-*``), else ``newdoc``.
 
-This module parses text only; :mod:`.corpus` reads files, joins and hashes.
+:func:`is_conllu` tells a CoNLL-U file by its name (``.conllu``, ``.conllu.gz``; whether it
+is compressed is read from its content, see :mod:`.sources`); :func:`conllu_sentences` gives the
+sentences of such a file once read. Nothing here reads files, joins texts or hashes them.
 
 Example::
 
@@ -32,8 +34,9 @@ from pathlib import Path
 import regex
 
 from tokembed.errors import MeasureError, UsageError
+from tokembed.text.sources import SourceText
 
-__all__ = ["Sentence", "parse_conllu", "resolve_doc_rule"]
+__all__ = ["Sentence", "conllu_sentences", "is_conllu", "parse_conllu", "resolve_doc_rule"]
 
 _NEWDOC = regex.compile(r"#\s*newdoc(?:\s+id\s*=\s*(.*))?")
 _SENT_ID = regex.compile(r"#\s*sent_id\s*=\s*(.*)")
@@ -123,3 +126,29 @@ def parse_conllu(text: str, *, source: str, doc_rule: str) -> list[Sentence]:
             sent_text = m.group(1)
     finish()
     return out
+
+
+def is_conllu(name: str) -> bool:
+    """Whether the file ``name`` is read as CoNLL-U: it ends in ``.conllu`` or ``.conllu.gz``."""
+    return name.endswith((".conllu", ".conllu.gz"))
+
+
+def conllu_sentences(source: SourceText, *, doc_rule: str = "auto") -> tuple[str, list[Sentence]]:
+    """The concrete document rule for ``source`` and its sentences under it.
+
+    A byte-order mark before the first line is dropped.
+
+    Example::
+
+        >>> from tokembed.text.sources import read_source
+        >>> rule, sents = conllu_sentences(read_source("ru_pud-ud-test.conllu"))  # doctest: +SKIP
+        >>> rule, len(sents)  # doctest: +SKIP
+        ('sent-prefix:6', 1000)
+
+    Raises:
+        UsageError(INVALID_ARGUMENT): an unknown ``doc_rule`` (see :func:`resolve_doc_rule`).
+        MeasureError(MALFORMED_CONLLU): see :func:`parse_conllu`.
+    """
+    rule = resolve_doc_rule(doc_rule, Path(source.name))
+    text = source.text.removeprefix("\ufeff")
+    return rule, parse_conllu(text, source=source.name, doc_rule=rule)

@@ -20,13 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tokembed.embedding.memory import GIB, KIB, MIB, TableConfig, check_positive, dtype_bytes
 from tokembed.errors import UsageError
+from tokembed.measure.memory import TableConfig, check_positive, dtype_bytes
 
 __all__ = [
-    "GIB",
-    "KIB",
-    "MIB",
     "GradientPayload",
     "LookupPayload",
     "ProjectorCost",

@@ -3,7 +3,7 @@
 :func:`split_ranges` cuts files just after line feeds near a target size; each
 :class:`ByteRange` is then read on its own with :func:`read_range` (with an optional
 look-ahead past its end, for a scanner that must see where the next text starts), and
-the parts concatenated in order give exactly the text :func:`~tokembed.measure.sources.read_source`
+the parts concatenated in order give exactly the text :func:`~tokembed.text.sources.read_source`
 reads from the whole file. A gzip file cannot be entered in the middle and stays one
 range; standard input cannot be split. :class:`TextFiles` names the files of a corpus
 without reading them, for a counter that sends them to workers.
@@ -16,16 +16,16 @@ Example::
 
 from __future__ import annotations
 
-import codecs
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from tokembed.errors import MeasureError, UsageError
-from tokembed.measure.sources import (
+from tokembed.errors import UsageError
+from tokembed.text.sources import (
     _GZIP_MAGIC,
     STDIN,
+    _decode,
     _not_found,
     _unreadable,
     read_source,
@@ -136,21 +136,6 @@ def split_ranges(paths: Iterable[str | Path], *, target_bytes: int) -> list[Byte
     return ranges
 
 
-def _decode_at(name: str, data: bytes, offset: int, *, partial: bool = False) -> str:
-    try:
-        if partial:
-            return codecs.getincrementaldecoder("utf-8")().decode(data, final=False)
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        at = offset + exc.start
-        raise MeasureError(
-            "INPUT_NOT_UTF8",
-            f"{name} is not UTF-8: byte 0x{data[exc.start]:02x} at offset {at}",
-            value=(name, at),
-            fix="convert the file to UTF-8 (e.g. iconv -t UTF-8) or leave it out",
-        ) from None
-
-
 def read_range(r: ByteRange, *, overlap_bytes: int = 0) -> tuple[str, str]:
     """The range's text, and the text of up to ``overlap_bytes`` bytes after it.
 
@@ -174,9 +159,9 @@ def read_range(r: ByteRange, *, overlap_bytes: int = 0) -> tuple[str, str]:
             extra = b"" if r.stop is None else f.read(overlap_bytes)
     except OSError as exc:
         raise _unreadable(r.path, exc) from None
-    text = _decode_at(r.path, data, r.start)
+    text = _decode(r.path, data, offset=r.start)
     # final=False: a character the limit cut in two is held back, not an error
-    tail = _decode_at(r.path, extra, r.start + len(data), partial=True)
+    tail = _decode(r.path, extra, offset=r.start + len(data), final=False)
     return text, tail
 
 

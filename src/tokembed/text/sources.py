@@ -164,25 +164,39 @@ def _gunzip(name: str, data: bytes, limit: int) -> bytes:
     except (OSError, EOFError, zlib.error) as exc:  # damaged or truncated
         raise _unreadable(name, exc) from None
     if len(out) > limit:
-        raise MeasureError(
-            "INPUT_TOO_LARGE",
-            f"{name} decompresses to more than {limit:,} bytes",
-            value=name,
-            fix="decompress it yourself and pass the text, or raise max_decompressed_bytes",
-        )
+        raise _too_large(name, limit)
     return out
 
 
-def _decode(name: str, data: bytes) -> str:
+def _too_large(name: str, limit: int) -> MeasureError:
+    return MeasureError(
+        "INPUT_TOO_LARGE",
+        f"{name} decompresses to more than {limit:,} bytes",
+        value=name,
+        fix="decompress it yourself and pass the text, or raise max_decompressed_bytes",
+    )
+
+
+def _not_utf8(name: str, byte: int, offset: int) -> MeasureError:
+    return MeasureError(
+        "INPUT_NOT_UTF8",
+        f"{name} is not UTF-8: byte 0x{byte:02x} at offset {offset}",
+        value=(name, offset),
+        fix="convert the file to UTF-8 (e.g. iconv -t UTF-8) or leave it out",
+    )
+
+
+def _decode(name: str, data: bytes, *, offset: int = 0, final: bool = True) -> str:
+    """``data`` as UTF-8; a bad byte is named by its offset in the file (``offset`` + index).
+
+    ``final=False``: a character cut in two at the end is left out instead of refused.
+    """
     try:
-        return data.decode("utf-8")
+        if final:
+            return data.decode("utf-8")
+        return codecs.getincrementaldecoder("utf-8")().decode(data, final=False)
     except UnicodeDecodeError as exc:
-        raise MeasureError(
-            "INPUT_NOT_UTF8",
-            f"{name} is not UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start}",
-            value=(name, exc.start),
-            fix="convert the file to UTF-8 (e.g. iconv -t UTF-8) or leave it out",
-        ) from None
+        raise _not_utf8(name, data[exc.start], offset + exc.start) from None
 
 
 def read_source(
@@ -219,15 +233,6 @@ class TextBlock:
     text: str
 
 
-def _not_utf8(name: str, byte: int, offset: int) -> MeasureError:
-    return MeasureError(
-        "INPUT_NOT_UTF8",
-        f"{name} is not UTF-8: byte 0x{byte:02x} at offset {offset}",
-        value=(name, offset),
-        fix="convert the file to UTF-8 (e.g. iconv -t UTF-8) or leave it out",
-    )
-
-
 def _first_two(raw: BinaryIO) -> bytes:
     """The stream's first two bytes, left unread (buffered streams peek, others seek back)."""
     peek = getattr(raw, "peek", None)
@@ -253,12 +258,7 @@ def _stream_blocks(
         except (OSError, EOFError, zlib.error) as exc:  # unreadable, damaged or truncated gzip
             raise _unreadable(name, exc) from None
         if limit is not None and read + len(data) > limit:
-            raise MeasureError(
-                "INPUT_TOO_LARGE",
-                f"{name} decompresses to more than {limit:,} bytes",
-                value=name,
-                fix="decompress it yourself and pass the text, or raise max_decompressed_bytes",
-            )
+            raise _too_large(name, limit)
         pending = decoder.getstate()[0]
         try:
             buf += decoder.decode(data, final=not data)

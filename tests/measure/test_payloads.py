@@ -7,14 +7,14 @@ import torch
 from torch import nn
 
 from conftest import data_path, pud_text
-from tokembed.embedding.memory import GIB, KIB, MIB, TableConfig, load_table_config
-from tokembed.embedding.payloads import (
+from tokembed.errors import EmbeddingError, UsageError
+from tokembed.measure.memory import GIB, KIB, MIB, TableConfig, load_table_config
+from tokembed.measure.payloads import (
     classifier_macs,
     gradient_payload,
     lookup_payload,
     projector_cost,
 )
-from tokembed.errors import EmbeddingError, UsageError
 
 V, H, D = 128_000, 4_096, 256  # a LLaMA-3-sized vocabulary and width, bridge width 256
 

@@ -19,7 +19,7 @@ the runtime. GiB is 2^30 bytes.
   from numbers or an HF ``config.json``.
 
 Payloads and MACs (one-hot vs gather, dense vs sparse gradients, bridges,
-projectors) live in :mod:`tokembed.embedding.payloads`.
+projectors) live in :mod:`tokembed.measure.payloads`.
 
 Example::
 
