@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 _MODULES = [
-    "tokembed._hf_config",
+    "tokembed.artifacts.config",
     "tokembed.embedding.memory",
     "tokembed.measure",
     "tokembed.measure.artifacts",

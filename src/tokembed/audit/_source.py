@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokembed._hf_config import (
+from tokembed.artifacts.config import (
     ModelConfig,
     model_config_from_dict,
     read_config_data,

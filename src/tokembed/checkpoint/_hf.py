@@ -118,7 +118,7 @@ def instantiate_from_config(folder: str | os.PathLike[str]) -> nn.Module:
     import torch
     import transformers
 
-    from tokembed._hf_config import config_path
+    from tokembed.artifacts.config import config_path
 
     path = config_path(Path(folder))
     config = transformers.AutoConfig.from_pretrained(str(path.parent))
