@@ -8,7 +8,14 @@ import sys
 
 import tokembed.artifacts as artifacts
 
-_MODULES = ("config",)
+_MODULES = (
+    "config",
+    "gguf_reader",
+    "models",
+    "recorded_hash",
+    "safetensors_header",
+    "safetensors_writer",
+)
 
 
 def test_importing_the_package_imports_no_heavy_dependency() -> None:
