@@ -10,6 +10,7 @@ import tokembed.artifacts as artifacts
 
 _MODULES = (
     "config",
+    "digest",
     "gguf_reader",
     "models",
     "recorded_hash",

@@ -13,7 +13,8 @@ format is parsed, validated and written in one place:
 * :mod:`~tokembed.artifacts.models` — a transformers model loaded from a folder
   or a GGUF file (:func:`load_model`), or built empty from its config;
 * :mod:`~tokembed.artifacts.recorded_hash` — the tokenizer address hash a
-  model's files record.
+  model's files record;
+* :mod:`~tokembed.artifacts.digest` — the one tensor digest (:func:`tensor_digest`).
 
 Importing this package never imports torch, safetensors, transformers or gguf:
 the functions that need them import them when called.
@@ -27,6 +28,7 @@ Example::
 
 from tokembed.artifacts import (
     config,
+    digest,
     gguf_reader,
     models,
     recorded_hash,
@@ -34,6 +36,7 @@ from tokembed.artifacts import (
     safetensors_writer,
 )
 from tokembed.artifacts.config import *
+from tokembed.artifacts.digest import *
 from tokembed.artifacts.gguf_reader import *
 from tokembed.artifacts.models import *
 from tokembed.artifacts.recorded_hash import *
@@ -42,6 +45,7 @@ from tokembed.artifacts.safetensors_writer import *
 
 __all__: list[str] = []
 __all__ += config.__all__
+__all__ += digest.__all__
 __all__ += gguf_reader.__all__
 __all__ += models.__all__
 __all__ += recorded_hash.__all__

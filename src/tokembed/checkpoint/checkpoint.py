@@ -47,6 +47,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from tokembed.artifacts.digest import tensor_digest
 from tokembed.artifacts.recorded_hash import address_hash_of
 from tokembed.artifacts.safetensors_header import (
     CHECKPOINT_META_KEY,
@@ -58,7 +59,7 @@ from tokembed.artifacts.safetensors_writer import write_safetensors
 from tokembed.checkpoint._hf import hf_claims
 from tokembed.checkpoint.alias import AliasGraph, alias_graph, apply_aliases, verify_aliases
 from tokembed.checkpoint.optimizer import PREFIX, optimizer_tensors, restore_optimizer
-from tokembed.embedding.materialize import is_safe_cast, tensor_sha256
+from tokembed.embedding.materialize import is_safe_cast
 from tokembed.errors import CheckpointError, EmbeddingError, ParallelError
 from tokembed.files.atomic import check_output, replace_with
 
@@ -113,8 +114,9 @@ def save_checkpoint(
     Args:
         tokenizer: a tokenizer (its ``address_hash``) or the hash string the
             rows belong to; recorded and checked by :func:`load_checkpoint`.
-        digests: also record each tensor's SHA-256 (``tokembed checkpoint verify``
-            then checks the bytes; costs one pass over the data).
+        digests: also record each tensor's SHA-256 digest
+            (:func:`~tokembed.artifacts.digest.tensor_digest`; ``tokembed checkpoint
+            verify`` then checks the bytes; costs one pass over the data).
         inputs: files this save must not overwrite.
 
     Raises:
@@ -136,7 +138,7 @@ def save_checkpoint(
         "aliases": aliases,
         "tensors": {
             k: {"shape": list(v.shape), "dtype": str(v.dtype).removeprefix("torch.")}
-            | ({"sha256": tensor_sha256(v)} if digests else {})
+            | ({"sha256": tensor_digest(v)} if digests else {})
             for k, v in tensors.items()
         },
         "address_hash": address_hash_of(tokenizer),

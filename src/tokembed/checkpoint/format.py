@@ -8,7 +8,7 @@ accepts the file) and ``"tokembed.checkpoint"``: a JSON object with
 
 * ``version`` (1), ``aliases`` ``{alias: canonical}``,
 * ``tensors`` ``{name: {"shape", "dtype"[, "sha256"]}}`` for every stored tensor
-  (``sha256``: SHA-256 of its bytes),
+  (``sha256``: :func:`~tokembed.artifacts.digest.tensor_digest` of its values),
 * ``address_hash`` of the tokenizer the rows belong to (or null),
 * ``shards`` ``{table: {"num_embeddings", "start", "end", "world_size"}}`` for
   row-sharded tables (each rank saves its own file),
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tokembed.artifacts.digest import tensor_digest
 from tokembed.artifacts.safetensors_header import (
     CHECKPOINT_META_KEY,
     checkpoint_metadata,
@@ -128,11 +129,9 @@ def _check_digests(path: Path, recorded: dict[str, Any]) -> int:
         return 0
     from safetensors import safe_open
 
-    from tokembed.embedding.materialize import tensor_sha256
-
     with safe_open(str(path), "pt", device="cpu") as f:
         for name, digest in wanted.items():
-            if tensor_sha256(f.get_tensor(name)) != digest:
+            if tensor_digest(f.get_tensor(name)) != digest:
                 raise malformed_checkpoint(
                     path, f"{name!r} bytes differ from their recorded SHA-256", value=name
                 )

@@ -92,7 +92,6 @@ if TYPE_CHECKING:
         training_state_bytes,
     )
     from tokembed.embedding.mutation import (
-        table_digest,
         unchanged_table,
     )
     from tokembed.embedding.numerics import (
@@ -192,7 +191,6 @@ _SOURCES: dict[str, str] = {
     "row_stamp": "stamps",
     "sample_statistics": "init",
     "sinusoidal_table": "harvard",
-    "table_digest": "mutation",
     "table_parameters": "memory",
     "training_state_bytes": "memory",
     "unchanged_table": "mutation",
@@ -261,7 +259,6 @@ __all__ = [
     "row_stamp",
     "sample_statistics",
     "sinusoidal_table",
-    "table_digest",
     "table_parameters",
     "training_state_bytes",
     "unchanged_table",
