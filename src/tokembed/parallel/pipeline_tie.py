@@ -37,7 +37,7 @@ import torch.distributed as dist
 
 from tokembed.artifacts.digest import tensor_digest
 from tokembed.errors import ParallelError, UsageError
-from tokembed.parallel._collectives import ProcessGroup
+from tokembed.parallel.collectives import ProcessGroup
 from tokembed.parallel.ownership import row_ownership
 
 __all__ = ["TiedReplica"]

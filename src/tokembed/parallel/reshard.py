@@ -41,7 +41,7 @@ from tokembed.embedding.lookup_checks import check_finite, check_pad_row
 from tokembed.embedding.lookup_config import LookupConfig
 from tokembed.errors import EmbeddingError, ParallelError, UsageError
 from tokembed.files.atomic import replace_with, write_bytes_atomic
-from tokembed.parallel._collectives import ProcessGroup
+from tokembed.parallel.collectives import ProcessGroup
 from tokembed.parallel.intervals import validate_cover
 
 __all__ = [
