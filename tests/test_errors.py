@@ -87,7 +87,7 @@ def test_every_measure_code_is_a_measure_error() -> None:
 
 def test_distributed_agreement_reraises_under_the_one_class() -> None:
     # When one rank refuses its input, the others raise the same code under its class.
-    from tokembed.parallel._collectives import _AGREED
+    from tokembed.parallel.collectives import _AGREED
 
     classes = _classes_by_code()
     for code, cls in _AGREED.items():

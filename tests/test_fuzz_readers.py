@@ -27,7 +27,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokembed._hf_config import read_model_config
+from tokembed.artifacts.config import read_model_config
 from tokembed.errors import TokembedError
 from tokembed.measure.corpus import load_corpus
 from tokembed.parallel.intervals import row_intervals

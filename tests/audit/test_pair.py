@@ -13,8 +13,6 @@ import torch
 from conftest import data_path
 from migrate._smollm2 import gguf_file
 from tokembed.audit import AuditReport, check_pair, read_tokenizer_roles, require_pair
-from tokembed.audit._gguf import read_gguf_header
-from tokembed.audit._source import facts_of
 from tokembed.errors import AuditError
 from tokembed.tokenizer.formats import load_tokenizer
 
@@ -79,34 +77,6 @@ def test_tokenizer_roles_come_from_tokenizer_config() -> None:
         "bos": "<|im_start|>", "eos": "<|im_end|>", "pad": "<|im_end|>", "unk": "<|endoftext|>",
     }  # fmt: skip
     assert read_tokenizer_roles(data_path("tokenizers", "gpt2-hf")) == {}
-
-
-@pytest.mark.slow
-def test_gguf_header_reader_agrees_with_gguf_and_transformers() -> None:
-    from gguf import GGUFReader
-    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
-
-    path = gguf_file()
-    ours = read_gguf_header(path)
-    theirs = GGUFReader(str(path))
-    assert {
-        t.name: (tuple(int(s) for s in reversed(t.shape)), t.tensor_type.name, int(t.data_offset))
-        for t in theirs.tensors
-    } == {t.name: (t.shape, t.type_name, t.offset) for t in ours.tensors.values()}
-    assert ours.fields["tokenizer.ggml.tokens"] == len(theirs.fields["tokenizer.ggml.tokens"].data)
-    peer = load_gguf_checkpoint(str(path), return_tensors=False)["config"]
-    config = facts_of(path).config
-    assert config is not None
-    assert (config.vocab_size, config.hidden_size, config.tied, dict(config.role_ids)) == (
-        peer["vocab_size"], peer["hidden_size"], peer["tie_word_embeddings"],
-        {r: (peer[f"{r}_token_id"],) for r in ("bos", "eos", "pad", "unk")},
-    )  # fmt: skip
-    # The input table read at our offset equals gguf's own read of it, both dequantized by gguf.
-    from gguf.quants import dequantize
-
-    (table,) = [t for t in theirs.tensors if t.name == "token_embd.weight"]
-    expected = torch.from_numpy(dequantize(table.data, table.tensor_type))
-    assert torch.equal(facts_of(path).table_values(), expected)
 
 
 def test_gpt2_files_with_a_gpt2_model_pass(gpt2_tok: Any, tmp_path: Path) -> None:
@@ -255,38 +225,6 @@ def test_a_live_table_below_the_declared_dtype(gpt2_tok: Any) -> None:
     assert report.check("dtype ledger").value == {
         "stored": "bfloat16", "encoded": False, "declared": "float32",
     }  # fmt: skip
-
-
-def _gguf_bytes(*fields: bytes, tensors: int = 0) -> bytes:
-    import struct
-
-    head = b"GGUF" + struct.pack("<IQQ", 3, tensors, len(fields))
-    return head + b"".join(fields)
-
-
-@pytest.mark.parametrize(
-    ("field", "why"),
-    [
-        # key "k", an array of 2**62 uint32: skipping it would seek past what a file offset holds
-        (b"\x01" + b"\x00" * 7 + b"k" + bytes([9, 0, 0, 0, 4, 0, 0, 0]) + (2**62).to_bytes(8, "little"),
-         "an array runs past the end"),
-        # key "k", a string claiming 2**60 bytes
-        (b"\x01" + b"\x00" * 7 + b"k" + bytes([8, 0, 0, 0]) + (2**60).to_bytes(8, "little"),
-         "a string runs past the end"),
-        # general.alignment = 0
-        (len(b"general.alignment").to_bytes(8, "little") + b"general.alignment"
-         + bytes([4, 0, 0, 0]) + (0).to_bytes(4, "little"), "alignment 0"),
-    ],
-)  # fmt: skip
-def test_damaged_gguf_headers_are_refused(tmp_path: Path, field: bytes, why: str) -> None:
-    from tokembed.errors import CheckpointError
-
-    path = tmp_path / "m.gguf"
-    path.write_bytes(_gguf_bytes(field))
-    with pytest.raises(CheckpointError) as e:
-        read_gguf_header(path)
-    assert e.value.code == "MALFORMED_CHECKPOINT"
-    assert e.value.message.endswith(f"not a readable GGUF file ({why})")
 
 
 def test_a_role_token_the_vocabulary_lacks(tmp_path: Path) -> None:

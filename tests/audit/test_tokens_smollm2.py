@@ -17,13 +17,13 @@ from tokembed.tokenizer.formats import load_tokenizer
 
 @pytest.mark.slow
 def test_smollm2_audit() -> None:
-    from tokembed.migrate._checkpoint import _load_model
+    from tokembed.artifacts.models import load_model
 
     gguf = gguf_file()
     tok = load_tokenizer(data_path("tokenizers", "smollm2-135m"))
     text = pud_text("en")
     started = time.perf_counter()
-    model = _load_model(gguf)  # the loader audit_model_path and `tokembed migrate` use
+    model = load_model(gguf)  # the loader audit_model_path and `tokembed migrate` use
     loaded = time.perf_counter() - started
     with pytest.raises(AuditError) as e:  # every row is addressed: nothing to compare with
         audit_tokens(model, tok, config=AuditConfig(verify_top=0))

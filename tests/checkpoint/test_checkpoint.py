@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from tokembed.checkpoint import load_checkpoint, read_metadata, save_checkpoint
+from tokembed.artifacts.safetensors_header import read_checkpoint_metadata
+from tokembed.checkpoint import load_checkpoint, save_checkpoint
 from tokembed.errors import CheckpointError, EmbeddingError, UsageError
 
 HASH = "sha256:" + "ab" * 32
@@ -32,7 +33,7 @@ def test_one_tensor_per_alias_group_and_the_alias_map_in_metadata(tmp_path: Path
     with safe_open(str(path), "pt") as f:
         assert sorted(f.keys()) == ["body.bias", "body.weight", "embed.weight", "position"]
         assert f.metadata()["format"] == "pt"
-    meta = read_metadata(path)
+    meta = read_checkpoint_metadata(path)
     assert meta is not None
     assert meta["aliases"] == {"lm_head.weight": "embed.weight"}
     assert meta["address_hash"] == HASH
@@ -200,7 +201,7 @@ def test_our_file_loads_in_transformers_from_pretrained_with_the_tie(tmp_path: P
     loaded = LlamaForCausalLM.from_pretrained(folder)
     assert loaded.lm_head.weight is loaded.model.embed_tokens.weight
     _assert_same_state(source, loaded)
-    meta = json.loads(json.dumps(read_metadata(folder / "model.safetensors")))
+    meta = json.loads(json.dumps(read_checkpoint_metadata(folder / "model.safetensors")))
     assert meta["aliases"] == {"lm_head.weight": "model.embed_tokens.weight"}
 
 
@@ -211,7 +212,7 @@ def test_the_tokenizer_in_use_must_be_the_one_saved(tmp_path: Path) -> None:
     smol = load_tokenizer(data_path("tokenizers", "smollm2-135m", "tokenizer.json"))
     gpt2 = load_tokenizer(data_path("tokenizers", "gpt2-hf"))
     path = save_checkpoint(TinyLM(), tmp_path / "c.safetensors", tokenizer=smol)
-    assert read_metadata(path)["address_hash"] == smol.address_hash  # type: ignore[index]
+    assert read_checkpoint_metadata(path)["address_hash"] == smol.address_hash  # type: ignore[index]
     assert load_checkpoint(TinyLM(), path, tokenizer=smol).address_hash == smol.address_hash
     with pytest.raises(EmbeddingError) as e:
         load_checkpoint(TinyLM(), path, tokenizer=gpt2)

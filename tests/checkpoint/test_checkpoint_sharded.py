@@ -11,7 +11,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from tokembed.checkpoint import load_checkpoint, read_metadata, save_checkpoint, tie_report
+from tokembed.artifacts.safetensors_header import read_checkpoint_metadata
+from tokembed.checkpoint import load_checkpoint, save_checkpoint, tie_report
 from tokembed.errors import TokembedError
 from tokembed.parallel import VocabParallelEmbedding, VocabParallelLMHead
 
@@ -45,7 +46,7 @@ def _round_trip(rank: int, world_size: int, folder: str) -> Any:
         except TokembedError as exc:
             code = exc.code
     return {
-        "shards": read_metadata(path)["shards"],  # type: ignore[index]
+        "shards": read_checkpoint_metadata(path)["shards"],  # type: ignore[index]
         "retied": report.retied,
         "same": target.head.weight is target.emb.weight,
         "equal": torch.equal(target.emb.weight, source.emb.weight),

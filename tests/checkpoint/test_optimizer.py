@@ -8,7 +8,8 @@ import pytest
 import torch
 from _models import TinyLM, lm_loss, train_steps
 
-from tokembed.checkpoint import check_registration, load_checkpoint, read_metadata, save_checkpoint
+from tokembed.artifacts.safetensors_header import read_checkpoint_metadata
+from tokembed.checkpoint import check_registration, load_checkpoint, save_checkpoint
 from tokembed.checkpoint.optimizer import optimizer_tensors
 from tokembed.errors import CheckpointError
 
@@ -90,4 +91,4 @@ def test_another_optimizer_or_grouping_is_a_mismatch(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError) as e:
         load_checkpoint(target, no_state, optimizer=_adam(target))
     assert e.value.code == "OPTIMIZER_STATE_MISMATCH"
-    assert read_metadata(no_state)["optimizer"] is None  # type: ignore[index]
+    assert read_checkpoint_metadata(no_state)["optimizer"] is None  # type: ignore[index]

@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from tokembed.artifacts.digest import tensor_digest
 from tokembed.embedding.init import Initializer
 from tokembed.embedding.lookup_config import LookupConfig
 from tokembed.embedding.materialize import (
@@ -16,7 +17,6 @@ from tokembed.embedding.materialize import (
     is_safe_cast,
     load_exact,
     materialize_fresh,
-    tensor_sha256,
 )
 from tokembed.errors import EmbeddingError, UsageError
 
@@ -39,7 +39,7 @@ def test_fresh_is_seeded_and_applies_pad_policy() -> None:
     assert a.state == "fresh"
     assert _bits_equal(a.weight, b.weight)
     assert torch.count_nonzero(a.weight[3]) == 0
-    assert a.evidence["sha256"] == tensor_sha256(a.weight)
+    assert a.evidence["sha256"] == tensor_digest(a.weight)
     assert a.evidence["initializer"] == "constructor_default"
     other = materialize_fresh(TableSpec(num_embeddings=50, embedding_dim=8, seed=12))
     assert not torch.equal(a.weight, other.weight)

@@ -1,4 +1,4 @@
-"""table_digest and unchanged_table: a max_norm forward changes the table it reads."""
+"""unchanged_table: a max_norm forward changes the table it reads."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from conftest import assert_within, rounding_bound
-from tokembed.embedding import TokenEmbedding, table_digest, unchanged_table
+from tokembed.artifacts.digest import tensor_digest
+from tokembed.embedding import TokenEmbedding, unchanged_table
 from tokembed.embedding import oracles as O
 from tokembed.errors import EmbeddingError
 
@@ -24,7 +25,7 @@ def test_a_max_norm_lookup_changes_the_table_it_reads() -> None:
     """
     emb = nn.Embedding.from_pretrained(_table(), freeze=True, max_norm=1.0)
     emb.eval()
-    before = table_digest(emb.weight)
+    before = tensor_digest(emb.weight)
     with (
         pytest.raises(EmbeddingError) as e,
         torch.no_grad(),
@@ -32,7 +33,7 @@ def test_a_max_norm_lookup_changes_the_table_it_reads() -> None:
     ):
         emb(torch.tensor([0, 1, 2, 0]))
     assert (e.value.code, e.value.value) == ("TABLE_MUTATED_IN_FORWARD", [0, 2])
-    assert table_digest(emb.weight) != before  # a hash taken before the pass is stale
+    assert tensor_digest(emb.weight) != before  # a hash taken before the pass is stale
     expected, changed = O.max_norm_renorm(_table().numpy(), [0, 1, 2, 0], max_norm=1.0)
     assert changed.tolist() == [0, 2]
     # float32 norm of two terms, one division and one product, values at most 1 after renorm.
@@ -47,16 +48,8 @@ def test_a_lookup_without_max_norm_leaves_the_table() -> None:
     emb = nn.Embedding.from_pretrained(_table())
     with unchanged_table(emb.weight, by="evaluation") as digest:
         emb(torch.tensor([0, 1, 2]))
-    assert digest == table_digest(_table())
+    assert digest == tensor_digest(_table())
     with pytest.raises(EmbeddingError) as e, unchanged_table(emb.weight, by="x", keep_copy=False):
         F.embedding(torch.tensor([2]), emb.weight, max_norm=1.0)
     assert e.value.code == "TABLE_MUTATED_IN_FORWARD"
     assert isinstance(e.value.value, tuple)  # two digests, no copy to name rows
-
-
-def test_digest_is_exact_and_layout_independent() -> None:
-    t = _table()
-    assert table_digest(t) == table_digest(t.t().contiguous().t())
-    assert table_digest(t) != table_digest(t.double())
-    assert table_digest(t) != table_digest(t[[1, 0, 2, 3]])
-    assert table_digest(torch.empty(0, 2)) != table_digest(torch.empty(2, 0))

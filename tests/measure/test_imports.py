@@ -11,7 +11,7 @@ import pytest
 import tokembed.measure
 
 _MODULES = [
-    "tokembed._hf_config",
+    "tokembed.artifacts.config",
     "tokembed.measure",
     "tokembed.measure.artifacts",
     "tokembed.measure.corpus",

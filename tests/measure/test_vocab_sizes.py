@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from _measure_data import loaded, tokenizer_path
 
-from tokembed._hf_config import ModelConfig, read_model_config
+from tokembed.artifacts.config import ModelConfig, read_model_config
 from tokembed.errors import EmbeddingError, MeasureError, UsageError
 from tokembed.measure.artifacts import inspect_paths, split_encoding
 from tokembed.measure.vocab_sizes import vocab_sizes, vocab_sizes_of

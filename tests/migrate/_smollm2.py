@@ -29,14 +29,9 @@ def gguf_file() -> Path:
 
 
 def load_model():  # type: ignore[no-untyped-def]
-    import torch
-    from transformers import AutoModelForCausalLM
+    from tokembed.artifacts.models import load_model as load  # the loader `migrate` uses
 
-    path = gguf_file()
-    model = AutoModelForCausalLM.from_pretrained(
-        path.parent, gguf_file=path.name, dtype=torch.float32
-    )
-    return model.eval()
+    return load(gguf_file())
 
 
 def tokenizer() -> Tokenizer:

@@ -9,7 +9,7 @@ import pytest
 import torch
 from _fixtures import base, llama, make, populate_adam
 
-from tokembed.embedding.materialize import tensor_sha256
+from tokembed.artifacts.digest import tensor_digest
 from tokembed.errors import CheckpointError
 from tokembed.migrate import classify_change, migrate_model, row_map
 from tokembed.migrate.release import (
@@ -132,7 +132,7 @@ def test_packed_bytes_appended_without_new_group_metadata_are_refused() -> None:
     stale = PackRecord(
         name="lm_head.q8",
         source=name,
-        source_sha256=tensor_sha256(old[name]),
+        source_sha256=tensor_digest(old[name]),
         rows=appended.shape[0],
     )
     with pytest.raises(CheckpointError) as err:
@@ -140,7 +140,7 @@ def test_packed_bytes_appended_without_new_group_metadata_are_refused() -> None:
     assert err.value.code == "STALE_PACK"
     fresh_q, _ = _pack(new_table)
     fresh = PackRecord(
-        name="lm_head.q8", source=name, source_sha256=tensor_sha256(new_table), rows=303
+        name="lm_head.q8", source=name, source_sha256=tensor_digest(new_table), rows=303
     )
     assert fresh_q.shape[0] == 304  # regenerated: 76 groups, one padding row
     check_packs(replace(manifest, packs=(fresh,)), model_tensors(model))

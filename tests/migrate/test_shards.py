@@ -67,7 +67,7 @@ def _migrate_on_ranks(rank: int, world_size: int, tied: bool, directory: str) ->
     save_vocab_shards(new_emb, directory)  # the migrated shards as files, one per rank
     state = opt.state[new_emb.weight]
     sizes = [e - s for s, e in new_emb.intervals]
-    from tokembed.parallel._collectives import all_gather_uneven
+    from tokembed.parallel.collectives import all_gather_uneven
 
     return {
         "table": new_emb.gather_weight(),

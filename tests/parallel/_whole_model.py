@@ -40,7 +40,7 @@ from torch import nn
 
 from tokembed._determinism import intra_op_threads
 from tokembed.errors import TokembedError
-from tokembed.parallel._collectives import all_gather_uneven
+from tokembed.parallel.collectives import all_gather_uneven
 from tokembed.parallel.data_parallel import GradientReduction, reduce_gradients
 from tokembed.parallel.intervals import row_intervals
 from tokembed.parallel.ledger import count_collectives, memory_ledger

@@ -18,11 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokembed._hf_config import (
+from tokembed.artifacts.config import (
     ModelConfig,
     model_config_from_dict,
     read_config_data,
 )
+from tokembed.artifacts.recorded_hash import recorded_address_hash
+from tokembed.artifacts.safetensors_header import dtype_name, read_safetensors_header
 from tokembed.errors import UsageError
 
 __all__ = ["ModelFacts", "TensorInfo", "facts_of"]
@@ -67,7 +69,7 @@ class ModelFacts:
         if self.kind == "module":
             return self.module.get_parameter(key).detach()
         if self.kind == "gguf":
-            from tokembed.audit._gguf import read_gguf_tensor
+            from tokembed.artifacts.gguf_reader import read_gguf_tensor
 
             return read_gguf_tensor(self.header, key)
         from safetensors import safe_open
@@ -79,28 +81,13 @@ class ModelFacts:
         return None
 
 
-def _recorded_hash(headers: Mapping[Path, Mapping[str, Any]]) -> tuple[str | None, str | None]:
-    from tokembed.checkpoint.format import metadata_of
-
-    for file, header in headers.items():
-        meta = metadata_of(header, file)
-        found = meta.get("address_hash") if meta else None
-        # An earlier migration wrote the hash as its own metadata key.
-        found = found or (header.get("__metadata__") or {}).get("tokembed.address_hash")
-        if found:
-            return str(found), str(file)
-    return None, None
-
-
 def _safetensors_tensors(headers: Mapping[Path, Mapping[str, Any]]) -> dict[str, TensorInfo]:
-    from tokembed.checkpoint.format import _dtype_name
-
     out: dict[str, TensorInfo] = {}
     for header in headers.values():
         for name, entry in header.items():
             if name != "__metadata__":
                 out[name] = TensorInfo(
-                    shape=tuple(entry["shape"]), dtype=_dtype_name(entry["dtype"])
+                    shape=tuple(entry["shape"]), dtype=dtype_name(entry["dtype"])
                 )
     return out
 
@@ -128,17 +115,14 @@ def _roles_of(model: Any) -> tuple[str | None, str | None]:
 
 
 def _folder_facts(path: Path) -> ModelFacts:
-
-    from tokembed.checkpoint.format import read_header
-
     config_file, raw = read_config_data(path)
     config = model_config_from_dict(raw, path=str(config_file))
     files = tuple(sorted(path.glob("*.safetensors")))
-    headers = {file: read_header(file) for file in files}  # each header read once
+    headers = {file: read_safetensors_header(file) for file in files}  # each header read once
     tensors = _safetensors_tensors(headers)
     inputs = outputs = None
     if tensors:
-        from tokembed.checkpoint._hf import instantiate_from_config
+        from tokembed.artifacts.models import instantiate_from_config
 
         # An architecture transformers does not provide is read by tensor names instead.
         with contextlib.suppress(UsageError):
@@ -152,7 +136,8 @@ def _folder_facts(path: Path) -> ModelFacts:
             ),
             None,
         )
-    recorded, where = _recorded_hash(headers)
+    found = recorded_address_hash(headers)
+    recorded, where = (None, None) if found is None else (found[0], str(found[1]))
     return ModelFacts(
         source=str(path),
         kind="folder",
@@ -187,7 +172,7 @@ def gguf_config(fields: Mapping[str, Any], tensor_names: set[str], *, path: str)
 
 
 def _gguf_facts(path: Path) -> ModelFacts:
-    from tokembed.audit._gguf import read_gguf_header
+    from tokembed.artifacts.gguf_reader import read_gguf_header
 
     header = read_gguf_header(path)
     fields = dict(header.fields)

@@ -34,7 +34,7 @@ from typing import Literal
 
 import torch
 
-from tokembed.embedding.mutation import table_digest
+from tokembed.artifacts.digest import tensor_digest
 from tokembed.errors import AuditError, UsageError
 from tokembed.files.os_errors import input_error
 
@@ -154,7 +154,7 @@ def table_identity(table: torch.Tensor) -> Identity:
     Independent of how the tensor is stored, sharded or serialized; any changed
     value or row order gives another identity.
     """
-    return Identity(kind="logical_table", digest=table_digest(table))
+    return Identity(kind="logical_table", digest=tensor_digest(table))
 
 
 def checkpoint_identity(

@@ -371,11 +371,11 @@ def audit_model_path(
         AuditError(AUDIT_NOT_A_LANGUAGE_MODEL): transformers cannot read it as a causal LM.
         As :func:`audit_tokens`.
     """
-    from tokembed.migrate._checkpoint import _load_model
+    from tokembed.artifacts.models import load_model
 
     t = time.perf_counter()
     try:
-        model = _load_model(Path(path))
+        model = load_model(Path(path))
     except TokembedError:
         raise
     except (OSError, ValueError, KeyError) as exc:  # what transformers raises for bad folders

@@ -26,7 +26,7 @@ from tokembed.checkpoint.alias import (
 from tokembed.checkpoint.checkpoint import LoadReport, load_checkpoint, save_checkpoint
 from tokembed.checkpoint.convert import Conversion, role_pair, tie, untie
 from tokembed.checkpoint.factorize import FactorizedHead, defactorize, factorize_tied
-from tokembed.checkpoint.format import CheckpointSummary, read_metadata, verify_checkpoint
+from tokembed.checkpoint.format import CheckpointSummary, verify_checkpoint
 from tokembed.checkpoint.heads import check_output_head
 from tokembed.checkpoint.optimizer import check_registration
 from tokembed.checkpoint.packs import RolePack, check_packs_tied, derive_pack
@@ -57,7 +57,6 @@ __all__ = [
     "derive_pack",
     "factorize_tied",
     "load_checkpoint",
-    "read_metadata",
     "require_ties",
     "role_pair",
     "same_storage",

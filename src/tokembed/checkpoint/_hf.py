@@ -1,4 +1,4 @@
-"""Hugging Face interop: tie claims of a transformers model, and its model folders.
+"""Hugging Face interop: tie claims of a transformers model, and its weights file.
 
 A ``PreTrainedModel`` states its ties twice: the class's ``_tied_weights_keys``
 (``{target: source}``, e.g. ``{"lm_head.weight": "model.embed_tokens.weight"}``)
@@ -19,13 +19,12 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from torch import nn
 
 from tokembed.errors import UsageError
 
-__all__ = ["find_weights", "hf_claims", "instantiate_from_config"]
+__all__ = ["find_weights", "hf_claims"]
 
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9_.]+$")
 
@@ -104,38 +103,3 @@ def find_weights(folder: str | os.PathLike[str]) -> Path:
             fix="pass a model folder with model.safetensors (sharded folders: one file at a time)",
         )
     return candidates[0]
-
-
-def instantiate_from_config(folder: str | os.PathLike[str]) -> nn.Module:
-    """The folder's architecture built from its ``config.json`` on the meta device (no weights).
-
-    Cheap for any size: only names, shapes and the tie declarations exist.
-
-    Raises:
-        UsageError FILE_NOT_FOUND: no ``config.json``.
-        UsageError INVALID_ARGUMENT: transformers does not know the architecture.
-    """
-    import torch
-    import transformers
-
-    from tokembed._hf_config import config_path
-
-    path = config_path(Path(folder))
-    config = transformers.AutoConfig.from_pretrained(str(path.parent))
-    names = list(getattr(config, "architectures", None) or [])
-    cls: Any = next((getattr(transformers, n) for n in names if hasattr(transformers, n)), None)
-    if cls is None and not names:  # a bare config: the causal-LM head, else the base model
-        for auto in (transformers.AutoModelForCausalLM, transformers.AutoModel):
-            if type(config) in auto._model_mapping:
-                cls = auto._model_mapping[type(config)]
-                break
-    if cls is None:
-        raise UsageError(
-            "INVALID_ARGUMENT",
-            f"{path} names architectures {names}, none of which transformers provides",
-            value=names,
-            fix="add an 'architectures' entry transformers knows (e.g. LlamaForCausalLM)",
-        )
-    with torch.device("meta"):
-        model: nn.Module = cls(config)
-    return model

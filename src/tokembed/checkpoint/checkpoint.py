@@ -3,8 +3,9 @@
 :func:`save_checkpoint` stores one tensor per alias group (its canonical name),
 the alias map, shapes and dtypes, the tokenizer's address hash, the row layout
 of sharded tables and the optimizer's per-parameter state (format in
-:mod:`tokembed.checkpoint.format`). The file is written to a temporary sibling,
-fsynced and renamed; inputs are never overwritten.
+:mod:`tokembed.checkpoint.format`, written by :mod:`tokembed.artifacts.safetensors_writer`).
+The file is written to a temporary sibling, fsynced and renamed; inputs are never
+overwritten.
 
 :func:`load_checkpoint` restores the topology before any value: the aliases
 recorded in the file, those the model already has and those its transformers
@@ -46,12 +47,19 @@ from typing import Any
 import torch
 from torch import nn
 
+from tokembed.artifacts.digest import tensor_digest
+from tokembed.artifacts.recorded_hash import address_hash_of
+from tokembed.artifacts.safetensors_header import (
+    CHECKPOINT_META_KEY,
+    CHECKPOINT_VERSION,
+    dtype_name,
+    read_checkpoint_metadata,
+)
+from tokembed.artifacts.safetensors_writer import write_safetensors
 from tokembed.checkpoint._hf import hf_claims
-from tokembed.checkpoint._writer import write_safetensors
 from tokembed.checkpoint.alias import AliasGraph, alias_graph, apply_aliases, verify_aliases
-from tokembed.checkpoint.format import META_KEY, VERSION, read_metadata
 from tokembed.checkpoint.optimizer import PREFIX, optimizer_tensors, restore_optimizer
-from tokembed.embedding.materialize import is_safe_cast, tensor_sha256
+from tokembed.embedding.materialize import is_safe_cast
 from tokembed.errors import CheckpointError, EmbeddingError, ParallelError
 from tokembed.files.atomic import check_output, replace_with
 
@@ -60,12 +68,6 @@ __all__ = ["LoadReport", "load_checkpoint", "save_checkpoint"]
 # Row blocks of at most 64 MiB: large enough that the copy runs at memory bandwidth,
 # small enough that loading a 2 GiB table adds a few percent of it to the peak.
 _BLOCK_BYTES = 64 << 20
-
-
-def _hash_of(tokenizer: Any) -> str | None:
-    if tokenizer is None:
-        return None
-    return tokenizer if isinstance(tokenizer, str) else str(tokenizer.address_hash)
 
 
 def _shards(model: nn.Module) -> dict[str, dict[str, int]]:
@@ -112,8 +114,9 @@ def save_checkpoint(
     Args:
         tokenizer: a tokenizer (its ``address_hash``) or the hash string the
             rows belong to; recorded and checked by :func:`load_checkpoint`.
-        digests: also record each tensor's SHA-256 (``tokembed checkpoint verify``
-            then checks the bytes; costs one pass over the data).
+        digests: also record each tensor's SHA-256 digest
+            (:func:`~tokembed.artifacts.digest.tensor_digest`; ``tokembed checkpoint
+            verify`` then checks the bytes; costs one pass over the data).
         inputs: files this save must not overwrite.
 
     Raises:
@@ -131,20 +134,20 @@ def save_checkpoint(
         state, opt_meta = optimizer_tensors(model, optimizer)
         tensors.update(state)
     meta = {
-        "version": VERSION,
+        "version": CHECKPOINT_VERSION,
         "aliases": aliases,
         "tensors": {
             k: {"shape": list(v.shape), "dtype": str(v.dtype).removeprefix("torch.")}
-            | ({"sha256": tensor_sha256(v)} if digests else {})
+            | ({"sha256": tensor_digest(v)} if digests else {})
             for k, v in tensors.items()
         },
-        "address_hash": _hash_of(tokenizer),
+        "address_hash": address_hash_of(tokenizer),
         "shards": _shards(model),
         "optimizer": opt_meta,
     }
-    metadata = {"format": "pt", META_KEY: json.dumps(meta, sort_keys=True)}
+    metadata = {"format": "pt", CHECKPOINT_META_KEY: json.dumps(meta, sort_keys=True)}
     target.parent.mkdir(parents=True, exist_ok=True)
-    replace_with(target, lambda tmp: write_safetensors(tmp, tensors, metadata))
+    replace_with(target, lambda tmp: write_safetensors(tmp, tensors, metadata=metadata))
     return target
 
 
@@ -184,7 +187,7 @@ def _graph_for(model: nn.Module, meta: dict[str, Any] | None) -> AliasGraph:
 
 
 def _check_binding(meta: dict[str, Any] | None, tokenizer: Any, model: nn.Module) -> None:
-    expected, found = _hash_of(tokenizer), (meta or {}).get("address_hash")
+    expected, found = address_hash_of(tokenizer), (meta or {}).get("address_hash")
     if expected is not None and found != expected:
         raise EmbeddingError(
             "ADDRESS_HASH_MISMATCH",
@@ -235,9 +238,7 @@ def _copy_into(dst: torch.Tensor, f: Any, key: str) -> None:
 
 
 def _torch_dtype(code: str) -> torch.dtype:
-    from tokembed.checkpoint.format import _dtype_name
-
-    dtype: torch.dtype = getattr(torch, _dtype_name(code))
+    dtype: torch.dtype = getattr(torch, dtype_name(code))
     return dtype
 
 
@@ -281,7 +282,7 @@ def load_checkpoint(
     """
     from safetensors import safe_open
 
-    meta = read_metadata(path)
+    meta = read_checkpoint_metadata(path)
     _check_binding(meta, tokenizer, model)
     graph = _graph_for(model, meta)
     names = list(model.state_dict().keys())

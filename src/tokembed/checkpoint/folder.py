@@ -1,4 +1,6 @@
-"""Tie report of a model folder on disk: what the config claims against what the file stores.
+"""Model folders on disk: their tie report, and writing one whole or not at all.
+
+**Reading.** What the config claims against what the file stores.
 
 ``from_pretrained`` re-ties by config, so a loaded model cannot show that its
 weights file disagreed with its config. :func:`folder_tie_report` looks at the
@@ -13,24 +15,44 @@ claimed or structural pair the safetensors file is read:
   different values under a claimed tie are DIVERGENT_ALIAS_VALUES;
 * a tokembed checkpoint's recorded alias map counts as stored once.
 
+**Writing.** :func:`save_model_folder` writes ``model.safetensors`` through
+:func:`~tokembed.checkpoint.save_checkpoint` (each tied table stored once with the
+alias map and the tokenizer address hash the rows belong to, so
+:func:`~tokembed.checkpoint.load_checkpoint` and transformers' ``from_pretrained``
+re-tie it and a foreign tokenizer is refused), the model's ``config.json`` and any
+extra files. The folder is written into a temporary sibling and renamed into
+place: a reader sees no folder or a complete one.
+
 Example::
 
     >>> print(folder_tie_report("models/smollm2").format())
     model.embed_tokens.weight <-> lm_head.weight: stored_once, claimed tied ...: ok — ...
+    >>> save_model_folder(Path("migrated"), model, address_hash=tok.address_hash,
+    ...                   extra={}, inputs=[])  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
 
 import torch
+from torch import nn
 
-from tokembed.checkpoint._hf import find_weights, hf_claims, instantiate_from_config
+from tokembed.artifacts.models import instantiate_from_config
+from tokembed.artifacts.safetensors_header import read_checkpoint_metadata
+from tokembed.checkpoint._hf import find_weights, hf_claims
 from tokembed.checkpoint.alias import alias_graph
-from tokembed.checkpoint.format import read_metadata
+from tokembed.checkpoint.checkpoint import save_checkpoint
 from tokembed.checkpoint.ties import TieKind, TiePair, TieReport
+from tokembed.errors import UsageError
+from tokembed.files.atomic import check_output, write_bytes_atomic
 
-__all__ = ["folder_tie_report"]
+__all__ = ["folder_tie_report", "save_model_folder"]
 
 
 def folder_tie_report(folder: str | os.PathLike[str]) -> TieReport:
@@ -44,7 +66,7 @@ def folder_tie_report(folder: str | os.PathLike[str]) -> TieReport:
 
     model = instantiate_from_config(folder)
     weights = find_weights(folder)
-    recorded = (read_metadata(weights) or {}).get("aliases", {})
+    recorded = (read_checkpoint_metadata(weights) or {}).get("aliases", {})
     pairs: dict[frozenset[str], tuple[str, str, bool | None, str]] = {}
     for (alias, source), hf_tied in hf_claims(model).items():
         pairs[frozenset((alias, source))] = (source, alias, hf_tied, "config.tie_word_embeddings")
@@ -104,3 +126,49 @@ def _pair(
         code=code,
         detail=detail,
     )
+
+
+def save_model_folder(
+    out: str | os.PathLike[str],
+    model: nn.Module,
+    *,
+    address_hash: str,
+    extra: Mapping[str, bytes],
+    inputs: Iterable[str | Path],
+) -> list[Path]:
+    """Write model.safetensors, config.json and ``extra`` files into a new folder ``out``.
+
+    ``extra`` maps file names to their bytes (a tokenizer, a manifest, a report);
+    ``inputs`` are the paths the caller read, which ``out`` must not be. Returns
+    the written files, ``model.safetensors`` first.
+
+    Raises:
+        UsageError OUTPUT_EXISTS: ``out`` exists or is one of ``inputs``.
+        UsageError: the other codes of :func:`tokembed.files.atomic.write_files_atomic`.
+        CheckpointError: as :func:`~tokembed.checkpoint.save_checkpoint`.
+    """
+    target = check_output(Path(out), inputs=inputs)
+    if target.exists():
+        raise UsageError(
+            "OUTPUT_EXISTS",
+            f"refusing to write {out}: it exists",
+            value=str(out),
+            fix="choose a new output folder",
+        )
+    files: dict[str, bytes] = {}
+    config: Any = getattr(model, "config", None)
+    if config is not None:
+        files["config.json"] = config.to_json_string().encode()
+    files.update(extra)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        save_checkpoint(model, tmp / "model.safetensors", tokenizer=address_hash)
+        for name, data in files.items():
+            write_bytes_atomic(tmp / name, data)
+        os.chmod(tmp, 0o755)  # mkdtemp makes 0o700; a model folder is as readable as a file
+        os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return [target / "model.safetensors", *(target / name for name in files)]

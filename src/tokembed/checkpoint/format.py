@@ -7,12 +7,14 @@ metadata carries ``"format": "pt"`` (so transformers' ``from_pretrained``
 accepts the file) and ``"tokembed.checkpoint"``: a JSON object with
 
 * ``version`` (1), ``aliases`` ``{alias: canonical}``,
-* ``tensors`` ``{name: {"shape", "dtype"[, "sha256"]}}`` for every stored tensor,
+* ``tensors`` ``{name: {"shape", "dtype"[, "sha256"]}}`` for every stored tensor
+  (``sha256``: :func:`~tokembed.artifacts.digest.tensor_digest` of its values),
 * ``address_hash`` of the tokenizer the rows belong to (or null),
 * ``shards`` ``{table: {"num_embeddings", "start", "end", "world_size"}}`` for
   row-sharded tables (each rank saves its own file),
 * ``optimizer``: class, param groups by parameter name, non-tensor state.
 
+The header and this record are read by :mod:`tokembed.artifacts.safetensors_header`.
 :func:`verify_checkpoint` reads only the header (and, when digests were
 recorded, the tensors) and refuses a file whose bytes, tensors or alias map
 disagree with that metadata.
@@ -25,94 +27,21 @@ Example::
 
 from __future__ import annotations
 
-import json
 import os
-import struct
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tokembed.checkpoint._writer import DTYPE_CODES
-from tokembed.errors import CheckpointError, UsageError
+from tokembed.artifacts.digest import tensor_digest
+from tokembed.artifacts.safetensors_header import (
+    CHECKPOINT_META_KEY,
+    checkpoint_metadata,
+    dtype_name,
+    malformed_checkpoint,
+    read_safetensors_header,
+)
 
-__all__ = [
-    "META_KEY",
-    "VERSION",
-    "CheckpointSummary",
-    "metadata_of",
-    "read_header",
-    "read_metadata",
-    "verify_checkpoint",
-]
-
-META_KEY = "tokembed.checkpoint"
-VERSION = 1
-
-
-def _malformed(path: Path, message: str, value: object = None) -> CheckpointError:
-    return CheckpointError(
-        "MALFORMED_CHECKPOINT",
-        f"{path}: {message}",
-        value=value if value is not None else str(path),
-        fix="re-save the checkpoint with tokembed.checkpoint.save_checkpoint",
-    )
-
-
-def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The safetensors JSON header of ``path`` (tensor entries and ``__metadata__``).
-
-    Raises:
-        UsageError FILE_NOT_FOUND: no such file.
-        CheckpointError MALFORMED_CHECKPOINT: not a safetensors file, or truncated.
-    """
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError("FILE_NOT_FOUND", f"no such checkpoint: {p}", value=str(p))
-    size = p.stat().st_size
-    with open(p, "rb") as f:
-        head = f.read(8)
-        if len(head) < 8:
-            raise _malformed(p, "shorter than a safetensors header")
-        (length,) = struct.unpack("<Q", head)  # little-endian u64 header length
-        if length > size - 8:
-            raise _malformed(p, f"header claims {length} bytes, file has {size}")
-        try:
-            header = json.loads(f.read(length))
-        except ValueError:
-            raise _malformed(p, "header is not JSON") from None
-    if not isinstance(header, dict):
-        raise _malformed(p, "header is not a JSON object")
-    ends = [e["data_offsets"][1] for k, e in header.items() if k != "__metadata__"]
-    if 8 + length + max(ends, default=0) != size:
-        raise _malformed(
-            p, f"tensor data ends at {8 + length + max(ends, default=0)}, file is {size}"
-        )
-    return header
-
-
-def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The ``tokembed.checkpoint`` metadata of ``path``, or None for a foreign safetensors file.
-
-    Raises:
-        CheckpointError MALFORMED_CHECKPOINT: present but not valid JSON of version 1.
-    """
-    return metadata_of(read_header(path), path)
-
-
-def metadata_of(header: Mapping[str, Any], path: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """:func:`read_metadata` of a header already read (``path`` names it in errors)."""
-    metadata = header.get("__metadata__") or {}
-    raw = metadata.get(META_KEY)
-    if raw is None:
-        return None
-    try:
-        meta = json.loads(raw)
-    except ValueError:
-        raise _malformed(Path(path), f"{META_KEY} metadata is not JSON") from None
-    if not isinstance(meta, dict) or meta.get("version") != VERSION:
-        raise _malformed(Path(path), f"unsupported {META_KEY} version", value=raw[:80])
-    return meta
+__all__ = ["CheckpointSummary", "verify_checkpoint"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,23 +81,27 @@ def verify_checkpoint(path: str | os.PathLike[str]) -> CheckpointSummary:
         the first disagreement.
     """
     p = Path(path)
-    header = read_header(p)
-    meta = read_metadata(p)
+    header = read_safetensors_header(p)
+    meta = checkpoint_metadata(header, p)
     if meta is None:
-        raise _malformed(p, f"no {META_KEY} metadata (not saved by tokembed)")
+        raise malformed_checkpoint(p, f"no {CHECKPOINT_META_KEY} metadata (not saved by tokembed)")
     stored = {k: v for k, v in header.items() if k != "__metadata__"}
     recorded: dict[str, Any] = meta.get("tensors", {})
     if set(stored) != set(recorded):
         extra, lost = sorted(set(stored) - set(recorded)), sorted(set(recorded) - set(stored))
-        raise _malformed(p, f"tensors not in metadata {extra}, recorded but absent {lost}")
+        raise malformed_checkpoint(
+            p, f"tensors not in metadata {extra}, recorded but absent {lost}"
+        )
     for name, entry in recorded.items():
-        found = {"shape": stored[name]["shape"], "dtype": _dtype_name(stored[name]["dtype"])}
+        found = {"shape": stored[name]["shape"], "dtype": dtype_name(stored[name]["dtype"])}
         if [entry["shape"], entry["dtype"]] != [found["shape"], found["dtype"]]:
-            raise _malformed(p, f"{name!r} is {found}, metadata says {entry}", value=name)
+            raise malformed_checkpoint(p, f"{name!r} is {found}, metadata says {entry}", value=name)
     aliases: dict[str, str] = meta.get("aliases", {})
     for alias, canonical in aliases.items():
         if canonical not in stored or alias in stored:
-            raise _malformed(p, f"alias {alias!r} -> {canonical!r} is not one stored tensor")
+            raise malformed_checkpoint(
+                p, f"alias {alias!r} -> {canonical!r} is not one stored tensor"
+            )
     checked = _check_digests(p, recorded)
     numel = 0
     for name, entry in recorded.items():
@@ -190,23 +123,16 @@ def verify_checkpoint(path: str | os.PathLike[str]) -> CheckpointSummary:
     )
 
 
-_DTYPES = {code: str(dtype).removeprefix("torch.") for dtype, code in DTYPE_CODES.items()}
-
-
-def _dtype_name(code: str) -> str:
-    return _DTYPES.get(code, code.lower())
-
-
 def _check_digests(path: Path, recorded: dict[str, Any]) -> int:
     wanted = {k: e["sha256"] for k, e in recorded.items() if "sha256" in e}
     if not wanted:
         return 0
     from safetensors import safe_open
 
-    from tokembed.embedding.materialize import tensor_sha256
-
     with safe_open(str(path), "pt", device="cpu") as f:
         for name, digest in wanted.items():
-            if tensor_sha256(f.get_tensor(name)) != digest:
-                raise _malformed(path, f"{name!r} bytes differ from their recorded SHA-256", name)
+            if tensor_digest(f.get_tensor(name)) != digest:
+                raise malformed_checkpoint(
+                    path, f"{name!r} bytes differ from their recorded SHA-256", value=name
+                )
     return len(wanted)

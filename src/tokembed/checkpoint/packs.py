@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from tokembed.embedding.materialize import tensor_sha256
+from tokembed.artifacts.digest import tensor_digest
 from tokembed.errors import CheckpointError
 
 __all__ = ["RolePack", "check_packs_tied", "derive_pack"]
@@ -49,7 +49,7 @@ def derive_pack(source: torch.Tensor, *, role: str) -> RolePack:
     table = source.detach().float()
     scale = table.abs().amax(dim=1).clamp_min(torch.finfo(torch.float32).tiny) / _QMAX  # [V]
     data = torch.round(table / scale[:, None]).clamp(-_QMAX, _QMAX).to(torch.int8)  # [V, H]
-    return RolePack(role=role, data=data, scale=scale, source_sha256=tensor_sha256(source))
+    return RolePack(role=role, data=data, scale=scale, source_sha256=tensor_digest(source))
 
 
 def check_packs_tied(source: torch.Tensor, packs: Sequence[RolePack]) -> None:
@@ -60,7 +60,7 @@ def check_packs_tied(source: torch.Tensor, packs: Sequence[RolePack]) -> None:
             another rule, or differs from its re-derivation (independent scales
             or calibration, or edited packed values).
     """
-    digest = tensor_sha256(source)
+    digest = tensor_digest(source)
     expected = derive_pack(source, role="check")
     for pack in packs:
         if (
@@ -72,7 +72,7 @@ def check_packs_tied(source: torch.Tensor, packs: Sequence[RolePack]) -> None:
             raise CheckpointError(
                 "QUANTIZED_PACKS_NOT_TIED",
                 f"the {pack.role!r} pack is not derived from the tied source table "
-                f"(source {pack.source_sha256[:12]} vs {digest[:12]}, rule {pack.rule!r})",
+                f"(source {pack.source_sha256[:19]} vs {digest[:19]}, rule {pack.rule!r})",
                 value=pack.role,
                 fix="derive every role's pack from the one logical table (derive_pack) and "
                 "regenerate packs after each update, or declare the runtime untied",

@@ -333,7 +333,7 @@ def _inspect_option(spec: str, encoding: str | None) -> Any:
     """Vocabulary sizes of one -t value (a folder's config.json supplies V)."""
     from pathlib import Path
 
-    from tokembed._hf_config import read_model_config
+    from tokembed.artifacts.config import read_model_config
     from tokembed.measure.vocab_sizes import vocab_sizes_of
 
     path, enc = split_spec(spec)

@@ -47,9 +47,11 @@ def _run_migrate(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
+    from tokembed.artifacts.models import load_model
+    from tokembed.artifacts.recorded_hash import folder_address_hash
+    from tokembed.checkpoint.folder import save_model_folder
     from tokembed.embedding.init import Initializer
     from tokembed.migrate import NewRows, classify_change, decompositions, migrate_model, row_map
-    from tokembed.migrate._checkpoint import _load_model, _model_hash, _write_folder
     from tokembed.migrate.release import build_manifest, model_digest, model_tensors
     from tokembed.migrate.roles import parameter, vocab_roles
     from tokembed.tokenizer.formats import load_tokenizer, save_tokenizer
@@ -61,7 +63,7 @@ def _run_migrate(args: argparse.Namespace) -> int:
     old_tok, new_tok = load_tokenizer(args.old), load_tokenizer(args.new)
     change = classify_change(old_tok, new_tok)
     model_path = Path(args.model)
-    model = _load_model(model_path)
+    model = load_model(model_path)
     rows_now = parameter(model, vocab_roles(model).input).shape[0]
     rows = row_map(change, old_rows=rows_now, accept_overlap=args.accept_overlap)
     random = None
@@ -81,7 +83,7 @@ def _run_migrate(args: argparse.Namespace) -> int:
         bias_value=args.bias_value,
         sources=sources,
         old_hash=old_tok.address_hash,
-        model_hash=_model_hash(model_path),
+        model_hash=folder_address_hash(model_path),
     )
     manifest = build_manifest(change=change, migration=result, model=model, old_model=old_digest)
     report = {"change": change.evidence(), "migration": result.to_json()}
@@ -92,7 +94,7 @@ def _run_migrate(args: argparse.Namespace) -> int:
     with TemporaryDirectory() as tmp:
         tok_file = save_tokenizer(new_tok, Path(tmp) / "tokenizer.tokembed.json")
         tokenizer_bytes = tok_file.read_bytes()
-    _write_folder(
+    save_model_folder(
         out,
         model,
         address_hash=new_tok.address_hash,

@@ -84,7 +84,6 @@ if TYPE_CHECKING:
         materialize_fresh,
     )
     from tokembed.embedding.mutation import (
-        table_digest,
         unchanged_table,
     )
     from tokembed.embedding.numerics import (
@@ -170,7 +169,6 @@ _SOURCES: dict[str, str] = {
     "row_stamp": "stamps",
     "sample_statistics": "init",
     "sinusoidal_table": "harvard",
-    "table_digest": "mutation",
     "unchanged_table": "mutation",
     "validate_bag_offsets": "bag",
     "validate_ids": "contracts",
@@ -229,7 +227,6 @@ __all__ = [
     "row_stamp",
     "sample_statistics",
     "sinusoidal_table",
-    "table_digest",
     "unchanged_table",
     "validate_bag_offsets",
     "validate_ids",

@@ -11,8 +11,8 @@ tensor of the right shape; they differ in which rows they may write:
   bit for bit, and optimizer moments gain explicit zero rows
   (:func:`grow_optimizer_state_`).
 
-Every result carries its evidence (state, source key, dtypes, SHA-256 of the
-produced bytes) so a run can say which state its table is in. Restoring ties
+Every result carries its evidence (state, source key, dtypes, the SHA-256 digest of
+the produced table, :func:`~tokembed.artifacts.digest.tensor_digest`) so a run can say which state its table is in. Restoring ties
 after growth is the caller's step (assign the grown Parameter to every alias).
 
 Example::
@@ -29,12 +29,12 @@ GROWTH_PREFIX_CHANGED.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import torch
 
+from tokembed.artifacts.digest import tensor_digest
 from tokembed.embedding.addressed import check_address_hash
 from tokembed.embedding.init import Initializer, initialize_
 from tokembed.embedding.lookup_checks import check_finite
@@ -50,7 +50,6 @@ __all__ = [
     "is_safe_cast",
     "load_exact",
     "materialize_fresh",
-    "tensor_sha256",
 ]
 
 
@@ -106,16 +105,6 @@ class Materialized:
     weight: torch.Tensor
     state: str  # "fresh" | "exact_load" | "growth"
     evidence: Mapping[str, object]
-
-
-def tensor_sha256(t: torch.Tensor) -> str:
-    """SHA-256 of a tensor's raw bytes (row-major), independent of strides.
-
-    The one tensor hasher of tokembed: load/growth evidence and the tied-replica check
-    (which adds dtype and shape) both use it.
-    """
-    data = t.detach().contiguous().cpu().reshape(-1).view(torch.uint8)
-    return hashlib.sha256(data.numpy().tobytes()).hexdigest()
 
 
 def is_safe_cast(src: torch.dtype, dst: torch.dtype) -> bool:
@@ -182,7 +171,7 @@ def _evidence(state: str, weight: torch.Tensor, **extra: object) -> dict[str, ob
         "state": state,
         "shape": list(weight.shape),
         "dtype": str(weight.dtype).removeprefix("torch."),
-        "sha256": tensor_sha256(weight),
+        "sha256": tensor_digest(weight),
         **extra,
     }
 
@@ -239,7 +228,7 @@ def load_exact(
             weight,
             source_key=key,
             source_dtype=str(saved.dtype).removeprefix("torch."),
-            source_sha256=tensor_sha256(saved),
+            source_sha256=tensor_digest(saved),
             address_hash=checkpoint_hash,
         ),
     )

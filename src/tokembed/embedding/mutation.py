@@ -1,12 +1,13 @@
-"""Table digests, and a guard for forwards that change the table they read.
+"""A guard for forwards that change the table they read.
 
 ``nn.Embedding(max_norm=...)`` renormalizes the rows it looks up *in place*,
 during the forward, under ``torch.no_grad()`` and in eval mode alike, with no
 optimizer step. A hash taken before a forward, a checkpoint compared with the
 model after an evaluation pass, or a second reader of the same table can all
-disagree with the table afterwards. :func:`table_digest` names a table's exact
-contents (dtype, shape and bytes in row-major order, whatever the storage
-layout), and :func:`unchanged_table` raises when a block of code changed them.
+disagree with the table afterwards. :func:`unchanged_table` raises when a block
+of code changed a table's exact contents, as named by
+:func:`~tokembed.artifacts.digest.tensor_digest` (dtype, shape and bytes in
+row-major order, whatever the storage layout).
 
 Example::
 
@@ -20,28 +21,15 @@ Example::
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
 
+from tokembed.artifacts.digest import tensor_digest
 from tokembed.errors import EmbeddingError
 
-__all__ = ["table_digest", "unchanged_table"]
-
-
-def table_digest(table: torch.Tensor) -> str:
-    """``"sha256:<hex>"`` of ``table``'s dtype, shape and row-major bytes (storage layout ignored).
-
-    Two tensors with equal digests hold the same values bit for bit in the same
-    order; a transposed view, another dtype or a permuted row differs.
-    """
-    data = table.detach().contiguous().cpu()
-    h = hashlib.sha256(f"{data.dtype}|{tuple(data.shape)}|".encode())
-    if data.numel():
-        h.update(data.reshape(-1).view(torch.uint8).numpy().tobytes())
-    return "sha256:" + h.hexdigest()
+__all__ = ["unchanged_table"]
 
 
 def _changed_rows(before: torch.Tensor, after: torch.Tensor) -> list[int]:
@@ -61,10 +49,10 @@ def unchanged_table(table: torch.Tensor, *, by: str, keep_copy: bool = True) -> 
             (e.g. a lookup with max_norm renormalized the rows it read); the value
             is the list of changed rows, or the two digests without a copy.
     """
-    before = table_digest(table)
+    before = tensor_digest(table)
     copy = table.detach().clone() if keep_copy else None
     yield before
-    after = table_digest(table)
+    after = tensor_digest(table)
     if after == before:
         return
     value: object = (before, after)

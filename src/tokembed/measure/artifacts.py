@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from tokembed._hf_config import read_model_config
+from tokembed.artifacts.config import read_model_config
 from tokembed.errors import UsageError
 from tokembed.measure.vocab_sizes import VocabSizes, vocab_sizes_of
 

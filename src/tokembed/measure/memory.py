@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tokembed._hf_config import ModelConfig, model_config_from_dict, read_model_config
+from tokembed.artifacts.config import ModelConfig, model_config_from_dict, read_model_config
 from tokembed.errors import EmbeddingError, UsageError
 
 __all__ = [

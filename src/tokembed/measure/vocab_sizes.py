@@ -11,7 +11,7 @@ For a tokenizer with ordinary (mergeable) ids and named special tokens:
   Direct indexing needs ``V >= R``; ``V - |I|`` rows are reached by no tokenizer id.
 
 ``V`` and the model's width come from its HF ``config.json``
-(:func:`tokembed._hf_config.read_model_config`); the table sizes they imply are
+(:func:`tokembed.artifacts.config.read_model_config`); the table sizes they imply are
 computed by :mod:`tokembed.measure.memory`, the one calculator.
 
 Example::
@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tokembed._hf_config import ModelConfig
+from tokembed.artifacts.config import ModelConfig
 from tokembed.errors import MeasureError
 
 if TYPE_CHECKING:

@@ -27,13 +27,13 @@ gradients, rows out of range).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
 from torch import nn
 
+from tokembed.artifacts.digest import tensor_digest
 from tokembed.errors import CheckpointError, UsageError
 from tokembed.migrate.roles import VocabRoles, parameter, vocab_roles
 
@@ -41,9 +41,8 @@ __all__ = ["RowFreeze", "check_frozen", "freeze_rows", "rows_digest"]
 
 
 def rows_digest(param: torch.Tensor, ids: torch.Tensor) -> str:
-    """SHA-256 of the selected rows' bytes (in ``ids`` order)."""
-    data = param.detach().index_select(0, ids).contiguous().reshape(-1).view(torch.uint8)
-    return hashlib.sha256(data.numpy().tobytes()).hexdigest()
+    """:func:`~tokembed.artifacts.digest.tensor_digest` of the selected rows (in ``ids`` order)."""
+    return tensor_digest(param.detach().index_select(0, ids))
 
 
 def check_frozen(

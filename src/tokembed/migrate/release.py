@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field, replace
 import torch
 from torch import nn
 
-from tokembed.embedding.materialize import tensor_sha256
+from tokembed.artifacts.digest import tensor_digest
 from tokembed.errors import CheckpointError
 from tokembed.migrate.apply import Migration
 from tokembed.migrate.classify import VocabularyChange
@@ -174,7 +174,7 @@ def model_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
 
 def model_digest(tensors: Mapping[str, torch.Tensor]) -> str:
     """One digest naming a model: SHA-256 over sorted (name, tensor SHA-256) pairs."""
-    return _sha(sorted((name, tensor_sha256(t)) for name, t in tensors.items()))
+    return _sha(sorted((name, tensor_digest(t)) for name, t in tensors.items()))
 
 
 def build_manifest(
@@ -188,7 +188,7 @@ def build_manifest(
 ) -> ReleaseManifest:
     """The manifest of a finished migration of ``model`` (whose pre-migration digest is ``old_model``)."""
     tensors = model_tensors(model)
-    digests = {name: tensor_sha256(t) for name, t in tensors.items()}
+    digests = {name: tensor_digest(t) for name, t in tensors.items()}
     moments: dict[str, str] = {}
     steps: dict[str, float] = {}
     if optimizer is not None:
@@ -196,7 +196,7 @@ def build_manifest(
             state = optimizer.state[model.get_parameter(name)]
             for key, value in state.items():
                 if isinstance(value, torch.Tensor) and value.dim() >= 1:
-                    moments[f"{name}:{key}"] = tensor_sha256(value)
+                    moments[f"{name}:{key}"] = tensor_digest(value)
                 elif key == "step":
                     steps[name] = float(value)
     roles = migration.roles
@@ -294,7 +294,7 @@ def check_packs(manifest: ReleaseManifest, tensors: Mapping[str, torch.Tensor]) 
     """
     for pack in manifest.packs:
         source = tensors[pack.source]
-        if pack.source_sha256 != tensor_sha256(source) or pack.rows != source.shape[0]:
+        if pack.source_sha256 != tensor_digest(source) or pack.rows != source.shape[0]:
             raise CheckpointError(
                 "STALE_PACK",
                 f"pack {pack.name!r} ({pack.rows} rows) was not made from the migrated "
@@ -321,7 +321,7 @@ def verify_tensors(manifest: ReleaseManifest, tensors: Mapping[str, torch.Tensor
             fix="present the checkpoint this manifest was written for",
         )
     for name, t in tensors.items():
-        if tensor_sha256(t) != manifest.tensors[name]:
+        if tensor_digest(t) != manifest.tensors[name]:
             raise CheckpointError(
                 "MANIFEST_MISMATCH",
                 f"{name!r} differs from the manifest's digest",

@@ -37,7 +37,7 @@ from tokembed.errors import ParallelError
 from tokembed.migrate.apply import migrate_rows
 from tokembed.migrate.optimizer import as_bits, check_preserved, copy_exact_
 from tokembed.migrate.rowmap import RowMap
-from tokembed.parallel._collectives import all_gather_uneven
+from tokembed.parallel.collectives import all_gather_uneven
 from tokembed.parallel.intervals import validate_cover
 from tokembed.parallel.lm_head import VocabParallelLMHead
 from tokembed.parallel.vocab_embedding import VocabParallelEmbedding

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from tokembed.parallel._collectives import (
+from tokembed.parallel.collectives import (
     ProcessGroup,
     all_gather_uneven,
     exchange_rows,

@@ -13,7 +13,7 @@ it owns) and, for column shards, ``max_norm`` (a row's norm spans every rank).
 
 When ranks can disagree about a batch (each rank brings its own ids, or only
 the PAD row's holder can see it is not zero) the checks run under
-:func:`~tokembed.parallel._collectives.agree_on_error`, so every rank raises at
+:func:`~tokembed.parallel.collectives.agree_on_error`, so every rank raises at
 the same point instead of leaving its peers blocked in the next collective.
 """
 
@@ -36,7 +36,7 @@ from tokembed.embedding.lookup_checks import (
 )
 from tokembed.embedding.lookup_config import LookupConfig, config_of
 from tokembed.errors import ParallelError, UsageError
-from tokembed.parallel._collectives import ProcessGroup, agree_on_error
+from tokembed.parallel.collectives import ProcessGroup, agree_on_error
 
 __all__ = ["ShardedLookup", "require_shardable", "table_source"]
 

@@ -39,13 +39,13 @@ from tokembed.embedding.lookup_checks import scale_lookup
 from tokembed.embedding.lookup_config import LookupConfig, LookupPolicy
 from tokembed.errors import ParallelError
 from tokembed.parallel._autograd import gather_along
-from tokembed.parallel._collectives import (
+from tokembed.parallel._sharded_lookup import ShardedLookup, require_shardable, table_source
+from tokembed.parallel.collectives import (
     ProcessGroup,
     all_gather_uneven,
     group_rank,
     group_size,
 )
-from tokembed.parallel._sharded_lookup import ShardedLookup, require_shardable, table_source
 from tokembed.parallel.intervals import row_intervals
 
 __all__ = ["ColumnParallelEmbedding", "require_full_rows"]

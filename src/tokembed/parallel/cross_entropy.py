@@ -37,7 +37,7 @@ import torch
 import torch.distributed as dist
 
 from tokembed.errors import EmbeddingError, UsageError
-from tokembed.parallel._collectives import ProcessGroup
+from tokembed.parallel.collectives import ProcessGroup
 from tokembed.parallel.intervals import validate_cover
 
 __all__ = ["vocab_parallel_cross_entropy"]

@@ -32,7 +32,7 @@ import torch
 import torch.distributed as dist
 
 from tokembed.errors import ParallelError, UsageError
-from tokembed.parallel._collectives import ProcessGroup, group_size
+from tokembed.parallel.collectives import ProcessGroup, group_size
 
 __all__ = ["GradientReduction", "check_parallel_groups", "reduce_gradients"]
 

@@ -40,7 +40,7 @@ import torch
 from torch import nn
 
 from tokembed.errors import ParallelError, UsageError
-from tokembed.parallel._collectives import ProcessGroup
+from tokembed.parallel.collectives import ProcessGroup
 from tokembed.parallel.shard import shard_input_embedding
 
 __all__ = ["autotp_group", "initialize_autotp"]

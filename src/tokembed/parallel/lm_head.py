@@ -28,8 +28,8 @@ from tokembed.embedding.init import Initializer, new_table
 from tokembed.embedding.lookup_config import LookupConfig
 from tokembed.errors import EmbeddingError, ParallelError, UsageError
 from tokembed.parallel._autograd import copy_to_group
-from tokembed.parallel._collectives import ProcessGroup
 from tokembed.parallel._row_shard import RowIntervals, copy_owned_rows
+from tokembed.parallel.collectives import ProcessGroup
 from tokembed.parallel.ownership import RowOwnership, mark_rows
 from tokembed.parallel.vocab_embedding import VocabParallelEmbedding
 

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from tokembed.errors import ParallelError
-from tokembed.parallel._collectives import ProcessGroup, group_rank, group_size
+from tokembed.parallel.collectives import ProcessGroup, group_rank, group_size
 from tokembed.parallel.intervals import row_intervals, validate_cover
 
 __all__ = [

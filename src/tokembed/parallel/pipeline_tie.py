@@ -35,24 +35,19 @@ from typing import Any, Literal
 import torch
 import torch.distributed as dist
 
-from tokembed.embedding.materialize import tensor_sha256
+from tokembed.artifacts.digest import tensor_digest
 from tokembed.errors import ParallelError, UsageError
-from tokembed.parallel._collectives import ProcessGroup
+from tokembed.parallel.collectives import ProcessGroup
 from tokembed.parallel.ownership import row_ownership
 
 __all__ = ["TiedReplica"]
-
-
-def _digest(t: torch.Tensor) -> str:
-    """dtype, shape and SHA-256 of the bytes: equal only for exactly equal tensors."""
-    return f"{t.dtype}:{tuple(t.shape)}:{tensor_sha256(t)}"
 
 
 def _state_digest(state: dict[str, Any]) -> str:
     parts = []
     for key in sorted(state):
         value = state[key]
-        parts.append(f"{key}={_digest(value) if torch.is_tensor(value) else value!r}")
+        parts.append(f"{key}={tensor_digest(value) if torch.is_tensor(value) else value!r}")
     return hashlib.sha256(";".join(parts).encode()).hexdigest()
 
 
@@ -132,7 +127,7 @@ class TiedReplica:
             state = _state_digest(optimizer.state.get(self.param, {}))
         mine = {
             "interval": (interval, tuple(self.param.shape)),
-            "values": _digest(self.param),
+            "values": tensor_digest(self.param),
             "optimizer state": state,
         }
         everyone: list[Any] = [None] * dist.get_world_size(self.group)

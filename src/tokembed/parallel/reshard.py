@@ -35,12 +35,13 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from tokembed.artifacts.safetensors_writer import write_safetensors
 from tokembed.embedding.addressed import check_address_hash
 from tokembed.embedding.lookup_checks import check_finite, check_pad_row
 from tokembed.embedding.lookup_config import LookupConfig
 from tokembed.errors import EmbeddingError, ParallelError, UsageError
-from tokembed.files.atomic import write_bytes_atomic
-from tokembed.parallel._collectives import ProcessGroup
+from tokembed.files.atomic import replace_with, write_bytes_atomic
+from tokembed.parallel.collectives import ProcessGroup
 from tokembed.parallel.intervals import validate_cover
 
 __all__ = [
@@ -190,8 +191,6 @@ def save_shard(
         ParallelError SHARD_LAYOUT_MISMATCH: ``weight`` has not ``e_r - s_r`` rows, or
             the intervals do not cover ``[0, num_embeddings)``.
     """
-    from safetensors.torch import save
-
     layout = ShardLayout(
         num_embeddings=num_embeddings,
         embedding_dim=int(weight.shape[1]),
@@ -212,8 +211,10 @@ def save_shard(
     out.mkdir(parents=True, exist_ok=True)
     meta = {"vocab_start": str(start), "vocab_end": str(end), "num_embeddings": str(num_embeddings)}
     path = out / layout.files[rank]
-    tensor = weight.detach().to("cpu").contiguous()
-    write_bytes_atomic(path, save({_TENSOR: tensor}, metadata=meta))
+    # Streamed from the tensor (block-wise if it is on a device or strided): a shard is
+    # never held as one bytes object beside the table.
+    shard = {_TENSOR: weight.detach()}
+    replace_with(path, lambda tmp: write_safetensors(tmp, shard, metadata=meta))
     if rank == 0:
         write_bytes_atomic(out / MANIFEST_NAME, layout.to_json().encode())
     return path

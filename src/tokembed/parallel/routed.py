@@ -44,8 +44,8 @@ from tokembed.embedding.lookup_checks import scale_lookup
 from tokembed.embedding.lookup_config import LookupPolicy
 from tokembed.errors import ParallelError
 from tokembed.parallel._autograd import all_to_all_rows
-from tokembed.parallel._collectives import ProcessGroup, exchange_rows
 from tokembed.parallel._row_shard import RowShardedTable
+from tokembed.parallel.collectives import ProcessGroup, exchange_rows
 
 __all__ = ["RouteLedger", "RowRoutedEmbedding", "restore_origin_order"]
 

@@ -41,8 +41,8 @@ from torch.nn.utils import parametrize
 from tokembed.embedding.lookup import TokenEmbedding
 from tokembed.embedding.lookup_config import LookupConfig
 from tokembed.errors import ParallelError, UsageError
-from tokembed.parallel._collectives import ProcessGroup
 from tokembed.parallel._sharded_lookup import table_source
+from tokembed.parallel.collectives import ProcessGroup
 from tokembed.parallel.lm_head import VocabParallelLMHead
 from tokembed.parallel.vocab_embedding import VocabParallelEmbedding
 

@@ -38,8 +38,8 @@ from tokembed.embedding.lookup_checks import scale_lookup
 from tokembed.embedding.lookup_config import LookupPolicy
 from tokembed.errors import ParallelError, UsageError
 from tokembed.parallel._autograd import reduce_from_group, reduce_scatter_along
-from tokembed.parallel._collectives import ProcessGroup
 from tokembed.parallel._row_shard import RowShardedTable
+from tokembed.parallel.collectives import ProcessGroup
 
 __all__ = ["VocabParallelEmbedding"]
 

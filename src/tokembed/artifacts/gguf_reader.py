@@ -1,4 +1,4 @@
-"""A GGUF header reader that stops at what an admission check needs (private).
+"""A GGUF header reader that stops at what an admission check needs.
 
 ``gguf.GGUFReader`` decodes every metadata value, including the tokenizer's
 token and merge lists (about 100,000 strings for SmolLM2), which takes seconds;
@@ -6,8 +6,17 @@ an admission check needs the scalar fields, the length of the token list and the
 tensor infos. This reader walks the same layout (little-endian: magic, version,
 counts, typed key/values, tensor infos, aligned data) and keeps scalars, string
 values and array *lengths*; one tensor's bytes are read on request and decoded
-by the ``gguf`` package's own dequantizer. ``tests/audit/test_pair.py`` compares
-it with ``GGUFReader`` on a real file.
+by the ``gguf`` package's own dequantizer, which is imported only when a file is
+read (``pip install 'tokembed[gguf]'``). The tests compare it with ``GGUFReader``
+and transformers' GGUF loader on a real file.
+
+Example::
+
+    >>> header = read_gguf_header("SmolLM2-135M-Instruct.Q4_1.gguf")  # doctest: +SKIP
+    >>> header.fields["tokenizer.ggml.tokens"], header.tensors["token_embd.weight"].shape
+    (49152, (49152, 576))
+    >>> read_gguf_tensor(header, "token_embd.weight").dtype  # doctest: +SKIP
+    torch.float32
 """
 
 from __future__ import annotations
@@ -15,11 +24,14 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from tokembed.errors import CheckpointError, UsageError
 
-__all__: list[str] = []
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["GGUFHeader", "GGUFTensor", "read_gguf_header", "read_gguf_tensor"]
 
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
             10: "<Q", 11: "<q", 12: "<d"}  # fmt: skip
@@ -28,6 +40,8 @@ _STRING, _ARRAY = 8, 9
 
 @dataclass(frozen=True, kw_only=True)
 class GGUFTensor:
+    """Where one tensor of a GGUF file is and how it is encoded (its bytes are not read)."""
+
     name: str
     shape: tuple[int, ...]  # torch order (GGUF lists the fastest axis first)
     type_name: str
@@ -36,6 +50,8 @@ class GGUFTensor:
 
 @dataclass(frozen=True, kw_only=True)
 class GGUFHeader:
+    """A GGUF file's metadata fields and tensor infos, as :func:`read_gguf_header` read them."""
+
     path: Path
     fields: dict[str, Any]  # scalars and strings as values; arrays as their length
     tensors: dict[str, GGUFTensor]
@@ -154,11 +170,12 @@ def read_gguf_header(path: str | Path) -> GGUFHeader:
     return GGUFHeader(path=p, fields=fields, tensors=tensors)
 
 
-def read_gguf_tensor(header: GGUFHeader, name: str) -> Any:
+def read_gguf_tensor(header: GGUFHeader, name: str) -> torch.Tensor:
     """The float32 values of one tensor (dequantized by the ``gguf`` package), as torch.
 
     Raises:
         CheckpointError MALFORMED_CHECKPOINT: the tensor's bytes do not fit in the file.
+        KeyError: the header lists no tensor ``name``.
     """
     import numpy as np
     import torch

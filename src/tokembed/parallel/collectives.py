@@ -1,4 +1,8 @@
-"""Small wrappers over torch.distributed used by the parallel layers (gloo-tested).
+"""Small wrappers over torch.distributed: the parallel layers' collectives (gloo-tested).
+
+Public because other packages gather vocabulary-parallel state the same way
+(:mod:`tokembed.migrate.shards` gathers shards and their optimizer moments with
+:func:`all_gather_uneven`).
 
 What gloo in torch 2.13 supports, probed on this machine with real process
 groups: ``all_to_all_single`` with uneven split sizes, ``reduce_scatter_single``

@@ -8,7 +8,7 @@ tables depend on: ``vocab_size``, the hidden width (``hidden_size``, GPT-2's
 role ids (``bos_token_id``, ``eos_token_id`` (an int or a list), ``pad_token_id``,
 ``unk_token_id``), the declared ``dtype`` (or ``torch_dtype``), ``model_type``
 and ``scale_embedding``. Fields a config does not state are None; each calculation
-decides which ones it needs (:func:`tokembed.embedding.memory.load_table_config`
+decides which ones it needs (:func:`tokembed.measure.memory.load_table_config`
 needs all three of V, width and tying; ``tokembed inspect`` only V).
 
 Example::

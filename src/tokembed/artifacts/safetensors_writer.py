@@ -7,11 +7,17 @@ file format is simple enough to write directly: an 8-byte little-endian header
 length, the JSON header (dtype, shape, byte offsets per tensor, and the string
 ``__metadata__``) padded with spaces to a multiple of 8, then the raw
 row-major bytes back to back. Files written here are read by ``safe_open``,
-``load_file`` and transformers like any other.
+``load_file`` and transformers like any other, and by
+:func:`~tokembed.artifacts.safetensors_header.read_safetensors_header`.
+
+This is the project's one safetensors writer: checkpoints, migrated model
+folders and vocabulary shards are all written by :func:`write_safetensors`.
+torch is imported when it is called, not when this module is imported.
 
 Example::
 
-    >>> write_safetensors(Path("x.safetensors"), {"w": torch.zeros(2, 3)}, {"format": "pt"})
+    >>> write_safetensors(Path("x.safetensors"), {"w": torch.zeros(2, 3)},
+    ...                   metadata={"format": "pt"})  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -20,25 +26,14 @@ import json
 import struct
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+from tokembed.artifacts.safetensors_header import DTYPE_CODES
 
-__all__ = ["DTYPE_CODES", "write_safetensors"]
+if TYPE_CHECKING:
+    import torch
 
-DTYPE_CODES: dict[torch.dtype, str] = {
-    torch.float64: "F64",
-    torch.float32: "F32",
-    torch.float16: "F16",
-    torch.bfloat16: "BF16",
-    torch.int64: "I64",
-    torch.int32: "I32",
-    torch.int16: "I16",
-    torch.int8: "I8",
-    torch.uint8: "U8",
-    torch.bool: "BOOL",
-    torch.float8_e4m3fn: "F8_E4M3",
-    torch.float8_e5m2: "F8_E5M2",
-}
+__all__ = ["write_safetensors"]
 
 # Copy in blocks so a non-contiguous or non-CPU tensor never needs a full second copy.
 _BLOCK_BYTES = 64 << 20
@@ -46,6 +41,8 @@ _BLOCK_BYTES = 64 << 20
 
 def _raw(t: torch.Tensor) -> torch.Tensor:
     """The tensor's bytes as a flat uint8 view (a copy only for non-contiguous/non-CPU data)."""
+    import torch
+
     flat = t.detach().reshape(-1)
     if flat.device.type != "cpu":
         flat = flat.cpu()
@@ -53,9 +50,12 @@ def _raw(t: torch.Tensor) -> torch.Tensor:
 
 
 def write_safetensors(
-    path: Path, tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str]
+    path: Path, tensors: Mapping[str, torch.Tensor], *, metadata: Mapping[str, str]
 ) -> None:
     """Write ``tensors`` and string ``metadata`` to ``path`` in the safetensors format.
+
+    Tensors are stored in name order; ``path`` is written in place (wrap the call in
+    :func:`tokembed.files.atomic.replace_with` for an all-or-nothing file).
 
     Raises:
         KeyError: a dtype the format has no code for (complex, unsigned > 8 bits).
@@ -67,7 +67,7 @@ def write_safetensors(
         t = tensors[name]
         size = t.numel() * t.element_size()
         header[name] = {
-            "dtype": DTYPE_CODES[t.dtype],
+            "dtype": DTYPE_CODES[str(t.dtype).removeprefix("torch.")],
             "shape": list(t.shape),
             "data_offsets": [offset, offset + size],
         }

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tokembed._hf_config import read_model_config
+from tokembed.artifacts.config import read_model_config
 from tokembed.errors import EmbeddingError, UsageError
 
 
