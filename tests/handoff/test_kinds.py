@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tokembed.embedding.harvard import HarvardEmbedding
+from tokembed.embedding.variants.sinusoidal import ScaledSinusoidalEmbedding
 from tokembed.errors import HandoffError, UsageError
 from tokembed.handoff.kinds import (
     Kind,
@@ -98,7 +98,7 @@ def test_lookup_rows_as_contextual_states() -> None:
         require_contextual(hs[0], consumer="a probing classifier")
     assert e.value.code == "REPRESENTATION_NOT_CONTEXTUAL"
     assert e.value.value == "lookup"
-    harvard = HarvardEmbedding(32, 8, dropout=0.0)
+    harvard = ScaledSinusoidalEmbedding(32, 8, dropout=0.0)
     with pytest.raises(HandoffError) as e:
         require_contextual(harvard(torch.tensor([[5, 7]])), consumer="a probing classifier")
     assert e.value.code == "REPRESENTATION_NOT_CONTEXTUAL"

@@ -34,7 +34,7 @@ from typing import Literal
 
 import torch
 
-from tokembed.embedding.mutation import table_digest
+from tokembed.embedding.guards.mutation import table_digest
 from tokembed.errors import AuditError, UsageError
 from tokembed.files.os_errors import input_error
 

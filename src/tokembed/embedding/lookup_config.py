@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CheckMode",
-    "CountScope",
     "IdRoute",
     "LookupConfig",
     "LookupPolicy",

@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
-from tokembed.embedding.projector import FeatureProjector
+from tokembed.embedding.variants.projector import FeatureProjector
 from tokembed.errors import EmbeddingError, HandoffError, UsageError
 from tokembed.handoff.kinds import declare, representation_of
 from tokembed.handoff.media_projector import ProjectorContract, Trainability

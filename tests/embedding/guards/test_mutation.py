@@ -8,8 +8,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from conftest import assert_within, rounding_bound
-from tokembed.embedding import TokenEmbedding, table_digest, unchanged_table
+from tokembed.embedding import TokenEmbedding
 from tokembed.embedding import oracles as O
+from tokembed.embedding.guards import table_digest, unchanged_table
 from tokembed.errors import EmbeddingError
 
 
