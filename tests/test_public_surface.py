@@ -22,6 +22,7 @@ PACKAGES = (
     "tokembed.embedding",
     "tokembed.embedding.guards",
     "tokembed.embedding.variants",
+    "tokembed.inputs",
 )
 
 
@@ -87,7 +88,7 @@ def test_the_embedding_face_is_grouped() -> None:
 
 
 def test_unknown_names_fail_as_on_any_module() -> None:
-    import tokembed.embedding
+    import tokembed.inputs
 
     with pytest.raises(AttributeError, match="not_a_name"):
-        tokembed.embedding.not_a_name  # noqa: B018
+        tokembed.inputs.not_a_name  # noqa: B018

@@ -22,7 +22,7 @@ GROUP_NAMES: dict[int, str] = {
     8: "projector",
     9: "embedding-object boundary",
     10: "count-changing adapter",
-    11: "mixed-origin X0",
+    11: "mixed-origin input sequence",
     12: "output head and weight tying",
 }
 
@@ -30,7 +30,7 @@ _E = "tests/embedding/"
 _P = "tests/parallel/"
 _C = "tests/checkpoint/"
 _M = "tests/migrate/"
-_H = "tests/handoff/"
+_H = "tests/inputs/"
 _G6 = _C + "test_group6_scenarios.py::test_"
 
 # (id, code, title, tests)
@@ -467,7 +467,7 @@ ROWS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
             + "variants/test_sinusoidal.py::test_positioned_rows_where_raw_content_was_intended_are_refused",
         ),
     ),
-    # --- 8 projector (guards in tokembed.handoff)
+    # --- 8 projector (guards in tokembed.inputs)
     (
         "8.1",
         "PROJECTOR_WIDTH_MISMATCH",
@@ -536,36 +536,36 @@ ROWS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
         "Query bottleneck collapses needed evidence",
         (_H + "test_adapter.py::test_query_bottleneck_collapses_needed_evidence",),
     ),
-    # --- 11 mixed-origin X0
+    # --- 11 mixed-origin input sequence
     (
         "11.1",
         "X0_FEATURE_AXIS_CONCAT",
         "Text and media concatenated along the feature axis",
-        ("tests/handoff/test_x0.py::test_text_and_media_concatenated_along_the_feature_axis",),
+        (_H + "test_sequence.py::test_text_and_media_concatenated_along_the_feature_axis",),
     ),
     (
         "11.2",
         "X0_ROW_ORDER_MISMATCH",
         "Rows have correct shape but wrong order",
-        ("tests/handoff/test_x0.py::test_rows_have_correct_shape_but_wrong_order",),
+        (_H + "test_sequence.py::test_rows_have_correct_shape_but_wrong_order",),
     ),
     (
         "11.3",
         "X0_ROW_TYPES_MISSING",
         "Row-type metadata lost",
-        ("tests/handoff/test_x0.py::test_row_type_metadata_lost",),
+        (_H + "test_sequence.py::test_row_type_metadata_lost",),
     ),
     (
         "11.4",
         "X0_GEOMETRY_MISSING",
         "Geometry metadata dropped at concat",
-        ("tests/handoff/test_x0.py::test_geometry_metadata_dropped_at_concat",),
+        (_H + "test_sequence.py::test_geometry_metadata_dropped_at_concat",),
     ),
     (
         "11.5",
         "X0_MEDIA_MASK_MISSING",
         "Ragged media batches padded without media masks",
-        ("tests/handoff/test_x0.py::test_ragged_media_padded_without_media_masks",),
+        (_H + "test_sequence.py::test_ragged_media_padded_without_media_masks",),
     ),
     # --- 12 output head and weight tying
     (

@@ -7,7 +7,7 @@ import torch
 
 from tokembed.embedding.variants.sinusoidal import ScaledSinusoidalEmbedding
 from tokembed.errors import HandoffError, UsageError
-from tokembed.handoff.kinds import (
+from tokembed.inputs.kinds import (
     Kind,
     Representation,
     declare,
@@ -17,8 +17,8 @@ from tokembed.handoff.kinds import (
     require_same_space,
     retrieval_scores,
 )
-from tokembed.handoff.media_projector import MediaProjector, ProjectorContract, Trainability
-from tokembed.handoff.rows import MediaRows, RowType
+from tokembed.inputs.media_projector import MediaProjector, ProjectorContract, Trainability
+from tokembed.inputs.rows import MediaRows, RowType
 
 SBERT = Representation(
     kind=Kind.POOLED, model="sbert", pooling="mean", objective="contrastive", similarity=True

@@ -29,8 +29,8 @@ from torch import nn
 
 from tokembed.embedding.variants.projector import FeatureProjector
 from tokembed.errors import HandoffError, UsageError
-from tokembed.handoff.kinds import Kind, Representation, declare, representation_of
-from tokembed.handoff.rows import MediaRows
+from tokembed.inputs.kinds import Kind, Representation, declare, representation_of
+from tokembed.inputs.rows import MediaRows
 
 __all__ = [
     "MediaProjector",
