@@ -102,6 +102,21 @@ class SequenceLayout:
                 fix="e.g. order=(RowType.IMAGE, RowType.TEXT) as training used it",
             )
 
+    def check_order(self, got: tuple[RowType, ...]) -> None:
+        """Refuse segment types ``got`` that are not this layout's order.
+
+        Raises:
+            HandoffError X0_ROW_ORDER_MISMATCH: another order (every shape stays valid).
+        """
+        if got != self.order:
+            raise HandoffError(
+                "X0_ROW_ORDER_MISMATCH",
+                f"segments are {[t.name for t in got]} but the layout (as training built it)"
+                f" is {[t.name for t in self.order]}; every shape is still valid",
+                value=[t.name for t in got],
+                fix="pass the segments in the layout's order",
+            )
+
 
 @dataclass(frozen=True, kw_only=True)
 class Span:
@@ -189,15 +204,7 @@ class InputSequence:
                     value=tuple(meta.shape),
                     fix="derive the metadata from the same segments as the states",
                 )
-        got = tuple(s.row_type for s in self.spans)
-        if got != self.layout.order:
-            raise HandoffError(
-                "X0_ROW_ORDER_MISMATCH",
-                f"segments are {[t.name for t in got]} but the layout (as training built it)"
-                f" is {[t.name for t in self.layout.order]}; every shape is still valid",
-                value=[t.name for t in got],
-                fix="pass the segments in the layout's order",
-            )
+        self.layout.check_order(tuple(s.row_type for s in self.spans))
         bounds = [0, *(s.stop for s in self.spans)]
         if [s.start for s in self.spans] != bounds[:-1] or bounds[-1] != n:
             raise EmbeddingError(
@@ -264,15 +271,7 @@ def assemble_sequence(
                 fix="wrap text rows in TextRows and media rows in MediaRows",
             )
     typed: list[TextRows | MediaRows] = [s for s in segments if not isinstance(s, torch.Tensor)]
-    got = tuple(s.row_type for s in typed)
-    if got != layout.order:
-        raise HandoffError(
-            "X0_ROW_ORDER_MISMATCH",
-            f"segments are {[t.name for t in got]} but the layout is"
-            f" {[t.name for t in layout.order]}",
-            value=[t.name for t in got],
-            fix="pass the segments in the layout's order",
-        )
+    layout.check_order(tuple(s.row_type for s in typed))
     batch = {s.rows.shape[0] for s in typed}
     if len(batch) != 1:
         raise EmbeddingError(
