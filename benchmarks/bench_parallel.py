@@ -17,8 +17,8 @@ compared with the fastest peer of each:
 
 Printed per implementation: median and min step time on rank 0, per-rank bytes of
 the table and of table + gradient + AdamW moments, the bytes handed to
-collectives per step (counted at the dispatcher), and the logical payload of the
-schedule by ``schedule_payloads``' formulas. Targets: per-rank table bytes =
+collectives per step (counted at the dispatcher), and the logical payload of each
+table layout by ``schedule_payloads``' formulas. Targets: per-rank table bytes =
 ceil(V/tp)/V of the replicated table; step time <= 1.1x DTensor's.
 
 Usage: .venv/bin/python benchmarks/bench_parallel.py [--vocab 32000] [--dim 512]
@@ -140,10 +140,11 @@ def _measured(run: Callable[[], None]) -> tuple[int, int, dict[str, tuple[int, i
 
 
 def _payload_ledger(full: torch.Tensor, ids: torch.Tensor, tp: int) -> dict[str, Any]:
-    """Each payload schedule (A-D of ``schedule_payloads``) once on the benchmark's ids: formula beside measurement.
+    """Each table layout of ``schedule_payloads`` once on the benchmark's ids: formula beside measurement.
 
-    A and B see data-parallel origins (rank r looks up its own 1/tp of the batch);
-    C and D see the tensor-parallel batch (every rank the same ids).
+    Replicated and owner-routed see data-parallel origins (rank r looks up its own 1/tp of
+    the batch); masked-local and column-sharded see the tensor-parallel batch (every rank
+    the same ids).
     """
     from tokembed.parallel.column import ColumnParallelEmbedding
     from tokembed.parallel.intervals import row_intervals
@@ -168,13 +169,13 @@ def _payload_ledger(full: torch.Tensor, ids: torch.Tensor, tp: int) -> dict[str,
     grad = replicated.weight.grad
     return {
         "n_remote": n_remote,
-        "A replicated + DP grad all-reduce": (formulas["A"], _measured(lambda: dist.all_reduce(grad))),
-        "B row-routed (RowRoutedEmbedding)": (
-            formulas["B"], _measured(lambda: routed(mine).sum().backward())
+        "replicated + DP grad all-reduce": (formulas["replicated"], _measured(lambda: dist.all_reduce(grad))),
+        "owner-routed (RowRoutedEmbedding)": (
+            formulas["owner_routed"], _measured(lambda: routed(mine).sum().backward())
         ),
-        "C masked local (ours)": (formulas["C"], _measured(lambda: ours(ids).sum().backward())),
-        "D column (ColumnParallelEmbedding)": (
-            formulas["D"], _measured(lambda: column(ids).sum().backward())
+        "masked local (ours)": (formulas["masked_local"], _measured(lambda: ours(ids).sum().backward())),
+        "column-sharded (ColumnParallelEmbedding)": (
+            formulas["column_sharded"], _measured(lambda: column(ids).sum().backward())
         ),
     }  # fmt: skip
 
@@ -336,14 +337,14 @@ def _report(
         f"{best_ours / min(fastest.values()):.3f} (median)"
     )
     print(
-        f"logical payload/step: C masked-local reduction {payload['C'] / _MiB:.2f}MiB,"
-        f" A replicated+DP gradient {payload['A'] / _MiB:.2f}MiB (if the table were data-parallel)"
+        f"logical payload/step: masked-local reduction {payload['masked_local'] / _MiB:.2f}MiB,"
+        f" replicated+DP gradient {payload['replicated'] / _MiB:.2f}MiB (if the table were data-parallel)"
     )
 
 
 def _report_payloads(payloads: dict[str, Any]) -> None:
     print(
-        f"payload per step by schedule (N_remote={payloads.pop('n_remote')}): formula vs bytes "
+        f"payload per step by table layout (N_remote={payloads.pop('n_remote')}): formula vs bytes "
         "handed to collectives on rank 0 / summed over ranks"
     )
     for name, (formula, (rank0, total, calls)) in payloads.items():

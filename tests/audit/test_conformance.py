@@ -12,7 +12,8 @@ from torch import nn
 
 from conftest import data_path
 from tokembed.audit import AuditReport, ShapeLedger, check_initial_state
-from tokembed.embedding import AddressedIds, HarvardEmbedding, TokenEmbedding
+from tokembed.embedding import AddressedIds, TokenEmbedding
+from tokembed.embedding.variants import ScaledSinusoidalEmbedding
 from tokembed.errors import AuditError
 from tokembed.tokenizer.formats import load_tokenizer
 
@@ -102,7 +103,7 @@ def test_smollm2_config_llama_with_pad_as_eos(smol_tok: Any) -> None:
 
 
 def test_harvard_embedding_scales_once_and_adds_sinusoids_once(gpt2_tok: Any) -> None:
-    model = HarvardEmbedding(50257, 16, dropout=0.1, address_hash=gpt2_tok.address_hash)
+    model = ScaledSinusoidalEmbedding(50257, 16, dropout=0.1, address_hash=gpt2_tok.address_hash)
     ids = AddressedIds(
         ids=torch.tensor([gpt2_tok.encode(TEXTS[0])]), address_hash=gpt2_tok.address_hash
     )
@@ -199,7 +200,7 @@ def test_a_transposed_untied_head(gpt2_tok: Any) -> None:
 class _PositionsTwice(nn.Module):
     def __init__(self, v: int, d: int) -> None:
         super().__init__()
-        self.embed = HarvardEmbedding(v, d, dropout=0.0)
+        self.embed = ScaledSinusoidalEmbedding(v, d, dropout=0.0)
         self.block = nn.Linear(d, d)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
@@ -215,7 +216,7 @@ def test_positions_applied_twice(gpt2_tok: Any) -> None:
 
 
 def test_a_table_bound_to_another_tokenizer(gpt2_tok: Any, smol_tok: Any) -> None:
-    model = HarvardEmbedding(50257, 16, dropout=0.0, address_hash=smol_tok.address_hash)
+    model = ScaledSinusoidalEmbedding(50257, 16, dropout=0.0, address_hash=smol_tok.address_hash)
     report = _rejected(model, gpt2_tok, torch.tensor([gpt2_tok.encode(TEXTS[1])]))
     assert report.failed_codes == ("ADDRESS_HASH_MISMATCH",)
 
@@ -224,7 +225,7 @@ def test_the_ledger_catches_a_renamed_dimension(gpt2_tok: Any) -> None:
     declared = ShapeLedger.declared(
         {"table": ("V", "d_model"), "ids": ("B", "T"), "rows": ("B", "T", "d_model")}, V=50257
     )
-    model = HarvardEmbedding(50257, 16, dropout=0.0)
+    model = ScaledSinusoidalEmbedding(50257, 16, dropout=0.0)
     report = _rejected(model, gpt2_tok, torch.tensor([gpt2_tok.encode(TEXTS[1])]),
                        declared_ledger=declared)  # fmt: skip
     assert report.failed_codes == ("LEDGER_MISMATCH",)

@@ -11,7 +11,8 @@ from _models import TinyLM, llama, lm_loss, train_steps
 from torch import nn
 
 from tokembed.checkpoint import check_registration, require_ties, tie, untie
-from tokembed.embedding import FactorizedEmbedding, TokenEmbedding
+from tokembed.embedding import TokenEmbedding
+from tokembed.embedding.variants import FactorizedEmbedding
 from tokembed.errors import CheckpointError
 
 HASH_A = "sha256:" + "1" * 64

@@ -31,7 +31,8 @@ from tokembed.checkpoint import (
     verify_aliases,
 )
 from tokembed.checkpoint.alias import AliasGraph
-from tokembed.embedding import FactorizedEmbedding, TokenEmbedding
+from tokembed.embedding import TokenEmbedding
+from tokembed.embedding.variants import FactorizedEmbedding
 from tokembed.errors import CheckpointError, TokembedError
 from tokembed.parallel import TiedReplica, VocabParallelEmbedding, VocabParallelLMHead
 

@@ -6,12 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from tokembed.embedding.gradients import (
-    admit_gradient,
-    check_sparse_options,
-    embedding_param_groups,
-    guard_padding_row,
-)
+from tokembed.embedding.gradients import admit_gradient, embedding_param_groups, guard_padding_row
+from tokembed.embedding.lookup_config import check_sparse_options
 from tokembed.errors import EmbeddingError, UsageError
 
 IDS = torch.tensor([[1, 4, 1, 0], [4, 6, 1, 4]])

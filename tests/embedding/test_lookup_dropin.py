@@ -13,8 +13,8 @@ import pytest
 import torch
 from torch import nn
 
-from tokembed.embedding.bag import TokenEmbeddingBag
 from tokembed.embedding.lookup import TokenEmbedding
+from tokembed.embedding.variants.bag import TokenEmbeddingBag
 from tokembed.errors import EmbeddingError, UsageError
 
 

@@ -20,8 +20,8 @@ from torch import nn
 from conftest import assert_within, data_path, pud_text, rounding_bound
 from tokembed.embedding import oracles as O
 from tokembed.embedding.addressed import AddressedIds
-from tokembed.embedding.bag import TokenEmbeddingBag
 from tokembed.embedding.lookup import TokenEmbedding
+from tokembed.embedding.variants.bag import TokenEmbeddingBag
 from tokembed.errors import EmbeddingError
 from tokembed.tokenizer.pretokenize import PATTERNS
 

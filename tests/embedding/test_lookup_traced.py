@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from tokembed.embedding.bag import TokenEmbeddingBag
 from tokembed.embedding.lookup import TokenEmbedding
+from tokembed.embedding.variants.bag import TokenEmbeddingBag
 
 GOOD = torch.tensor([[1, 0, 4], [2, 3, 3]])
 BAD = torch.tensor([[1, 0, 4], [2, 5, 3]])  # 5 is outside a 5-row table

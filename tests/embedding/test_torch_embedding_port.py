@@ -13,8 +13,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tokembed.embedding.bag import TokenEmbeddingBag as EmbeddingBag
 from tokembed.embedding.lookup import TokenEmbedding as Embedding
+from tokembed.embedding.variants.bag import TokenEmbeddingBag as EmbeddingBag
 
 IDS = torch.tensor([[0, 2, 4, 5], [4, 3, 0, 9]])
 

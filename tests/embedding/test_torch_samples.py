@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tokembed.embedding.bag import TokenEmbeddingBag
 from tokembed.embedding.lookup import TokenEmbedding
+from tokembed.embedding.variants.bag import TokenEmbeddingBag
 
 pytest.importorskip("expecttest", reason="torch.testing._internal imports expecttest")
 common_modules = pytest.importorskip("torch.testing._internal.common_modules")

@@ -289,7 +289,9 @@ def _ledger(group: dist.ProcessGroup | None) -> dict[str, Any]:
     table(ids).sum().backward()
     with count_collectives() as replicated:
         assert table.weight.grad is not None
-        dist.all_reduce(table.weight.grad, group=group)  # schedule A's dense gradient reduce
+        dist.all_reduce(
+            table.weight.grad, group=group
+        )  # a replicated table's dense gradient reduce
     opt = torch.optim.AdamW(emb.parameters())
     opt.step()
     from torch.distributed.device_mesh import DeviceMesh

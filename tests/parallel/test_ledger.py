@@ -1,4 +1,4 @@
-"""Byte accounts: schedule payload formulas, per-rank memory, bytes actually handed to collectives."""
+"""Byte accounts: table-layout payload formulas, per-rank memory, bytes actually handed to collectives."""
 
 from __future__ import annotations
 
@@ -26,19 +26,24 @@ def test_spec_communication_ledger_golden_numbers() -> None:
     # "logical routed payload: 80 bytes"; replicated gradient, Megatron output
     # reduction and column concatenation: 96 bytes each.
     payloads = schedule_payloads(num_embeddings=8, embedding_dim=3, n_tokens=8, n_remote=2)
-    assert payloads == {"A": 96, "B": 80, "C": 96, "D": 96}
+    assert payloads == {
+        "replicated": 96,
+        "owner_routed": 80,
+        "masked_local": 96,
+        "column_sharded": 96,
+    }
     # B decomposes as 2*(8+8) requests + 2*3*4 forward rows + 2*3*4 backward gradients.
     only_ids = schedule_payloads(num_embeddings=8, embedding_dim=0, n_tokens=8, n_remote=2)
-    assert only_ids["B"] == 32
+    assert only_ids["owner_routed"] == 32
 
 
 def test_payload_scales_with_value_width() -> None:
     bf16 = schedule_payloads(
         num_embeddings=32000, embedding_dim=512, n_tokens=4096, n_remote=2048, value_bytes=2
     )
-    assert bf16["A"] == 32000 * 512 * 2
-    assert bf16["C"] == 4096 * 512 * 2
-    assert bf16["B"] == 2048 * 16 + 2 * 2048 * 512 * 2
+    assert bf16["replicated"] == 32000 * 512 * 2
+    assert bf16["masked_local"] == 4096 * 512 * 2
+    assert bf16["owner_routed"] == 2048 * 16 + 2 * 2048 * 512 * 2
 
 
 def test_negative_counts_and_mismatched_ranks_are_refused() -> None:
@@ -73,18 +78,19 @@ def test_memory_ledger_counts_adamw_state_and_tied_parameters_once() -> None:
 @pytest.mark.distributed
 @pytest.mark.xdist_group("tokembed-whole-model")
 @pytest.mark.parametrize("world_size", [2, 4])
-def test_measured_bytes_match_the_schedule_formulas(world_size: int) -> None:
+def test_measured_bytes_match_the_payload_formulas(world_size: int) -> None:
     for result in world_results(world_size):
         ledger = result["ledger"]
         formulas = schedule_payloads(
             num_embeddings=VOCAB, embedding_dim=HIDDEN, n_tokens=ledger["n_tokens"], n_remote=0
         )
-        # Schedule C: one all-reduce of the [N, d] partial output forward, nothing in backward.
-        assert ledger["vpe"] == {"all_reduce": (1, formulas["C"])}
-        # Schedule A: the dense [V, d] gradient reduction of a replicated table.
-        assert ledger["replicated"] == {"all_reduce": (1, formulas["A"])}
-        # DTensor RowwiseParallel runs schedule C through functional collectives.
-        assert ledger["dtensor"] == {"all_reduce": (1, formulas["C"])}
+        # Masked local rows: one all-reduce of the [N, d] partial output forward, nothing in
+        # backward.
+        assert ledger["vpe"] == {"all_reduce": (1, formulas["masked_local"])}
+        # Replicated: the dense [V, d] gradient reduction of a replicated table.
+        assert ledger["replicated"] == {"all_reduce": (1, formulas["replicated"])}
+        # DTensor RowwiseParallel runs the masked local lookup through functional collectives.
+        assert ledger["dtensor"] == {"all_reduce": (1, formulas["masked_local"])}
 
 
 @pytest.mark.distributed

@@ -101,7 +101,7 @@ def input_path(model: nn.Module, facts: ModelFacts, first_layer: nn.Module | Non
 
     ``first_layer`` overrides the first block found in a transformers model's layer list.
     """
-    from tokembed.embedding.harvard import HarvardEmbedding
+    from tokembed.embedding.variants.sinusoidal import ScaledSinusoidalEmbedding
 
     assert facts.input_key is not None
     table = model.get_submodule(facts.input_key.rpartition(".")[0])
@@ -114,7 +114,7 @@ def input_path(model: nn.Module, facts: ModelFacts, first_layer: nn.Module | Non
         factor, owner = float(own), f"{type(table).__name__}.input_scale"
     positions = None
     for name, m in model.named_modules():
-        if isinstance(m, HarvardEmbedding):
+        if isinstance(m, ScaledSinusoidalEmbedding):
             positions = m.get_buffer("pe")
         elif type(m) is nn.Embedding and name.rpartition(".")[2] in _POSITION_NAMES:
             positions = m.weight
@@ -125,7 +125,7 @@ def input_path(model: nn.Module, facts: ModelFacts, first_layer: nn.Module | Non
     run: Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor] | None = None
     if layer is not None:
         run = _hooked(model, layer)
-    elif table is model or isinstance(model, HarvardEmbedding | nn.Embedding):
+    elif table is model or isinstance(model, ScaledSinusoidalEmbedding | nn.Embedding):
         run = lambda ids, mask: model(ids)  # noqa: E731 (the model is its own input path)
     else:
         why = why or "no first layer found: pass first_layer= (the module whose input is X0)"
@@ -169,7 +169,7 @@ def _tolerance(dtype: torch.dtype, terms: int) -> float:
 def _scale_and_positions(
     path: InputPath, x0: torch.Tensor, rows: torch.Tensor, ids: torch.Tensor
 ) -> list[Check]:
-    from tokembed.embedding.numerics import observe_numerics
+    from tokembed.embedding.guards.numerics import observe_numerics
 
     length = ids.shape[-1]
     pos = None if path.positions is None else path.positions[:length]

@@ -18,11 +18,11 @@ GROUP_NAMES: dict[int, str] = {
     4: "PAD",
     5: "backward and distributed ownership",
     6: "weight tying, checkpoint and output ownership",
-    7: "Harvard reproduction",
+    7: "input scale, positions and initial numerics",
     8: "projector",
     9: "embedding-object boundary",
     10: "count-changing adapter",
-    11: "mixed-origin X0",
+    11: "mixed-origin input sequence",
     12: "output head and weight tying",
 }
 
@@ -30,7 +30,7 @@ _E = "tests/embedding/"
 _P = "tests/parallel/"
 _C = "tests/checkpoint/"
 _M = "tests/migrate/"
-_H = "tests/handoff/"
+_H = "tests/inputs/"
 _G6 = _C + "test_group6_scenarios.py::test_"
 
 # (id, code, title, tests)
@@ -65,7 +65,7 @@ ROWS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
         "2.1",
         "OPERATOR_CONTRACT_MISMATCH",
         "Token IDs treated as numeric magnitudes",
-        (_E + "test_projector.py::test_integer_ids_refused",),
+        (_E + "variants/test_projector.py::test_integer_ids_refused",),
     ),
     (
         "2.2",
@@ -200,7 +200,10 @@ ROWS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
         "4.1",
         "PAD_MASK_MISMATCH",
         "PAD ID, padding_idx, attention mask, and label mask disagree",
-        (_E + "test_pad_masks.py::test_masks_that_disagree_with_the_pad_positions_are_refused",),
+        (
+            _E
+            + "guards/test_pad_masks.py::test_masks_that_disagree_with_the_pad_positions_are_refused",
+        ),
     ),
     (
         "4.2",
@@ -213,22 +216,23 @@ ROWS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
         "PAD_ID_INVALID",
         "PAD row updates unexpectedly",
         (
+            _E
+            + "guards/test_pad_masks.py::test_padding_without_its_padding_idx_trains_the_pad_row",
             _E + "test_lookup.py::test_batch_and_table_pad_ids_must_agree",
-            _E + "test_pad_masks.py::test_padding_without_its_padding_idx_trains_the_pad_row",
         ),
     ),
     (
         "4.4",
         "PAD_ROW_AS_CONTENT",
         "PAD row frozen when intended as content",
-        (_E + "test_pad_masks.py::test_a_content_token_frozen_as_padding_is_refused",),
+        (_E + "guards/test_pad_masks.py::test_a_content_token_frozen_as_padding_is_refused",),
     ),
     # --- 5 backward and distributed ownership
     (
         "5.1",
         "GRADIENT_NOT_ACCUMULATED",
         "Duplicate IDs overwrite instead of accumulate",
-        (_E + "test_gradient_check.py::test_overwritten_duplicates_are_refused",),
+        (_E + "guards/test_gradient_check.py::test_overwritten_duplicates_are_refused",),
     ),
     (
         "5.2",
@@ -384,12 +388,12 @@ ROWS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
         "Input and output roles create independent quantized packs and call them tied",
         (_G6 + "input_and_output_roles_create_independent_quantized_packs_and_call_them_tied",),
     ),
-    # --- 7 Harvard reproduction
+    # --- 7 input scale, positions and initial numerics
     (
         "7.1",
         "SCALE_MISMATCH",
         "Missing sqrt(d_model)",
-        (_E + "test_numerics.py::test_declared_scale_must_match_the_observed_one",),
+        (_E + "guards/test_numerics.py::test_declared_scale_must_match_the_observed_one",),
     ),
     (
         "7.2",
@@ -403,14 +407,14 @@ ROWS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
         "Treating sqrt(d_model) as an initializer-independent law",
         (
             _E
-            + "test_scale_ledger.py::test_sqrt_d_gives_unit_variance_only_when_sigma_squared_is_1_over_d",
+            + "guards/test_scale_ledger.py::test_sqrt_d_gives_unit_variance_only_when_sigma_squared_is_1_over_d",
         ),
     ),
     (
         "7.4",
         "INIT_VARIANCE_MISSTATED",
         "Calling rectangular Xavier variance 1/d_model",
-        (_E + "test_scale_ledger.py::test_rectangular_xavier_variance_is_not_1_over_d",),
+        (_E + "guards/test_scale_ledger.py::test_rectangular_xavier_variance_is_not_1_over_d",),
     ),
     (
         "7.5",
@@ -437,27 +441,33 @@ ROWS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
         "7.8",
         "TABLE_MUTATED_IN_FORWARD",
         "Ignoring max_norm as a forward mutation",
-        (_E + "test_mutation.py::test_a_max_norm_lookup_changes_the_table_it_reads",),
+        (_E + "guards/test_mutation.py::test_a_max_norm_lookup_changes_the_table_it_reads",),
     ),
     (
         "7.9",
         "MASTER_COPY_ASSUMED",
         "Equating autocast with converted parameters or fp32 master weights",
-        (_E + "test_numerics.py::test_assumed_master_copies_are_refused",),
+        (_E + "guards/test_numerics.py::test_assumed_master_copies_are_refused",),
     ),
     (
         "7.10",
         "POSITIONS_MISSING",
         "Calling only Embeddings when code expects Embeddings + PositionalEncoding",
-        (_E + "test_harvard.py::test_content_rows_where_the_stack_expects_positions_are_refused",),
+        (
+            _E
+            + "variants/test_sinusoidal.py::test_content_rows_where_the_stack_expects_positions_are_refused",
+        ),
     ),
     (
         "7.11",
         "POSITIONS_UNEXPECTED",
         "Calling src_embed when only raw content embeddings were intended",
-        (_E + "test_harvard.py::test_positioned_rows_where_raw_content_was_intended_are_refused",),
+        (
+            _E
+            + "variants/test_sinusoidal.py::test_positioned_rows_where_raw_content_was_intended_are_refused",
+        ),
     ),
-    # --- 8 projector (guards in tokembed.handoff)
+    # --- 8 projector (guards in tokembed.inputs)
     (
         "8.1",
         "PROJECTOR_WIDTH_MISMATCH",
@@ -526,36 +536,36 @@ ROWS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
         "Query bottleneck collapses needed evidence",
         (_H + "test_adapter.py::test_query_bottleneck_collapses_needed_evidence",),
     ),
-    # --- 11 mixed-origin X0
+    # --- 11 mixed-origin input sequence
     (
         "11.1",
         "X0_FEATURE_AXIS_CONCAT",
         "Text and media concatenated along the feature axis",
-        ("tests/handoff/test_x0.py::test_text_and_media_concatenated_along_the_feature_axis",),
+        (_H + "test_sequence.py::test_text_and_media_concatenated_along_the_feature_axis",),
     ),
     (
         "11.2",
         "X0_ROW_ORDER_MISMATCH",
         "Rows have correct shape but wrong order",
-        ("tests/handoff/test_x0.py::test_rows_have_correct_shape_but_wrong_order",),
+        (_H + "test_sequence.py::test_rows_have_correct_shape_but_wrong_order",),
     ),
     (
         "11.3",
         "X0_ROW_TYPES_MISSING",
         "Row-type metadata lost",
-        ("tests/handoff/test_x0.py::test_row_type_metadata_lost",),
+        (_H + "test_sequence.py::test_row_type_metadata_lost",),
     ),
     (
         "11.4",
         "X0_GEOMETRY_MISSING",
         "Geometry metadata dropped at concat",
-        ("tests/handoff/test_x0.py::test_geometry_metadata_dropped_at_concat",),
+        (_H + "test_sequence.py::test_geometry_metadata_dropped_at_concat",),
     ),
     (
         "11.5",
         "X0_MEDIA_MASK_MISSING",
         "Ragged media batches padded without media masks",
-        ("tests/handoff/test_x0.py::test_ragged_media_padded_without_media_masks",),
+        (_H + "test_sequence.py::test_ragged_media_padded_without_media_masks",),
     ),
     # --- 12 output head and weight tying
     (

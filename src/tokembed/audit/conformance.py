@@ -22,7 +22,7 @@ and checks, each with its code:
   gathered rows is the declared input scale applied exactly once
   (DOUBLE_SCALING, SCALE_MISMATCH);
 * ``positions once`` — declared additive positions (learned ``wpe`` /
-  ``position_embeddings`` tables, Harvard sinusoids) reach the first layer
+  ``position_embeddings`` tables, fixed sinusoids) reach the first layer
   exactly once (POSITIONS_MISSING, POSITION_APPLIED_TWICE, POSITION_COUNT_MISMATCH
   for a fractional count), and none arrive where none are declared (POSITIONS_UNEXPECTED);
 * ``output head`` — the head is ``[V, d]`` for the input table's V and the model's
@@ -36,7 +36,7 @@ and checks, each with its code:
 The first layer's input is observed with a forward pre-hook that stops the
 forward there, so the rest of the model never runs. For a transformers model the
 first layer is the first block of its layer list; an embedding module (a
-TokenEmbedding, HarvardEmbedding, nn.Embedding) is its own input path; any other
+TokenEmbedding, ScaledSinusoidalEmbedding, nn.Embedding) is its own input path; any other
 module needs ``first_layer=``. The scale and position counts come from a
 least-squares fit ``X0 ≈ a·E[ids] + b·P`` in float64; models that normalize
 before the first layer (BERT's embedding LayerNorm) or whose output is not rows
@@ -144,7 +144,7 @@ def _pad_id(facts: ModelFacts, path: InputPath, b: _Batch) -> int | None:
 
 
 def _pad_checks(facts: ModelFacts, path: InputPath, b: _Batch, v: int) -> list[Check]:
-    from tokembed.embedding.pad_masks import check_pad_masks
+    from tokembed.embedding.guards.pad_masks import check_pad_masks
 
     pad = _pad_id(facts, path, b)
     if pad is None:

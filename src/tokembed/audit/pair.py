@@ -250,7 +250,7 @@ def _scale(facts: ModelFacts) -> Check:
 def _observed_scale(table: Any, own: float, factor: float, owner: str) -> Check:
     import torch
 
-    from tokembed.embedding.numerics import observe_numerics
+    from tokembed.embedding.guards.numerics import observe_numerics
 
     rows = int(table.weight.shape[0])
     ids = torch.arange(min(rows, 64)).unsqueeze(0)  # any rows: the scale is per lookup

@@ -27,8 +27,8 @@ import torch
 from torch import nn
 
 from tokembed.checkpoint.convert import Conversion
-from tokembed.embedding.factorized import FactorizedEmbedding
 from tokembed.embedding.lookup import TokenEmbedding
+from tokembed.embedding.variants.factorized import FactorizedEmbedding
 from tokembed.errors import CheckpointError, UsageError
 
 __all__ = ["FactorizedHead", "defactorize", "factorize_tied"]

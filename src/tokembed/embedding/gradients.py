@@ -42,13 +42,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from tokembed.embedding.lookup_config import check_sparse_options
 from tokembed.errors import EmbeddingError, UsageError
 
 __all__ = [
     "GradientAdmission",
     "PadRowGuard",
     "admit_gradient",
-    "check_sparse_options",
     "embedding_param_groups",
     "guard_padding_row",
 ]
@@ -71,21 +71,6 @@ class GradientAdmission:
     dtype: torch.dtype
     device: torch.device
     touched_rows: int  # rows with a stored gradient (V for dense)
-
-
-def check_sparse_options(*, sparse: bool, scale_grad_by_freq: bool) -> None:
-    """Refuse sparse gradients with frequency scaling before any backward runs.
-
-    torch's sparse embedding backward rejects scale_grad_by_freq; and the count
-    is rank-local anyway (it counts one rank's batch), so it needs its own verified reduction.
-    """
-    if sparse and scale_grad_by_freq:
-        raise EmbeddingError(
-            "SPARSE_WITH_FREQ_SCALING",
-            "sparse=True cannot be combined with scale_grad_by_freq=True",
-            value=(sparse, scale_grad_by_freq),
-            fix="turn frequency scaling off, or use a dense gradient",
-        )
 
 
 def _layout_error(code: str, message: str, fix: str, value: object = None) -> EmbeddingError:

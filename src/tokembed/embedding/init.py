@@ -11,7 +11,7 @@ This module computes those figures from formulas (:func:`initializer_statistics`
 measures the same figures on a sampled table (:func:`sample_statistics`) and fills
 a table in place with the named initializer (:func:`initialize_`). It does not
 decide *whether* a model should scale its lookup; that is the architecture's
-choice, recorded by the observed numerical state (:mod:`tokembed.embedding.numerics`).
+choice, recorded by the observed numerical state (:mod:`tokembed.embedding.guards.numerics`).
 
 Example::
 

@@ -64,6 +64,7 @@ from tokembed.embedding.lookup_checks import (
     refuse_non_finite_weight,
     refuse_nonzero_pad_row,
     scale_lookup,
+    supplied_weight,
     table_shape,
 )
 from tokembed.embedding.lookup_config import (
@@ -73,7 +74,7 @@ from tokembed.embedding.lookup_config import (
     config_of,
     normalize_padding_idx,
 )
-from tokembed.errors import EmbeddingError, UsageError
+from tokembed.errors import UsageError
 
 __all__ = ["TokenEmbedding"]
 
@@ -136,13 +137,8 @@ class TokenEmbedding(nn.Embedding):
         # nn.Embedding.__init__ is skipped on purpose: it assigns the options one by one,
         # which here are properties over one validated config.
         nn.Module.__init__(self)
-        if weight is not None and _weight is not None:
-            raise UsageError(
-                "INVALID_ARGUMENT",
-                "both weight and _weight were given",
-                value=None,
-                fix="pass one of them (weight is this class's name for nn.Embedding's _weight)",
-            )
+        shape = (num_embeddings, embedding_dim)
+        weight = supplied_weight(weight, _weight, shape)
         if scale_grad_by_freq and policy.get("count_scope") is None:
             policy["count_scope"] = "invocation"  # nn.Embedding's meaning: this call's counts
         self.config = LookupConfig(
@@ -155,20 +151,11 @@ class TokenEmbedding(nn.Embedding):
             sparse=sparse,
             **policy,
         )
-        weight = _weight if weight is None else weight
-        shape = (num_embeddings, embedding_dim)
         if weight is None:
             self.weight = new_table(
                 *shape, padding_idx=self.config.padding_idx, dtype=dtype, device=device
             )
         else:
-            if tuple(weight.shape) != shape:
-                raise EmbeddingError(
-                    "SHAPE_MISMATCH",
-                    f"supplied weight has shape {tuple(weight.shape)}, expected {shape}",
-                    value=tuple(weight.shape),
-                    fix="pass a [num_embeddings, embedding_dim] table",
-                )
             # Like nn.Embedding(_weight=...): the tensor is used as is (no copy, PAD row kept).
             if not isinstance(weight, nn.Parameter):
                 # requires_grad decided here: an integer table cannot require gradients.

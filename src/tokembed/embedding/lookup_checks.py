@@ -49,7 +49,7 @@ from tokembed.embedding.contracts import (
 )
 from tokembed.embedding.lookup_config import LookupConfig
 from tokembed.embedding.stamps import apply_input_scale
-from tokembed.errors import EmbeddingError
+from tokembed.errors import EmbeddingError, UsageError
 
 __all__ = [
     "admit_lookup_ids",
@@ -60,6 +60,7 @@ __all__ = [
     "refuse_non_finite_weight",
     "refuse_nonzero_pad_row",
     "scale_lookup",
+    "supplied_weight",
     "table_shape",
 ]
 
@@ -276,6 +277,41 @@ def scale_lookup(rows: torch.Tensor, config: LookupConfig, *, by: str) -> torch.
     if config.input_scale is None:
         return rows
     return apply_input_scale(rows, config.input_scale, by=by)
+
+
+def supplied_weight(
+    weight: torch.Tensor | None, _weight: torch.Tensor | None, shape: tuple[int, int]
+) -> torch.Tensor | None:
+    """The table a constructor was handed: ``weight`` (this package's name) or torch's ``_weight``.
+
+    None when neither was given; otherwise the tensor, as is, after checking it is
+    ``shape`` = ``(num_embeddings, embedding_dim)``.
+
+    Example::
+
+        >>> supplied_weight(None, torch.zeros(4, 3), (4, 3)).shape
+        torch.Size([4, 3])
+
+    Raises:
+        UsageError INVALID_ARGUMENT: both were given.
+        EmbeddingError SHAPE_MISMATCH: the tensor is not ``shape``.
+    """
+    if weight is not None and _weight is not None:
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            "both weight and _weight were given",
+            value=None,
+            fix="pass one of them (weight is tokembed's name for torch's _weight)",
+        )
+    table = _weight if weight is None else weight
+    if table is not None and tuple(table.shape) != shape:
+        raise EmbeddingError(
+            "SHAPE_MISMATCH",
+            f"supplied weight has shape {tuple(table.shape)}, expected {shape}",
+            value=tuple(table.shape),
+            fix="pass a [num_embeddings, embedding_dim] table",
+        )
+    return table
 
 
 def table_shape(embeddings: torch.Tensor) -> tuple[int, int]:

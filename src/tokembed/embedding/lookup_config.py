@@ -30,11 +30,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CheckMode",
-    "CountScope",
     "IdRoute",
     "LookupConfig",
     "LookupPolicy",
     "TablePolicy",
+    "check_sparse_options",
     "config_of",
     "normalize_padding_idx",
 ]
@@ -62,8 +62,6 @@ def normalize_padding_idx(padding_idx: int | None, num_embeddings: int) -> int |
     if padding_idx is None:
         return None
     if not -num_embeddings <= padding_idx < num_embeddings:
-        from tokembed.errors import EmbeddingError
-
         raise EmbeddingError(
             "PAD_ID_INVALID",
             f"padding_idx={padding_idx} is not a row of a {num_embeddings}-row table",
@@ -71,6 +69,31 @@ def normalize_padding_idx(padding_idx: int | None, num_embeddings: int) -> int |
             fix="pick a real row for PAD (often 0; a negative k means row V + k)",
         )
     return padding_idx + num_embeddings if padding_idx < 0 else padding_idx
+
+
+def check_sparse_options(*, sparse: bool, scale_grad_by_freq: bool) -> None:
+    """Refuse sparse gradients with frequency scaling before any backward runs.
+
+    torch's sparse embedding backward rejects scale_grad_by_freq (it fails at the first
+    backward, not at construction); and the count is rank-local anyway (it counts one
+    rank's batch), so it needs its own verified reduction. :class:`LookupConfig` and
+    :func:`~tokembed.embedding.gradients.admit_gradient` both refuse the pair here.
+
+    Example::
+
+        >>> check_sparse_options(sparse=True, scale_grad_by_freq=False)
+
+    Raises:
+        EmbeddingError SPARSE_WITH_FREQ_SCALING: both are set.
+    """
+    if sparse and scale_grad_by_freq:
+        raise EmbeddingError(
+            "SPARSE_WITH_FREQ_SCALING",
+            "sparse=True cannot be combined with scale_grad_by_freq=True: PyTorch's sparse"
+            " embedding backward rejects it",
+            value=(sparse, scale_grad_by_freq),
+            fix="drop sparse=True or scale_grad_by_freq=True",
+        )
 
 
 def _invalid(message: str, value: object, fix: str) -> UsageError:
@@ -183,13 +206,7 @@ class LookupConfig:
             raise _invalid("zero_pad_row=True needs a padding_idx", None, "set padding_idx")
 
     def _check_frequency(self) -> None:
-        if self.scale_grad_by_freq and self.sparse:
-            raise EmbeddingError(
-                "SPARSE_WITH_FREQ_SCALING",
-                "PyTorch's sparse embedding backward rejects scale_grad_by_freq",
-                value=(True, True),
-                fix="drop sparse=True or scale_grad_by_freq=True",
-            )
+        check_sparse_options(sparse=self.sparse, scale_grad_by_freq=self.scale_grad_by_freq)
         if self.scale_grad_by_freq and self.count_scope is None:
             raise EmbeddingError(
                 "FREQ_COUNT_SCOPE_UNDECLARED",

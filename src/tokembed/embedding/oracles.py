@@ -7,7 +7,7 @@ tied heads, :class:`~tokembed.embedding.lookup.TokenEmbedding`) equal to them.
 * forward: :func:`gather` (X = E[ids]), :func:`one_hot_product` (X = S E with the
   declared V), :func:`bag_reduce` (sum/mean/max over offsets),
   :func:`max_norm_renorm` (the in-place rescale of selected rows),
-  :func:`sinusoidal_positions` (Harvard's fixed table).
+  :func:`sinusoidal_positions` (the original Transformer's fixed position table).
 * backward: :func:`scatter_add_backward` (dE = S^T G, duplicates accumulate,
   PAD excluded), :func:`frequency_scaled_backward` with an explicit count,
   :func:`data_parallel_frequency_backward` (rank-local vs global count scope),

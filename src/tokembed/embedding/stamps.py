@@ -182,7 +182,7 @@ def require_rows(rows: torch.Tensor, *, positions: bool, by: str) -> RowStamp | 
             f"{by} expects raw content rows, but {stamp.positions_by} already added"
             f" {stamp.positions} positions",
             value=stamp.positions,
-            fix="call the content embedding alone (e.g. HarvardEmbedding.content) and add"
+            fix="call the content embedding alone (e.g. ScaledSinusoidalEmbedding.content) and add"
             " positions once, where the model adds them",
         )
     return stamp

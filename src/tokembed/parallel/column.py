@@ -1,4 +1,4 @@
-"""Column-parallel embedding: every rank holds all V rows, a slice of the features (schedule D).
+"""Column-parallel embedding: every rank holds all V rows, a slice of the features.
 
 Rank r owns feature columns ``[a_r, b_r)`` of the ``[V, d]`` table (ceil chunks
 of d, like :func:`~tokembed.parallel.intervals.row_intervals` for rows), so

@@ -4,8 +4,9 @@ Three accounts, kept apart because they answer different questions:
 
 * :func:`memory_ledger` — bytes this rank holds for parameters, gradients and
   optimizer state (tied Parameters counted once).
-* :func:`schedule_payloads` — the *logical* payload per step of each embedding
-  schedule A–D by closed formulas (tensor bytes, not a wire-time model).
+* :func:`schedule_payloads` — the *logical* payload per step of each way to lay out
+  an embedding table over ranks (replicated, owner-routed rows, masked local rows,
+  sharded columns) by closed formulas (tensor bytes, not a wire-time model).
 * :func:`count_collectives` — the bytes actually handed to collectives while a
   block runs, recorded per call. It observes the ``c10d`` and
   ``_c10d_functional`` operators at the dispatcher, so it sees our layers,
@@ -14,7 +15,7 @@ Three accounts, kept apart because they answer different questions:
 Example::
 
     >>> schedule_payloads(num_embeddings=8, embedding_dim=3, n_tokens=8, n_remote=2)
-    {'A': 96, 'B': 80, 'C': 96, 'D': 96}
+    {'replicated': 96, 'owner_routed': 80, 'masked_local': 96, 'column_sharded': 96}
 """
 
 from __future__ import annotations
@@ -65,19 +66,27 @@ def schedule_payloads(
     id_bytes: int = 8,
     meta_bytes: int = 8,
 ) -> dict[str, int]:
-    """Logical bytes one step of each schedule moves, by closed formulas.
+    """Logical bytes one step of each table layout moves, by closed formulas.
 
-    * ``A`` replicated table + data-parallel reduction: the dense gradient buffer ``V·d·b``.
-    * ``B`` row owners with routed ids: ``N_remote·(b_i + b_m) + 2·N_remote·d·b``
-      (requests, forward rows, backward row gradients).
-    * ``C`` masked local lookup (Megatron / ours): the output reduction buffer ``N·d·b``.
-    * ``D`` column ownership: the full-output concatenation ``N·d·b``.
+    * ``replicated``: every rank holds the whole table and the data-parallel gradient
+      all-reduce moves the dense gradient buffer ``V·d·b``.
+    * ``owner_routed``: rows sharded by owner, each rank's ids routed to the owners
+      (:class:`~tokembed.parallel.routed.RowRoutedEmbedding`):
+      ``N_remote·(b_i + b_m) + 2·N_remote·d·b`` (requests, forward rows, backward row
+      gradients).
+    * ``masked_local``: rows sharded, every rank looks up the ids it owns and the
+      partial outputs are summed (all-reduce, or reduce-scatter along the sequence;
+      Megatron's and :class:`~tokembed.parallel.vocab_embedding.VocabParallelEmbedding`):
+      the output reduction buffer ``N·d·b``.
+    * ``column_sharded``: every rank holds a slice of the features of all rows, and the
+      full output is gathered (:class:`~tokembed.parallel.column.ColumnParallelEmbedding`):
+      ``N·d·b``.
 
     ``n_tokens`` is N (positions per step), ``n_remote`` the routed occurrences whose
     owner differs from their origin (:func:`count_remote`).
 
     Example: a two-rank trace (V=8, d=3, N=8, N_remote=2) gives
-    ``{'A': 96, 'B': 80, 'C': 96, 'D': 96}``.
+    ``{'replicated': 96, 'owner_routed': 80, 'masked_local': 96, 'column_sharded': 96}``.
 
     Raises:
         UsageError: INVALID_ARGUMENT for a negative count or width.
@@ -93,10 +102,10 @@ def schedule_payloads(
     )
     row_bytes = embedding_dim * value_bytes
     return {
-        "A": num_embeddings * row_bytes,
-        "B": n_remote * (id_bytes + meta_bytes) + 2 * n_remote * row_bytes,
-        "C": n_tokens * row_bytes,
-        "D": n_tokens * row_bytes,
+        "replicated": num_embeddings * row_bytes,
+        "owner_routed": n_remote * (id_bytes + meta_bytes) + 2 * n_remote * row_bytes,
+        "masked_local": n_tokens * row_bytes,
+        "column_sharded": n_tokens * row_bytes,
     }
 
 

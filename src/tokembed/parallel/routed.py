@@ -1,4 +1,4 @@
-"""Owner-routed row lookup: ids travel to the rank that owns their row (schedule B).
+"""Owner-routed row lookup: ids travel to the rank that owns their row.
 
 Unlike :class:`~tokembed.parallel.vocab_embedding.VocabParallelEmbedding`, each
 rank here brings its *own* ids (its data-parallel batch). A forward:
@@ -26,7 +26,7 @@ with real process groups), so no all_gather/send-recv emulation is needed.
 
 :attr:`RowRoutedEmbedding.last_route` records the bytes the last forward
 routed: remote occurrences and their request, response and gradient bytes
-(the payload formula of schedule B in :mod:`tokembed.parallel.ledger`).
+(the ``owner_routed`` payload formula of :func:`tokembed.parallel.ledger.schedule_payloads`).
 Repeated ids are not deduplicated.
 """
 

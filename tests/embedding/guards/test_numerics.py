@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch import nn
 
+from tokembed.embedding.guards.numerics import observe_numerics, write_numerical_state
 from tokembed.embedding.lookup import TokenEmbedding
-from tokembed.embedding.numerics import observe_numerics, write_numerical_state
 from tokembed.errors import EmbeddingError
 
 IDS = torch.tensor([[1, 4, 1, 0], [4, 6, 1, 4]])

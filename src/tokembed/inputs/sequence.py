@@ -1,12 +1,13 @@
-"""The mixed-origin initial state X0: text and media rows joined on the row axis, with their metadata.
+"""The input sequence of a model: text and media rows joined on the row axis, with their metadata.
 
-Once every branch has width d_model, X0 is ``torch.cat(segments, dim=1)``. Equal
-widths make several wrong assemblies look right: features joined on the last axis,
-segments in another order than training used, and metadata (which row is text,
-image, audio, event or PAD; each row's position, patch coordinates or time; which
-media rows are padding) left behind at the concatenation. :func:`assemble_x0`
-builds the state and its metadata together in the order an :class:`X0Layout`
-declares; :class:`X0` checks any state handed to a model against the layout.
+Once every branch has width d_model, the sequence a model's first layer reads is
+``torch.cat(segments, dim=1)``. Equal widths make several wrong assemblies look right:
+features joined on the last axis, segments in another order than training used, and
+metadata (which row is text, image, audio, event or PAD; each row's position, patch
+coordinates or time; which media rows are padding) left behind at the concatenation.
+:func:`assemble_sequence` builds the rows and their metadata together in the order a
+:class:`SequenceLayout` declares; :class:`InputSequence` checks any sequence handed to a
+model against the layout.
 
 Geometry is stored as ``[B, N, 2]`` float64: text rows hold (position, NaN),
 image rows (patch row, patch column), audio and event rows (time, NaN), PAD rows
@@ -14,9 +15,9 @@ image rows (patch row, patch column), audio and event rows (time, NaN), PAD rows
 
 Example::
 
-    >>> x0 = assemble_x0([image, question], layout=X0Layout(  # doctest: +SKIP
+    >>> seq = assemble_sequence([image, question], layout=SequenceLayout(  # doctest: +SKIP
     ...     order=(RowType.IMAGE, RowType.TEXT), model="vicuna-7b", d_model=4096))
-    >>> x0.row_types[0].tolist()  # doctest: +SKIP
+    >>> seq.row_types[0].tolist()  # doctest: +SKIP
     [2, 2, 2, 2, 1, 1, 1]
 """
 
@@ -28,10 +29,10 @@ from dataclasses import dataclass
 import torch
 
 from tokembed.errors import EmbeddingError, HandoffError, UsageError
-from tokembed.handoff.kinds import Kind, representation_of
-from tokembed.handoff.rows import MediaRows, RowType
+from tokembed.inputs.kinds import Kind, representation_of
+from tokembed.inputs.rows import MediaRows, RowType
 
-__all__ = ["X0", "Span", "TextRows", "X0Layout", "assemble_x0"]
+__all__ = ["InputSequence", "SequenceLayout", "Span", "TextRows", "assemble_sequence"]
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -80,7 +81,7 @@ class TextRows:
 
 
 @dataclass(frozen=True, kw_only=True)
-class X0Layout:
+class SequenceLayout:
     """The declared layout: segment row types in order, the target model and its width.
 
     Raises:
@@ -101,10 +102,25 @@ class X0Layout:
                 fix="e.g. order=(RowType.IMAGE, RowType.TEXT) as training used it",
             )
 
+    def check_order(self, got: tuple[RowType, ...]) -> None:
+        """Refuse segment types ``got`` that are not this layout's order.
+
+        Raises:
+            HandoffError X0_ROW_ORDER_MISMATCH: another order (every shape stays valid).
+        """
+        if got != self.order:
+            raise HandoffError(
+                "X0_ROW_ORDER_MISMATCH",
+                f"segments are {[t.name for t in got]} but the layout (as training built it)"
+                f" is {[t.name for t in self.order]}; every shape is still valid",
+                value=[t.name for t in got],
+                fix="pass the segments in the layout's order",
+            )
+
 
 @dataclass(frozen=True, kw_only=True)
 class Span:
-    """Segment ``row_type`` occupies rows ``[start, stop)`` of X0."""
+    """Segment ``row_type`` occupies rows ``[start, stop)`` of the sequence."""
 
     row_type: RowType
     start: int
@@ -129,8 +145,8 @@ def _width_error(width: int, d_model: int, what: str) -> HandoffError | Embeddin
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class X0:
-    """An assembled initial state ``[B, N, d_model]`` and the metadata that gives rows meaning.
+class InputSequence:
+    """An assembled input sequence ``[B, N, d_model]`` and the metadata that gives rows meaning.
 
     Attributes:
         layout: the declared layout the state follows.
@@ -148,7 +164,7 @@ class X0:
         EmbeddingError SHAPE_MISMATCH: another width, or metadata of another shape.
     """
 
-    layout: X0Layout
+    layout: SequenceLayout
     states: torch.Tensor
     row_types: torch.Tensor | None
     mask: torch.Tensor
@@ -165,7 +181,7 @@ class X0:
                 f"a [B, N, d_model] = {tuple(self.states.shape)} state without row types:"
                 " image, text, event and PAD rows can no longer be told apart",
                 value=tuple(self.states.shape),
-                fix="build the state with assemble_x0, which records every row's type",
+                fix="build the sequence with assemble_sequence, which records every row's type",
             )
         if self.geometry is None:
             raise HandoffError(
@@ -173,7 +189,7 @@ class X0:
                 "the state carries no geometry: positions, patch coordinates and times were"
                 " dropped at the concatenation",
                 value=tuple(self.states.shape),
-                fix="build the state with assemble_x0 from segments that carry geometry",
+                fix="build the sequence with assemble_sequence from segments that carry geometry",
             )
         b, n = self.states.shape[:2]
         for name, meta, shape in (
@@ -184,19 +200,11 @@ class X0:
             if tuple(meta.shape) != shape:
                 raise EmbeddingError(
                     "SHAPE_MISMATCH",
-                    f"X0 {name} has shape {tuple(meta.shape)}, expected {shape}",
+                    f"the sequence's {name} has shape {tuple(meta.shape)}, expected {shape}",
                     value=tuple(meta.shape),
                     fix="derive the metadata from the same segments as the states",
                 )
-        got = tuple(s.row_type for s in self.spans)
-        if got != self.layout.order:
-            raise HandoffError(
-                "X0_ROW_ORDER_MISMATCH",
-                f"segments are {[t.name for t in got]} but the layout (as training built it)"
-                f" is {[t.name for t in self.layout.order]}; every shape is still valid",
-                value=[t.name for t in got],
-                fix="pass the segments in the layout's order",
-            )
+        self.layout.check_order(tuple(s.row_type for s in self.spans))
         bounds = [0, *(s.stop for s in self.spans)]
         if [s.start for s in self.spans] != bounds[:-1] or bounds[-1] != n:
             raise EmbeddingError(
@@ -207,7 +215,7 @@ class X0:
             )
 
 
-def _media_segment(seg: MediaRows, layout: X0Layout) -> None:
+def _media_segment(seg: MediaRows, layout: SequenceLayout) -> None:
     rep = representation_of(seg.rows)
     width = seg.rows.shape[-1]
     projected = rep is not None and rep.kind is Kind.PROJECTED_MEDIA
@@ -239,7 +247,9 @@ def _media_segment(seg: MediaRows, layout: X0Layout) -> None:
         )
 
 
-def assemble_x0(segments: Sequence[TextRows | MediaRows | torch.Tensor], *, layout: X0Layout) -> X0:
+def assemble_sequence(
+    segments: Sequence[TextRows | MediaRows | torch.Tensor], *, layout: SequenceLayout
+) -> InputSequence:
     """Join ``segments`` on the row axis (dim=1) in the layout's order, with metadata.
 
     Raises:
@@ -261,15 +271,7 @@ def assemble_x0(segments: Sequence[TextRows | MediaRows | torch.Tensor], *, layo
                 fix="wrap text rows in TextRows and media rows in MediaRows",
             )
     typed: list[TextRows | MediaRows] = [s for s in segments if not isinstance(s, torch.Tensor)]
-    got = tuple(s.row_type for s in typed)
-    if got != layout.order:
-        raise HandoffError(
-            "X0_ROW_ORDER_MISMATCH",
-            f"segments are {[t.name for t in got]} but the layout is"
-            f" {[t.name for t in layout.order]}",
-            value=[t.name for t in got],
-            fix="pass the segments in the layout's order",
-        )
+    layout.check_order(tuple(s.row_type for s in typed))
     batch = {s.rows.shape[0] for s in typed}
     if len(batch) != 1:
         raise EmbeddingError(
@@ -300,7 +302,7 @@ def assemble_x0(segments: Sequence[TextRows | MediaRows | torch.Tensor], *, layo
         geos.append(torch.where(mask[..., None], geo, float("nan")))
         spans.append(Span(row_type=seg.row_type, start=start, stop=start + n))
         start += n
-    return X0(
+    return InputSequence(
         layout=layout,
         states=torch.cat(parts, dim=1),  # the row axis: [B, sum n_i, d_model]
         row_types=torch.cat(types, dim=1),

@@ -1,17 +1,18 @@
-"""Harvard/original-Transformer initial state: content rows * sqrt(d_model) + sinusoids.
+"""The original Transformer's input rows: a lookup scaled by sqrt(d_model), plus fixed sinusoids.
 
-``X0 = dropout(E[ids] * sqrt(d_model) + PE[:L])`` (Vaswani et al. 2017, section 3.4): the content
+``dropout(E[ids] * sqrt(d_model) + PE[:L])`` (Vaswani et al. 2017, section 3.4): the content
 scale is applied once, by the ``lut`` lookup, and stamped; the fixed sinusoidal
 table is added once and stamped. A second scaling or positional add on the
 output raises (SCALE_APPLIED_TWICE / POSITION_APPLIED_TWICE), which is how the
 "applied sqrt(d_model) twice" and "positions applied twice" reproduction bugs
-surface instead of silently changing the input scale. ``content(ids)`` returns the scaled rows without positions
-(Harvard's ``Embeddings``). State-dict key: ``lut.weight`` as in the Annotated
-Transformer; the sinusoid table is a non-persistent buffer (recomputed, not saved).
+surface instead of silently changing the input scale. ``content(ids)`` returns the
+scaled rows without positions (the Annotated Transformer's ``Embeddings`` module).
+State-dict key: ``lut.weight`` as in the Annotated Transformer; the sinusoid table is
+a non-persistent buffer (recomputed, not saved).
 
 Example::
 
-    >>> m = HarvardEmbedding(11, 8, dropout=0.0)
+    >>> m = ScaledSinusoidalEmbedding(11, 8, dropout=0.0)
     >>> m(torch.tensor([[1, 3]])).shape
     torch.Size([1, 2, 8])
 """
@@ -28,7 +29,7 @@ from tokembed.embedding.lookup import TokenEmbedding
 from tokembed.embedding.stamps import add_positions, carry_stamp
 from tokembed.errors import EmbeddingError
 
-__all__ = ["HarvardEmbedding", "sinusoidal_table"]
+__all__ = ["ScaledSinusoidalEmbedding", "sinusoidal_table"]
 
 
 def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
@@ -41,7 +42,7 @@ def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
     return pe.to(torch.float32)
 
 
-class HarvardEmbedding(nn.Module):
+class ScaledSinusoidalEmbedding(nn.Module):
     """``lut`` (scaled TokenEmbedding) + sinusoidal positions + dropout.
 
     Raises:
@@ -94,5 +95,5 @@ class HarvardEmbedding(nn.Module):
                 value=length,
                 fix="build the module with a larger max_len",
             )
-        rows = add_positions(rows, pe[:length], name="sinusoidal", by="HarvardEmbedding")
+        rows = add_positions(rows, pe[:length], name="sinusoidal", by="ScaledSinusoidalEmbedding")
         return carry_stamp(rows, self.dropout(rows))

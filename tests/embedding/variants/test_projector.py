@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tokembed.embedding.projector import FeatureProjector
+from tokembed.embedding.variants.projector import FeatureProjector
 from tokembed.errors import EmbeddingError
 
 

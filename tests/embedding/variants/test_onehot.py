@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tokembed.embedding.onehot import one_hot_linear, one_hot_lookup, one_hot_selectors
+from tokembed.embedding.variants.onehot import one_hot_linear, one_hot_lookup, one_hot_selectors
 from tokembed.errors import EmbeddingError, UsageError
 
 

@@ -1,4 +1,4 @@
-"""HarvardEmbedding: content scale once, sinusoid once; double application refused."""
+"""ScaledSinusoidalEmbedding: content scale once, sinusoid once; double application refused."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import torch.nn.functional as F
 
 from conftest import assert_within, rounding_bound
 from tokembed.embedding import oracles as O
-from tokembed.embedding.harvard import HarvardEmbedding, sinusoidal_table
 from tokembed.embedding.stamps import add_positions, apply_input_scale, require_rows, row_stamp
+from tokembed.embedding.variants.sinusoidal import ScaledSinusoidalEmbedding, sinusoidal_table
 from tokembed.errors import EmbeddingError
 
 
 def test_harvard_scaling() -> None:
-    wrapper = HarvardEmbedding(11, 8, dropout=0.0)
+    wrapper = ScaledSinusoidalEmbedding(11, 8, dropout=0.0)
     ids = torch.tensor([[1, 3]])
     raw = F.embedding(ids, wrapper.lut.weight)
     torch.testing.assert_close(wrapper.content(ids), raw * math.sqrt(wrapper.d_model))
@@ -34,7 +34,7 @@ def test_sinusoid_table_equals_oracle() -> None:
 
 
 def test_scale_and_positions_cannot_be_applied_twice() -> None:
-    wrapper = HarvardEmbedding(11, 8, dropout=0.1).train()
+    wrapper = ScaledSinusoidalEmbedding(11, 8, dropout=0.1).train()
     out = wrapper(torch.tensor([[1, 3, 5]]))
     stamp = row_stamp(out)  # survives dropout
     assert stamp is not None
@@ -50,7 +50,7 @@ def test_scale_and_positions_cannot_be_applied_twice() -> None:
 
 def test_sequence_longer_than_table() -> None:
     with pytest.raises(EmbeddingError) as e:
-        HarvardEmbedding(11, 4, max_len=2)(torch.tensor([[1, 2, 3]]))
+        ScaledSinusoidalEmbedding(11, 4, max_len=2)(torch.tensor([[1, 2, 3]]))
     assert e.value.code == "SHAPE_MISMATCH"
 
 
@@ -59,7 +59,7 @@ def test_content_rows_where_the_stack_expects_positions_are_refused() -> None:
 
     content() is [B, L, d] like forward(), but carries no positions.
     """
-    wrapper = HarvardEmbedding(11, 8, dropout=0.0)
+    wrapper = ScaledSinusoidalEmbedding(11, 8, dropout=0.0)
     ids = torch.tensor([[1, 3, 5]])
     content, full = wrapper.content(ids), wrapper(ids)
     assert content.shape == full.shape  # the shape cannot tell them apart
@@ -76,7 +76,7 @@ def test_positioned_rows_where_raw_content_was_intended_are_refused() -> None:
 
     The caller adds its own positions later; rows from forward() already have them.
     """
-    wrapper = HarvardEmbedding(11, 8, dropout=0.0)
+    wrapper = ScaledSinusoidalEmbedding(11, 8, dropout=0.0)
     ids = torch.tensor([[1, 3, 5]])
     early = wrapper(ids)  # src_embed = Embeddings + PositionalEncoding
     with pytest.raises(EmbeddingError) as e:

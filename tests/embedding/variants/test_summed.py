@@ -8,7 +8,7 @@ import torch
 
 from conftest import assert_within, rounding_bound
 from tokembed.embedding import oracles as O
-from tokembed.embedding.summed import SummedEmbedding
+from tokembed.embedding.variants.summed import SummedEmbedding
 from tokembed.errors import EmbeddingError
 
 

@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from tokembed.embedding import Initializer, ScaleLedger, initialize_, sample_statistics
+from tokembed.embedding import Initializer, initialize_, sample_statistics
+from tokembed.embedding.guards import ScaleLedger
 from tokembed.errors import EmbeddingError, UsageError
 
 

@@ -9,8 +9,9 @@ from torch import nn
 
 from conftest import assert_within, rounding_bound
 from tokembed.artifacts.digest import tensor_digest
-from tokembed.embedding import TokenEmbedding, unchanged_table
+from tokembed.embedding import TokenEmbedding
 from tokembed.embedding import oracles as O
+from tokembed.embedding.guards import unchanged_table
 from tokembed.errors import EmbeddingError
 
 

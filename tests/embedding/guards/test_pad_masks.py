@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tokembed.embedding import check_pad_masks
+from tokembed.embedding.guards import check_pad_masks
 from tokembed.errors import EmbeddingError, UsageError
 
 # Two right-padded rows, PAD id 0; the second row is two tokens long.

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tokembed.embedding.harvard import HarvardEmbedding
+from tokembed.embedding.variants.sinusoidal import ScaledSinusoidalEmbedding
 from tokembed.errors import HandoffError, UsageError
-from tokembed.handoff.kinds import (
+from tokembed.inputs.kinds import (
     Kind,
     Representation,
     declare,
@@ -17,8 +17,8 @@ from tokembed.handoff.kinds import (
     require_same_space,
     retrieval_scores,
 )
-from tokembed.handoff.media_projector import MediaProjector, ProjectorContract, Trainability
-from tokembed.handoff.rows import MediaRows, RowType
+from tokembed.inputs.media_projector import MediaProjector, ProjectorContract, Trainability
+from tokembed.inputs.rows import MediaRows, RowType
 
 SBERT = Representation(
     kind=Kind.POOLED, model="sbert", pooling="mean", objective="contrastive", similarity=True
@@ -98,7 +98,7 @@ def test_lookup_rows_as_contextual_states() -> None:
         require_contextual(hs[0], consumer="a probing classifier")
     assert e.value.code == "REPRESENTATION_NOT_CONTEXTUAL"
     assert e.value.value == "lookup"
-    harvard = HarvardEmbedding(32, 8, dropout=0.0)
+    harvard = ScaledSinusoidalEmbedding(32, 8, dropout=0.0)
     with pytest.raises(HandoffError) as e:
         require_contextual(harvard(torch.tensor([[5, 7]])), consumer="a probing classifier")
     assert e.value.code == "REPRESENTATION_NOT_CONTEXTUAL"

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from tokembed.embedding.projector import FeatureProjector
+from tokembed.embedding.variants.projector import FeatureProjector
 from tokembed.errors import HandoffError, UsageError
-from tokembed.handoff.kinds import Kind, Representation, declare, representation_of
-from tokembed.handoff.rows import MediaRows
+from tokembed.inputs.kinds import Kind, Representation, declare, representation_of
+from tokembed.inputs.rows import MediaRows
 
 __all__ = [
     "MediaProjector",

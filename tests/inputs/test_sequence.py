@@ -1,4 +1,4 @@
-"""X0 assembly: rows joined on dim=1 in the declared order, with types, masks and geometry exact."""
+"""Input sequence assembly: rows joined on dim=1 in the declared order, with types, masks and geometry exact."""
 
 from __future__ import annotations
 
@@ -8,14 +8,20 @@ import pytest
 import torch
 
 from tokembed.errors import EmbeddingError, HandoffError, UsageError
-from tokembed.handoff.kinds import Kind, Representation, declare
-from tokembed.handoff.media_projector import MediaProjector, ProjectorContract, Trainability
-from tokembed.handoff.rows import MediaRows, RowType, pad_media
-from tokembed.handoff.x0 import X0, Span, TextRows, X0Layout, assemble_x0
+from tokembed.inputs.kinds import Kind, Representation, declare
+from tokembed.inputs.media_projector import MediaProjector, ProjectorContract, Trainability
+from tokembed.inputs.rows import MediaRows, RowType, pad_media
+from tokembed.inputs.sequence import (
+    InputSequence,
+    SequenceLayout,
+    Span,
+    TextRows,
+    assemble_sequence,
+)
 
 NAN = float("nan")
 VIT = Representation(kind=Kind.CONTEXTUAL, model="tiny-vit", layer=2)
-LAYOUT = X0Layout(order=(RowType.IMAGE, RowType.TEXT), model="tiny-lm", d_model=4)
+LAYOUT = SequenceLayout(order=(RowType.IMAGE, RowType.TEXT), model="tiny-lm", d_model=4)
 
 
 def _projector(target: str = "tiny-lm") -> MediaProjector:
@@ -42,10 +48,10 @@ def _text() -> TextRows:
 
 def test_text_and_image_batch_assembles_exactly() -> None:
     image, text = _image(), _text()
-    x0 = assemble_x0([image, text], layout=LAYOUT)
-    assert torch.equal(x0.states, torch.cat([image.rows, text.rows], dim=1))
-    assert x0.row_types.tolist() == [[2, 2, 1, 1, 1], [2, 0, 1, 1, 0]]  # type: ignore[union-attr]
-    assert x0.mask.tolist() == [[True, True, True, True, True], [True, False, True, True, False]]
+    seq = assemble_sequence([image, text], layout=LAYOUT)
+    assert torch.equal(seq.states, torch.cat([image.rows, text.rows], dim=1))
+    assert seq.row_types.tolist() == [[2, 2, 1, 1, 1], [2, 0, 1, 1, 0]]  # type: ignore[union-attr]
+    assert seq.mask.tolist() == [[True, True, True, True, True], [True, False, True, True, False]]
     expected_geometry = torch.tensor(
         [
             [[0.0, 0.0], [0.0, 1.0], [0.0, NAN], [1.0, NAN], [2.0, NAN]],
@@ -53,8 +59,8 @@ def test_text_and_image_batch_assembles_exactly() -> None:
         ],
         dtype=torch.float64,
     )
-    torch.testing.assert_close(x0.geometry, expected_geometry, rtol=0, atol=0, equal_nan=True)
-    assert x0.spans == (
+    torch.testing.assert_close(seq.geometry, expected_geometry, rtol=0, atol=0, equal_nan=True)
+    assert seq.spans == (
         Span(row_type=RowType.IMAGE, start=0, stop=2),
         Span(row_type=RowType.TEXT, start=2, stop=5),
     )
@@ -68,7 +74,7 @@ def test_text_and_media_concatenated_along_the_feature_axis() -> None:
     image, text = _image(), _text()
     joined = torch.cat([image.rows[:, :2], text.rows[:, :2]], dim=-1)  # [2, 2, 8]
     with pytest.raises(HandoffError) as e:
-        X0(
+        InputSequence(
             layout=LAYOUT,
             states=joined,
             row_types=torch.ones(2, 2, dtype=torch.int64),
@@ -79,7 +85,7 @@ def test_text_and_media_concatenated_along_the_feature_axis() -> None:
     assert e.value.code == "X0_FEATURE_AXIS_CONCAT"
     assert e.value.value == 8
     with pytest.raises(HandoffError) as e:
-        assemble_x0([image, TextRows(rows=joined)], layout=LAYOUT)
+        assemble_sequence([image, TextRows(rows=joined)], layout=LAYOUT)
     assert e.value.code == "X0_FEATURE_AXIS_CONCAT"
 
 
@@ -91,12 +97,12 @@ def test_rows_have_correct_shape_but_wrong_order() -> None:
     """
     image, text = _image(), _text()
     with pytest.raises(HandoffError) as e:
-        assemble_x0([text, image], layout=LAYOUT)
+        assemble_sequence([text, image], layout=LAYOUT)
     assert e.value.code == "X0_ROW_ORDER_MISMATCH"
     assert e.value.value == ["TEXT", "IMAGE"]
-    x0 = assemble_x0([image, text], layout=LAYOUT)
+    seq = assemble_sequence([image, text], layout=LAYOUT)
     with pytest.raises(HandoffError) as e:
-        replace(x0, spans=x0.spans[::-1])
+        replace(seq, spans=seq.spans[::-1])
     assert e.value.code == "X0_ROW_ORDER_MISMATCH"
 
 
@@ -108,12 +114,12 @@ def test_row_type_metadata_lost() -> None:
     """
     image, text = _image(), _text()
     with pytest.raises(HandoffError) as e:
-        assemble_x0([image, text.rows], layout=LAYOUT)
+        assemble_sequence([image, text.rows], layout=LAYOUT)
     assert e.value.code == "X0_ROW_TYPES_MISSING"
     assert e.value.value == 1
-    x0 = assemble_x0([image, text], layout=LAYOUT)
+    seq = assemble_sequence([image, text], layout=LAYOUT)
     with pytest.raises(HandoffError) as e:
-        replace(x0, row_types=None)
+        replace(seq, row_types=None)
     assert e.value.code == "X0_ROW_TYPES_MISSING"
 
 
@@ -125,12 +131,12 @@ def test_geometry_metadata_dropped_at_concat() -> None:
     """
     image, text = _image(), _text()
     with pytest.raises(HandoffError) as e:
-        assemble_x0([replace(image, geometry=None), text], layout=LAYOUT)
+        assemble_sequence([replace(image, geometry=None), text], layout=LAYOUT)
     assert e.value.code == "X0_GEOMETRY_MISSING"
     assert e.value.value == "IMAGE"
-    x0 = assemble_x0([image, text], layout=LAYOUT)
+    seq = assemble_sequence([image, text], layout=LAYOUT)
     with pytest.raises(HandoffError) as e:
-        replace(x0, geometry=None)
+        replace(seq, geometry=None)
     assert e.value.code == "X0_GEOMETRY_MISSING"
 
 
@@ -151,7 +157,7 @@ def test_ragged_media_padded_without_media_masks() -> None:
 def test_media_rows_of_another_model_or_unprojected_are_refused() -> None:
     text = _text()
     with pytest.raises(HandoffError) as e:
-        assemble_x0([_image(target="other-lm"), text], layout=LAYOUT)
+        assemble_sequence([_image(target="other-lm"), text], layout=LAYOUT)
     assert e.value.code == "PROJECTOR_SPACE_MISMATCH"
     raw = MediaRows(
         rows=declare(torch.rand(2, 2, 6) + 0.5, VIT),
@@ -159,19 +165,19 @@ def test_media_rows_of_another_model_or_unprojected_are_refused() -> None:
         geometry=torch.zeros(2, 2, 2),
     )
     with pytest.raises(HandoffError) as e:
-        assemble_x0([raw, text], layout=LAYOUT)
+        assemble_sequence([raw, text], layout=LAYOUT)
     assert e.value.code == "PROJECTOR_WIDTH_MISMATCH"
     same_width = MediaRows(
         rows=torch.rand(2, 2, 4) + 0.5, row_type=RowType.IMAGE, geometry=torch.zeros(2, 2, 2)
     )
     with pytest.raises(HandoffError) as e:  # model-wide but never projected into this model
-        assemble_x0([same_width, text], layout=LAYOUT)
+        assemble_sequence([same_width, text], layout=LAYOUT)
     assert e.value.code == "PROJECTOR_SPACE_MISMATCH"
 
 
 def test_batch_sizes_must_agree() -> None:
     with pytest.raises(EmbeddingError) as e:
-        assemble_x0([_image(), TextRows(rows=torch.ones(3, 2, 4))], layout=LAYOUT)
+        assemble_sequence([_image(), TextRows(rows=torch.ones(3, 2, 4))], layout=LAYOUT)
     assert e.value.code == "SHAPE_MISMATCH"
 
 
@@ -193,34 +199,34 @@ def test_text_rows_validation(kwargs: dict[str, object], code: str) -> None:
 
 def test_declared_text_positions_become_geometry() -> None:
     text = TextRows(rows=torch.ones(1, 2, 4), positions=torch.tensor([[7, 8]]))
-    layout = X0Layout(order=(RowType.TEXT,), model="tiny-lm", d_model=4)
-    assert assemble_x0([text], layout=layout).geometry[0, :, 0].tolist() == [7.0, 8.0]  # type: ignore[index]
+    layout = SequenceLayout(order=(RowType.TEXT,), model="tiny-lm", d_model=4)
+    assert assemble_sequence([text], layout=layout).geometry[0, :, 0].tolist() == [7.0, 8.0]  # type: ignore[index]
 
 
-def test_x0_feeds_a_real_model_and_its_mask_hides_media_padding() -> None:
+def test_sequence_feeds_a_real_model_and_its_mask_hides_media_padding() -> None:
     from transformers import GPT2Config, GPT2Model
 
     torch.manual_seed(0)
     model = GPT2Model(GPT2Config(vocab_size=16, n_positions=8, n_embd=4, n_layer=1, n_head=1))
     model.eval()
-    x0 = assemble_x0([_image(), _text()], layout=LAYOUT)
-    real = x0.mask[1]  # item 1: row 1 is image padding, row 4 text padding
+    seq = assemble_sequence([_image(), _text()], layout=LAYOUT)
+    real = seq.mask[1]  # item 1: row 1 is image padding, row 4 text padding
 
     def run(states: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         with torch.no_grad():
             out = model(inputs_embeds=states, attention_mask=mask).last_hidden_state
         return out[1, real]
 
-    noisy = x0.states.detach().clone()
+    noisy = seq.states.detach().clone()
     noisy[1, 1] = 100.0  # change only the padding row's content
     # With the mask, padding content cannot reach real rows; without it, it does.
-    assert torch.equal(run(x0.states, x0.mask.long()), run(noisy, x0.mask.long()))
-    assert not torch.allclose(run(x0.states, None), run(noisy, None))
+    assert torch.equal(run(seq.states, seq.mask.long()), run(noisy, seq.mask.long()))
+    assert not torch.allclose(run(seq.states, None), run(noisy, None))
 
 
 def test_spans_must_tile_the_rows() -> None:
-    x0 = assemble_x0([_image(), _text()], layout=LAYOUT)
+    seq = assemble_sequence([_image(), _text()], layout=LAYOUT)
     with pytest.raises(EmbeddingError) as e:
-        replace(x0, spans=(x0.spans[0], replace(x0.spans[1], start=3)))  # a gap at row 2
+        replace(seq, spans=(seq.spans[0], replace(seq.spans[1], start=3)))  # a gap at row 2
     assert e.value.code == "SHAPE_MISMATCH"
     assert e.value.value == [(0, 2), (3, 5)]

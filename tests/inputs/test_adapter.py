@@ -12,16 +12,16 @@ from hypothesis import strategies as st
 from torch import nn
 
 from tokembed.errors import HandoffError, UsageError
-from tokembed.handoff.adapter import (
+from tokembed.inputs.adapter import (
     Adapted,
     PatchMerger,
     QueryBottleneck,
     check_evidence,
     check_row_map,
 )
-from tokembed.handoff.kinds import Kind, Representation, declare, representation_of
-from tokembed.handoff.media_projector import ProjectorContract, Trainability
-from tokembed.handoff.rows import MediaRows, RowMap, RowType
+from tokembed.inputs.kinds import Kind, Representation, declare, representation_of
+from tokembed.inputs.media_projector import ProjectorContract, Trainability
+from tokembed.inputs.rows import MediaRows, RowMap, RowType
 
 VIT = Representation(kind=Kind.CONTEXTUAL, model="tiny-vit", layer=2)
 CONTRACT = ProjectorContract(

@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 
 from conftest import assert_within, rounding_bound
-from tokembed.embedding import check_lookup_gradient
 from tokembed.embedding import oracles as O
+from tokembed.embedding.guards import check_lookup_gradient
 from tokembed.errors import EmbeddingError, UsageError
 
 IDS = torch.tensor([[1, 3, 1], [0, 3, 3]])  # ids 1 and 3 repeat

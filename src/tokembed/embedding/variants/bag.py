@@ -30,7 +30,7 @@ from tokembed.embedding.contracts import (
     validate_ids,
     value_check_mode,
 )
-from tokembed.embedding.lookup_checks import table_shape
+from tokembed.embedding.lookup_checks import supplied_weight, table_shape
 from tokembed.embedding.lookup_config import LookupConfig, normalize_padding_idx
 from tokembed.errors import EmbeddingError, UsageError
 
@@ -148,21 +148,7 @@ class TokenEmbeddingBag(nn.EmbeddingBag):
     ) -> None:
         if mode not in ("sum", "mean", "max"):
             raise UsageError("INVALID_ARGUMENT", f"unknown mode {mode!r}", value=mode, fix="")
-        if weight is not None and _weight is not None:
-            raise UsageError(
-                "INVALID_ARGUMENT",
-                "both weight and _weight were given",
-                value=None,
-                fix="pass one of them (weight is this class's name for _weight)",
-            )
-        weight = _weight if weight is None else weight
-        if weight is not None and tuple(weight.shape) != (num_embeddings, embedding_dim):
-            raise EmbeddingError(
-                "SHAPE_MISMATCH",
-                f"supplied weight has shape {tuple(weight.shape)}",
-                value=tuple(weight.shape),
-                fix=f"pass a [{num_embeddings}, {embedding_dim}] table",
-            )
+        weight = supplied_weight(weight, _weight, (num_embeddings, embedding_dim))
         # LookupConfig validates the options shared with the lookup (sizes, norms, PAD).
         LookupConfig(
             num_embeddings=num_embeddings,

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
-from _lookup_spec import SPEC_BRIDGE, SPEC_IDS, SPEC_TABLE
 from torch import nn
 
 from tokembed.embedding import oracles as O
-from tokembed.embedding.factorized import FactorizedEmbedding
 from tokembed.embedding.lookup import TokenEmbedding
+from tokembed.embedding.variants.factorized import FactorizedEmbedding
 from tokembed.errors import EmbeddingError
+
+# The worked-example fixtures live with the lookup tests, one folder up.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _lookup_spec import SPEC_BRIDGE, SPEC_IDS, SPEC_TABLE
 
 
 def _spec_module() -> FactorizedEmbedding:

@@ -7,14 +7,14 @@ import torch
 from torch import nn
 
 from tokembed.errors import HandoffError, UsageError
-from tokembed.handoff.kinds import Kind, Representation, declare, representation_of
-from tokembed.handoff.media_projector import (
+from tokembed.inputs.kinds import Kind, Representation, declare, representation_of
+from tokembed.inputs.media_projector import (
     MediaProjector,
     ProjectorContract,
     Trainability,
     check_trainability,
 )
-from tokembed.handoff.rows import MediaRows, RowType
+from tokembed.inputs.rows import MediaRows, RowType
 
 # LLaVA-1.5's interface: CLIP ViT-L/14-336 penultimate layer (1024 wide) into Vicuna-7B (4096).
 CLIP = Representation(kind=Kind.CONTEXTUAL, model="clip-vit-large-patch14-336", layer=23)

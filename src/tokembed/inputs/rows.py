@@ -31,7 +31,7 @@ _ATTRIBUTE = "_tokembed_row_map"
 
 
 class RowType(enum.IntEnum):
-    """What a row of the initial state is; the integer is what ``X0.row_types`` stores."""
+    """What a row of the input sequence is; the integer is what ``InputSequence.row_types`` stores."""
 
     PAD = 0
     TEXT = 1

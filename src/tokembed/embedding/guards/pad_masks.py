@@ -21,13 +21,10 @@ from __future__ import annotations
 
 import torch
 
+from tokembed.embedding.contracts import first_bad_position
 from tokembed.errors import EmbeddingError, UsageError
 
 __all__ = ["check_pad_masks"]
-
-
-def _first(mask: torch.Tensor) -> tuple[int, ...]:
-    return tuple(int(i) for i in mask.nonzero()[0])
 
 
 def check_pad_masks(
@@ -67,7 +64,7 @@ def check_pad_masks(
     padding = ~attended
     hidden_content = padding & ids.ne(pad_id)
     if hidden_content.any():
-        where = _first(hidden_content)
+        where = first_bad_position(hidden_content)
         raise EmbeddingError(
             "PAD_MASK_MISMATCH",
             f"position {list(where)} is masked out but holds id {int(ids[where])}, not the PAD"
@@ -78,7 +75,7 @@ def check_pad_masks(
     if labels is not None:
         supervised = padding & labels.ne(ignore_index)
         if supervised.any():
-            where = _first(supervised)
+            where = first_bad_position(supervised)
             raise EmbeddingError(
                 "PAD_MASK_MISMATCH",
                 f"PAD position {list(where)} has label {int(labels[where])}; the loss would"
@@ -97,7 +94,7 @@ def check_pad_masks(
     if padding_idx is not None:
         frozen_content = attended & ids.eq(padding_idx)
         if frozen_content.any():
-            where = _first(frozen_content)
+            where = first_bad_position(frozen_content)
             raise EmbeddingError(
                 "PAD_ROW_AS_CONTENT",
                 f"attended position {list(where)} reads row {padding_idx}, which padding_idx"

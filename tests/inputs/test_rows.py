@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tokembed.errors import EmbeddingError, HandoffError, UsageError
-from tokembed.handoff.rows import MediaRows, RowMap, RowType, pad_media, row_map_of
+from tokembed.inputs.rows import MediaRows, RowMap, RowType, pad_media, row_map_of
 
 PAIRS = RowMap(n_in=4, sources=((0, 1), (2, 3)))
 

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
-from _lookup_spec import SPEC_IDS, SPEC_TABLE
 from torch import nn
 
 from conftest import assert_within, rounding_bound
 from tokembed.embedding import oracles as O
-from tokembed.embedding.bag import TokenEmbeddingBag, validate_bag_offsets
+from tokembed.embedding.variants.bag import TokenEmbeddingBag, validate_bag_offsets
 from tokembed.errors import EmbeddingError
+
+# The worked-example fixtures live with the lookup tests, one folder up.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _lookup_spec import SPEC_IDS, SPEC_TABLE
 
 FLAT = torch.tensor(SPEC_IDS).reshape(-1)
 OFFSETS = torch.tensor([0, 4, 8])

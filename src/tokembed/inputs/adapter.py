@@ -37,11 +37,11 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
-from tokembed.embedding.projector import FeatureProjector
+from tokembed.embedding.variants.projector import FeatureProjector
 from tokembed.errors import EmbeddingError, HandoffError, UsageError
-from tokembed.handoff.kinds import declare, representation_of
-from tokembed.handoff.media_projector import ProjectorContract, Trainability
-from tokembed.handoff.rows import MediaRows, RowMap
+from tokembed.inputs.kinds import declare, representation_of
+from tokembed.inputs.media_projector import ProjectorContract, Trainability
+from tokembed.inputs.rows import MediaRows, RowMap
 
 __all__ = ["Adapted", "PatchMerger", "QueryBottleneck", "check_evidence", "check_row_map"]
 

@@ -1,0 +1,94 @@
+"""Package faces: every public name comes from the ``__all__`` of the module that defines it.
+
+A package ``__init__`` star-imports its modules and adds up their ``__all__``, so each
+public name is written once, where it is defined, and nothing is imported lazily. These
+checks keep it so: every public module of the package is either starred into the face
+(and its ``__all__`` added) or imported as a module (``from tokembed.embedding import
+oracles``); each exported name resolves to its module's own object; a class or function
+is exported by the module that defines it.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+PACKAGES = (
+    "tokembed.embedding",
+    "tokembed.embedding.guards",
+    "tokembed.embedding.variants",
+    "tokembed.inputs",
+)
+
+
+def _face(name: str) -> tuple[list[str], list[str], list[str]]:
+    """(starred modules, modules whose __all__ is added, modules imported as modules) of ``name``."""
+    package = importlib.import_module(name)
+    tree = ast.parse(Path(package.__file__ or "").read_text(encoding="utf-8"))
+    starred, added, as_modules = [], [], []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if [a.name for a in node.names] == ["*"]:
+                starred.append(node.module)
+            elif node.module == name:
+                as_modules += [f"{name}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.AugAssign) and isinstance(node.value, ast.Attribute):
+            assert isinstance(node.value.value, ast.Name)
+            added.append(f"{name}.{node.value.value.id}")
+    return starred, added, as_modules
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_every_public_name_resolves_to_the_module_that_defines_it(name: str) -> None:
+    package = importlib.import_module(name)
+    starred, added, as_modules = _face(name)
+    assert starred == added, "each starred module's __all__ is added, in the same order"
+    public = {
+        f"{name}.{info.name}"
+        for info in pkgutil.iter_modules(package.__path__)
+        if not info.name.startswith("_")
+    }
+    assert set(starred) | set(as_modules) == public, "every public module is reachable"
+    assert "__getattr__" not in vars(package), "no lazy resolution"
+    expected: list[str] = []
+    for module_name in starred:
+        module = importlib.import_module(module_name)
+        assert isinstance(module.__all__, list), f"{module_name}.__all__ is not a list"
+        expected += module.__all__
+        for public_name in module.__all__:
+            value = getattr(package, public_name)
+            assert value is getattr(module, public_name), f"{public_name} is not {module_name}'s"
+            if inspect.isclass(value) or inspect.isfunction(value):
+                assert value.__module__ == module_name, (
+                    f"{public_name} is defined in {value.__module__}, exported by {module_name}"
+                )
+    assert package.__all__ == expected
+    for module_name in as_modules:
+        assert getattr(package, module_name.rpartition(".")[2]) is importlib.import_module(
+            module_name
+        )
+
+
+def test_the_embedding_face_is_grouped() -> None:
+    from tokembed import embedding
+
+    assert {"TokenEmbedding", "LookupConfig", "AddressedIds", "validate_ids"} <= set(
+        embedding.__all__
+    )
+    assert "check_pad_masks" in embedding.guards.__all__
+    assert "check_pad_masks" not in embedding.__all__
+    assert "TokenEmbeddingBag" in embedding.variants.__all__
+    assert "TokenEmbeddingBag" not in embedding.__all__
+    assert embedding.oracles.gather.__module__ == "tokembed.embedding.oracles"
+
+
+def test_unknown_names_fail_as_on_any_module() -> None:
+    import tokembed.inputs
+
+    with pytest.raises(AttributeError, match="not_a_name"):
+        tokembed.inputs.not_a_name  # noqa: B018
