@@ -215,7 +215,7 @@ def test_unreadable_configs(tmp_path: Path) -> None:
 
 def test_importing_the_calculator_does_not_import_torch() -> None:
     # The calculator lives in measure (never torch), so `tokembed memory` and the report
-    # stay torch-free. (That tokembed.embedding's names resolve is tests/test_lazy.py's.)
+    # stay torch-free. (That tokembed.embedding's names resolve is tests/test_public_surface.py's.)
     code = (
         "import sys\n"
         "import tokembed.measure.memory\n"

@@ -19,8 +19,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from tokembed.audit._checks import Check
 from tokembed.audit._source import ModelFacts
+from tokembed.audit.checks import Check
 from tokembed.errors import EmbeddingError
 
 __all__ = ["InputPath", "input_path", "model_eval", "observed", "scale_convention"]

@@ -63,9 +63,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tokembed.audit._checks import AuditReport, Check
 from tokembed.audit._observe import InputPath, input_path, model_eval, observed
 from tokembed.audit._source import ModelFacts, facts_of
+from tokembed.audit.checks import AuditReport, Check
 from tokembed.audit.pair import tie_checks
 from tokembed.audit.shapes import ShapeLedger
 from tokembed.embedding.addressed import AddressedIds

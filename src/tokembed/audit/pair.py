@@ -37,9 +37,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tokembed.audit._checks import AuditReport, Check
 from tokembed.audit._observe import scale_convention
 from tokembed.audit._source import ModelFacts, facts_of
+from tokembed.audit.checks import AuditReport, Check
 from tokembed.errors import EmbeddingError, MeasureError
 
 __all__ = ["ROLES", "check_pair", "read_tokenizer_roles", "require_pair", "tie_checks"]

@@ -14,56 +14,37 @@
   against the input table.
 """
 
-from __future__ import annotations
-
-from tokembed.checkpoint.alias import (
-    AliasGraph,
-    alias_graph,
-    apply_aliases,
-    same_storage,
-    verify_aliases,
+from tokembed.checkpoint import (
+    alias,
+    checkpoint,
+    convert,
+    factorize,
+    folder,
+    format,
+    heads,
+    optimizer,
+    packs,
+    ties,
 )
-from tokembed.checkpoint.checkpoint import LoadReport, load_checkpoint, save_checkpoint
-from tokembed.checkpoint.convert import Conversion, role_pair, tie, untie
-from tokembed.checkpoint.factorize import FactorizedHead, defactorize, factorize_tied
-from tokembed.checkpoint.format import CheckpointSummary, verify_checkpoint
-from tokembed.checkpoint.heads import check_output_head
-from tokembed.checkpoint.optimizer import check_registration
-from tokembed.checkpoint.packs import RolePack, check_packs_tied, derive_pack
-from tokembed.checkpoint.ties import (
-    TiePair,
-    TieReport,
-    check_replica_groups,
-    require_ties,
-    tie_report,
-)
+from tokembed.checkpoint.alias import *
+from tokembed.checkpoint.checkpoint import *
+from tokembed.checkpoint.convert import *
+from tokembed.checkpoint.factorize import *
+from tokembed.checkpoint.folder import *
+from tokembed.checkpoint.format import *
+from tokembed.checkpoint.heads import *
+from tokembed.checkpoint.optimizer import *
+from tokembed.checkpoint.packs import *
+from tokembed.checkpoint.ties import *
 
-__all__ = [
-    "AliasGraph",
-    "CheckpointSummary",
-    "Conversion",
-    "FactorizedHead",
-    "LoadReport",
-    "RolePack",
-    "TiePair",
-    "TieReport",
-    "alias_graph",
-    "apply_aliases",
-    "check_output_head",
-    "check_packs_tied",
-    "check_registration",
-    "check_replica_groups",
-    "defactorize",
-    "derive_pack",
-    "factorize_tied",
-    "load_checkpoint",
-    "require_ties",
-    "role_pair",
-    "same_storage",
-    "save_checkpoint",
-    "tie",
-    "tie_report",
-    "untie",
-    "verify_aliases",
-    "verify_checkpoint",
-]
+__all__: list[str] = []
+__all__ += alias.__all__
+__all__ += checkpoint.__all__
+__all__ += convert.__all__
+__all__ += factorize.__all__
+__all__ += folder.__all__
+__all__ += format.__all__
+__all__ += heads.__all__
+__all__ += optimizer.__all__
+__all__ += packs.__all__
+__all__ += ties.__all__

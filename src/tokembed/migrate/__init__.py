@@ -9,79 +9,37 @@ it all in a release manifest (:mod:`tokembed.migrate.release`). Vocabulary-paral
 tables: :mod:`tokembed.migrate.shards` (imported on its own; it needs torch.distributed).
 """
 
-from __future__ import annotations
+from tokembed.migrate import (
+    apply,
+    classify,
+    freeze,
+    init,
+    measure,
+    optimizer,
+    release,
+    roles,
+    rowmap,
+    shards,
+)
+from tokembed.migrate.apply import *
+from tokembed.migrate.classify import *
+from tokembed.migrate.freeze import *
+from tokembed.migrate.init import *
+from tokembed.migrate.measure import *
+from tokembed.migrate.optimizer import *
+from tokembed.migrate.release import *
+from tokembed.migrate.roles import *
+from tokembed.migrate.rowmap import *
+from tokembed.migrate.shards import *
 
-from tokembed.migrate.apply import Migration, migrate_model, migrate_rows
-from tokembed.migrate.classify import KINDS, VocabularyChange, classify_change, ordered_vocab_digest
-from tokembed.migrate.freeze import RowFreeze, check_frozen, freeze_rows
-from tokembed.migrate.init import (
-    InitRecord,
-    NewRows,
-    bias_for_mass,
-    bias_rows,
-    decompositions,
-    init_records,
-    init_rows,
-)
-from tokembed.migrate.measure import ShiftReport, model_logits, probability_shift
-from tokembed.migrate.optimizer import check_state_migration, move_state, snapshot_state
-from tokembed.migrate.release import (
-    PackRecord,
-    ReleaseManifest,
-    VersionPair,
-    admit_pair,
-    build_manifest,
-    check_packs,
-    check_rollback,
-    next_stage,
-)
-from tokembed.migrate.roles import (
-    VocabRoles,
-    check_bindings,
-    check_vocab_axes,
-    require_bound,
-    vocab_roles,
-)
-from tokembed.migrate.rowmap import RowMap, check_row_map, row_map
-
-__all__ = [
-    "KINDS",
-    "InitRecord",
-    "Migration",
-    "NewRows",
-    "PackRecord",
-    "ReleaseManifest",
-    "RowFreeze",
-    "RowMap",
-    "ShiftReport",
-    "VersionPair",
-    "VocabRoles",
-    "VocabularyChange",
-    "admit_pair",
-    "bias_for_mass",
-    "bias_rows",
-    "build_manifest",
-    "check_bindings",
-    "check_frozen",
-    "check_packs",
-    "check_rollback",
-    "check_row_map",
-    "check_state_migration",
-    "check_vocab_axes",
-    "classify_change",
-    "decompositions",
-    "freeze_rows",
-    "init_records",
-    "init_rows",
-    "migrate_model",
-    "migrate_rows",
-    "model_logits",
-    "move_state",
-    "next_stage",
-    "ordered_vocab_digest",
-    "probability_shift",
-    "require_bound",
-    "row_map",
-    "snapshot_state",
-    "vocab_roles",
-]
+__all__: list[str] = []
+__all__ += apply.__all__
+__all__ += classify.__all__
+__all__ += freeze.__all__
+__all__ += init.__all__
+__all__ += measure.__all__
+__all__ += optimizer.__all__
+__all__ += release.__all__
+__all__ += roles.__all__
+__all__ += rowmap.__all__
+__all__ += shards.__all__

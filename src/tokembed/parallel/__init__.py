@@ -7,85 +7,52 @@ head and loss, whole-model sharding (``shard_input_embedding``,
 replicas, resharded checkpoints and byte accounts of memory and collectives.
 """
 
-from __future__ import annotations
+from tokembed.parallel import (
+    causal_lm,
+    collectives,
+    column,
+    cross_entropy,
+    data_parallel,
+    deepspeed_tp,
+    intervals,
+    ledger,
+    lm_head,
+    ownership,
+    pipeline_tie,
+    reshard,
+    routed,
+    shard,
+    vocab_embedding,
+)
+from tokembed.parallel.causal_lm import *
+from tokembed.parallel.collectives import *
+from tokembed.parallel.column import *
+from tokembed.parallel.cross_entropy import *
+from tokembed.parallel.data_parallel import *
+from tokembed.parallel.deepspeed_tp import *
+from tokembed.parallel.intervals import *
+from tokembed.parallel.ledger import *
+from tokembed.parallel.lm_head import *
+from tokembed.parallel.ownership import *
+from tokembed.parallel.pipeline_tie import *
+from tokembed.parallel.reshard import *
+from tokembed.parallel.routed import *
+from tokembed.parallel.shard import *
+from tokembed.parallel.vocab_embedding import *
 
-from tokembed.parallel.causal_lm import causal_lm_loss
-from tokembed.parallel.column import ColumnParallelEmbedding, require_full_rows
-from tokembed.parallel.cross_entropy import vocab_parallel_cross_entropy
-from tokembed.parallel.data_parallel import (
-    GradientReduction,
-    check_parallel_groups,
-    reduce_gradients,
-)
-from tokembed.parallel.deepspeed_tp import autotp_group, initialize_autotp
-from tokembed.parallel.intervals import owner_of, row_intervals, validate_cover
-from tokembed.parallel.ledger import (
-    CollectiveLedger,
-    MemoryLedger,
-    count_collectives,
-    count_remote,
-    memory_ledger,
-    schedule_payloads,
-)
-from tokembed.parallel.lm_head import VocabParallelLMHead
-from tokembed.parallel.ownership import (
-    OwnerCheckedOptimizer,
-    RowOwnership,
-    check_owned_step,
-    mark_rows,
-    mark_sharded_source,
-    row_ownership,
-)
-from tokembed.parallel.pipeline_tie import TiedReplica
-from tokembed.parallel.reshard import (
-    ShardLayout,
-    load_rows,
-    load_vocab_shards,
-    read_layout,
-    save_shard,
-    save_vocab_shards,
-)
-from tokembed.parallel.routed import RouteLedger, RowRoutedEmbedding, restore_origin_order
-from tokembed.parallel.shard import shard_input_embedding, shard_lm_head
-from tokembed.parallel.vocab_embedding import VocabParallelEmbedding
-
-__all__ = [
-    "CollectiveLedger",
-    "ColumnParallelEmbedding",
-    "GradientReduction",
-    "MemoryLedger",
-    "OwnerCheckedOptimizer",
-    "RouteLedger",
-    "RowOwnership",
-    "RowRoutedEmbedding",
-    "ShardLayout",
-    "TiedReplica",
-    "VocabParallelEmbedding",
-    "VocabParallelLMHead",
-    "autotp_group",
-    "causal_lm_loss",
-    "check_owned_step",
-    "check_parallel_groups",
-    "count_collectives",
-    "count_remote",
-    "initialize_autotp",
-    "load_rows",
-    "load_vocab_shards",
-    "mark_rows",
-    "mark_sharded_source",
-    "memory_ledger",
-    "owner_of",
-    "read_layout",
-    "reduce_gradients",
-    "require_full_rows",
-    "restore_origin_order",
-    "row_intervals",
-    "row_ownership",
-    "save_shard",
-    "save_vocab_shards",
-    "schedule_payloads",
-    "shard_input_embedding",
-    "shard_lm_head",
-    "validate_cover",
-    "vocab_parallel_cross_entropy",
-]
+__all__: list[str] = []
+__all__ += causal_lm.__all__
+__all__ += collectives.__all__
+__all__ += column.__all__
+__all__ += cross_entropy.__all__
+__all__ += data_parallel.__all__
+__all__ += deepspeed_tp.__all__
+__all__ += intervals.__all__
+__all__ += ledger.__all__
+__all__ += lm_head.__all__
+__all__ += ownership.__all__
+__all__ += pipeline_tie.__all__
+__all__ += reshard.__all__
+__all__ += routed.__all__
+__all__ += shard.__all__
+__all__ += vocab_embedding.__all__

@@ -25,9 +25,9 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.distributed import ProcessGroup
 
 from tokembed.parallel.collectives import (
-    ProcessGroup,
     all_gather_uneven,
     exchange_rows,
     group_rank,

@@ -18,13 +18,14 @@ from typing import Any, Self, Unpack
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed import ProcessGroup
 
 from tokembed.embedding.contracts import validate_ids
 from tokembed.embedding.init import new_table
 from tokembed.embedding.lookup_config import LookupConfig, LookupPolicy
 from tokembed.errors import EmbeddingError, ParallelError
 from tokembed.parallel._sharded_lookup import ShardedLookup, require_shardable, table_source
-from tokembed.parallel.collectives import ProcessGroup, all_gather_uneven
+from tokembed.parallel.collectives import all_gather_uneven
 from tokembed.parallel.ownership import RowOwnership, mark_rows, mark_sharded_source
 
 __all__ = ["RowIntervals", "RowShardedTable", "copy_owned_rows"]

@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 import torch
 from torch import nn
+from torch.distributed import ProcessGroup
 
 from tokembed.embedding.addressed import AddressedIds, SupportsAddressHash
 from tokembed.embedding.lookup import TokenEmbedding
@@ -36,7 +37,7 @@ from tokembed.embedding.lookup_checks import (
 )
 from tokembed.embedding.lookup_config import LookupConfig, config_of
 from tokembed.errors import ParallelError, UsageError
-from tokembed.parallel.collectives import ProcessGroup, agree_on_error
+from tokembed.parallel.collectives import agree_on_error
 
 __all__ = ["ShardedLookup", "require_shardable", "table_source"]
 

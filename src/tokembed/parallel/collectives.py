@@ -23,19 +23,17 @@ from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
+from torch.distributed import ProcessGroup
 
 from tokembed.errors import EmbeddingError, ParallelError, TokembedError
 
 __all__ = [
-    "ProcessGroup",
     "agree_on_error",
     "all_gather_uneven",
     "exchange_rows",
     "group_rank",
     "group_size",
 ]
-
-ProcessGroup = dist.ProcessGroup
 
 # Codes a rank may refuse its local input with before the first collective, with the
 # one class each code is raised under (peers raise the same class and code). The

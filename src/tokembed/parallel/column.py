@@ -32,6 +32,7 @@ from typing import Unpack
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed import ProcessGroup
 
 from tokembed.embedding.addressed import AddressedIds
 from tokembed.embedding.init import new_table
@@ -41,7 +42,6 @@ from tokembed.errors import ParallelError
 from tokembed.parallel._autograd import gather_along
 from tokembed.parallel._sharded_lookup import ShardedLookup, require_shardable, table_source
 from tokembed.parallel.collectives import (
-    ProcessGroup,
     all_gather_uneven,
     group_rank,
     group_size,

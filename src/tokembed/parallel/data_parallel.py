@@ -30,9 +30,10 @@ from typing import Literal
 
 import torch
 import torch.distributed as dist
+from torch.distributed import ProcessGroup
 
 from tokembed.errors import ParallelError, UsageError
-from tokembed.parallel.collectives import ProcessGroup, group_size
+from tokembed.parallel.collectives import group_size
 
 __all__ = ["GradientReduction", "check_parallel_groups", "reduce_gradients"]
 

@@ -38,9 +38,9 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.distributed import ProcessGroup
 
 from tokembed.errors import ParallelError, UsageError
-from tokembed.parallel.collectives import ProcessGroup
 from tokembed.parallel.shard import shard_input_embedding
 
 __all__ = ["autotp_group", "initialize_autotp"]

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.distributed import ProcessGroup
 
 from tokembed.embedding.init import Initializer, new_table
 from tokembed.embedding.lookup_config import LookupConfig
 from tokembed.errors import EmbeddingError, ParallelError, UsageError
 from tokembed.parallel._autograd import copy_to_group
 from tokembed.parallel._row_shard import RowIntervals, copy_owned_rows
-from tokembed.parallel.collectives import ProcessGroup
 from tokembed.parallel.ownership import RowOwnership, mark_rows
 from tokembed.parallel.vocab_embedding import VocabParallelEmbedding
 

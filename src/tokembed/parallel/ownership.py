@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.distributed import ProcessGroup
 
 from tokembed.errors import ParallelError
-from tokembed.parallel.collectives import ProcessGroup, group_rank, group_size
+from tokembed.parallel.collectives import group_rank, group_size
 from tokembed.parallel.intervals import row_intervals, validate_cover
 
 __all__ = [

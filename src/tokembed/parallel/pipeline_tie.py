@@ -34,10 +34,10 @@ from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
+from torch.distributed import ProcessGroup
 
 from tokembed.artifacts.digest import tensor_digest
 from tokembed.errors import ParallelError, UsageError
-from tokembed.parallel.collectives import ProcessGroup
 from tokembed.parallel.ownership import row_ownership
 
 __all__ = ["TiedReplica"]

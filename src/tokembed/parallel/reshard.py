@@ -34,6 +34,7 @@ from typing import Protocol
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed import ProcessGroup
 
 from tokembed.artifacts.safetensors_writer import write_safetensors
 from tokembed.embedding.addressed import check_address_hash
@@ -41,7 +42,6 @@ from tokembed.embedding.lookup_checks import check_finite, check_pad_row
 from tokembed.embedding.lookup_config import LookupConfig
 from tokembed.errors import EmbeddingError, ParallelError, UsageError
 from tokembed.files.atomic import replace_with, write_bytes_atomic
-from tokembed.parallel.collectives import ProcessGroup
 from tokembed.parallel.intervals import validate_cover
 
 __all__ = [

@@ -36,13 +36,13 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.distributed import ProcessGroup
 from torch.nn.utils import parametrize
 
 from tokembed.embedding.lookup import TokenEmbedding
 from tokembed.embedding.lookup_config import LookupConfig
 from tokembed.errors import ParallelError, UsageError
 from tokembed.parallel._sharded_lookup import table_source
-from tokembed.parallel.collectives import ProcessGroup
 from tokembed.parallel.lm_head import VocabParallelLMHead
 from tokembed.parallel.vocab_embedding import VocabParallelEmbedding
 

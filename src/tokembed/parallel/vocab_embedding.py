@@ -32,6 +32,7 @@ from typing import Literal, Unpack
 
 import torch
 import torch.nn.functional as F
+from torch.distributed import ProcessGroup
 
 from tokembed.embedding.addressed import AddressedIds
 from tokembed.embedding.lookup_checks import scale_lookup
@@ -39,7 +40,6 @@ from tokembed.embedding.lookup_config import LookupPolicy
 from tokembed.errors import ParallelError, UsageError
 from tokembed.parallel._autograd import reduce_from_group, reduce_scatter_along
 from tokembed.parallel._row_shard import RowShardedTable
-from tokembed.parallel.collectives import ProcessGroup
 
 __all__ = ["VocabParallelEmbedding"]
 
