@@ -69,7 +69,6 @@ if TYPE_CHECKING:
     from tokembed.measure.session import (
         MeasureResult,
         load_corpora,
-        load_tokenizers,
         run_measure,
     )
     from tokembed.measure.sources import (
@@ -119,7 +118,6 @@ _SOURCES: dict[str, str] = {
     "inspect_paths": "artifacts",
     "MeasureResult": "session",
     "load_corpora": "session",
-    "load_tokenizers": "session",
     "run_measure": "session",
     "ReportData": "report",
     "build_report": "report",
@@ -156,7 +154,6 @@ __all__ = [
     "inspect_paths",
     "load_corpora",
     "load_corpus",
-    "load_tokenizers",
     "measure",
     "partition",
     "partition_parallel",
