@@ -239,7 +239,11 @@ def render_tables_module() -> str:
             continue
         out.append(f'ESCAPES["{d}"] = {{')
         for e, ranges in escapes[d].items():
-            out += [f'    "{e}": (', *_wrapped(ranges, "        "), "    ),"]
+            lines = _wrapped(ranges, "        ")
+            if len(lines) == 1:  # one line: written as ruff format writes it
+                out.append(f'    "{e}": ({lines[0].strip()}),')
+            else:
+                out += [f'    "{e}": (', *lines, "    ),"]
         out.append("}")
     return "\n".join(out) + "\n"
 
