@@ -1,9 +1,13 @@
-"""Compiled twins of the tokenizer's hot loops (optional: the pure-Python paths remain).
+"""Compiled twins of the tokenizer's hot loops (optional: the pure-Python references remain).
 
-Each extension is ``optional``: a machine without a C compiler or Python headers
-still installs tokembed, and ``tokembed.tokenizer._native.load`` then reports the
-module as missing so callers take the pure-Python reference path.
+Each extension is a Python-free core (``*_core.c``, with the shared scanner ``scan.c``) and
+one small binding file (``*_module.c``) that converts types and releases the GIL. Each is
+``optional``: a machine without a C compiler or Python headers still installs tokembed, and
+``tokembed.tokenizer._native.load`` then reports the module as missing so callers take the
+reference paths.
 """
+
+from glob import glob
 
 from setuptools import Extension, setup
 
@@ -16,7 +20,7 @@ def _ext(name: str, *sources: str) -> Extension:
     return Extension(
         f"tokembed.tokenizer._native.{name}",
         sources=[f"{_NATIVE}/{s}" for s in sources],
-        depends=[f"{_NATIVE}/common.h"],
+        depends=sorted(glob(f"{_NATIVE}/*.h")),
         extra_compile_args=_FLAGS,
         optional=True,
     )
@@ -24,10 +28,10 @@ def _ext(name: str, *sources: str) -> Extension:
 
 # One line per compiled module; keep the list sorted.
 EXTENSIONS: list[Extension] = [
-    _ext("_count", "count_module.c", "scan.c"),
-    # The encoder splits preset patterns with the same scanner, without the GIL.
-    _ext("_encode", "encode.c", "scan.c"),
-    _ext("_learn", "learn.c"),
+    _ext("_count", "count_module.c", "count_core.c", "scan.c"),
+    # The encoder splits the scanned patterns with the same scanner, without the GIL.
+    _ext("_encode", "encode_module.c", "encode_core.c", "scan.c"),
+    _ext("_learn", "learn_module.c", "learn_core.c"),
 ]
 
 setup(ext_modules=EXTENSIONS)

@@ -66,7 +66,7 @@ def _transfers(dask_worker: Any) -> dict[str, int]:
 
 def _sizes(client: Any, path: str, pre: Pretokenizer, range_bytes: int) -> None:
     """Per worker: ranges, task bytes the scheduler sends, partial-table bytes produced."""
-    spec = (pre.stages, pre.engine)
+    spec = (pre.stages, pre.dialect)
     ranges = TextFiles((path,)).ranges(target_bytes=range_bytes)
     futures = client.map(_count_range, ranges, spec=spec, pure=False)
     sizes = client.gather(client.map(lambda p: len(pickle.dumps(p, protocol=5)), futures))

@@ -113,10 +113,10 @@ def _ours_rows(
     text: str, fresh: Callable[[], Any], repeat: int, label: str, ref: tuple[float, float]
 ) -> list[int]:
     """Print ours as shipped (threads named) and forced onto one thread; the ids returned."""
-    from tokembed.tokenizer.encode import set_encode_threads
+    from tokembed.tokenizer.compiled import set_encode_threads
 
     tok = fresh()
-    parts = tok._fast._parts(text)
+    parts = getattr(tok._engine, "parts", lambda _: None)(text)
     threads = 1 if parts is None else len(parts)
     n = len(text.encode())
     w, c, ours = _best(_ours(text), repeat, fresh)
@@ -176,10 +176,10 @@ def _hf_section(texts: dict[str, str], repeat: int, tmp: Path) -> None:
                 partial(peer_tokie.encode, text, add_special_tokens=False), repeat
             )
             hw, hc, hf = _best(partial(peer_hf.encode, text, add_special_tokens=False), repeat)
-            split = "compiled split" if tok._fast.native_split else "Python split"
+            split = "compiled split" if getattr(tok._engine, "scanner", None) else "Python split"
             _row("peer tokie encode", n, tw, tc, None)
             _row("peer HF tokenizers encode", n, hw, hc, None)
-            label = f"ours encode_ordinary [{tok.backend}, {split}], cold"
+            label = f"ours encode_ordinary [{tok.implementation}, {split}], cold"
             ours = _ours_rows(text, fresh, repeat, label, (tw, tc))
             same = "ids equal" if ours == theirs.ids == hf.ids else "IDS DIFFER"
             print(f"    ours vs tokie and HF tokenizers: {same}", flush=True)
@@ -215,9 +215,9 @@ def _rank_section(texts: dict[str, str], repeat: int, names: tuple[str, ...]) ->
             n = len(text.encode())
             print(f"  {name} on {label} ({n / 1e6:.1f} MB, {load_line('now')})")
             tw, tc, theirs = _best(partial(peer.encode_ordinary, text), repeat)
-            split = "compiled split" if tok._fast.native_split else "Python split"
+            split = "compiled split" if getattr(tok._engine, "scanner", None) else "Python split"
             _row("peer tiktoken encode_ordinary (1 thread)", n, tw, tc, None)
-            label = f"ours encode_ordinary [{tok.backend}, {split}], cold"
+            label = f"ours encode_ordinary [{tok.implementation}, {split}], cold"
             ours = _ours_rows(text, fresh, repeat, label, (tw, tc))
             same = "ids equal" if ours == theirs else "IDS DIFFER"
             print(f"    ours vs tiktoken: {same}", flush=True)

@@ -59,7 +59,7 @@ def main() -> None:
     tok = train([text[: args.train_bytes]], config=TrainConfig(merges=args.merges, progress=False))
     print(
         f"trained {tok.n_merges} merges on the first {args.train_bytes:,} chars in "
-        f"{time.perf_counter() - start:.1f} s (backend {tok.backend})"
+        f"{time.perf_counter() - start:.1f} s ({tok.implementation})"
     )
     counts = [round(k * args.merges / 15) for k in range(16)]
 

@@ -153,8 +153,8 @@ def _chunk_growth() -> None:
         if not source.exists():
             continue
         tok = load_tokenizer(source)
-        fast = tok._fast
-        if fast.backend != "native" or not fast.native_split:
+        fast = tok._engine
+        if tok.implementation != "compiled" or fast.scanner is None:
             print(f"{source.name}: the compiled encoder is not built; skipped")
             continue
         for kind, unit in INPUTS.items():
@@ -163,9 +163,9 @@ def _chunk_growth() -> None:
                 # A chunk of n bytes of one kind, closed by a letter/space the patterns split off.
                 chunk = _text(unit, n - 2) + ("x " if unit != "a" else "! ")
                 text = chunk * (_TOTAL // n)
-                enc = fast._module.Encoder(fast._native, cache_limit=0)
+                enc = fast._module.Encoder(fast.tables, cache_limit=0)
                 t0 = time.perf_counter()
-                enc.encode_text(text, *fast._scan, as_bytes=True)
+                enc.encode_text(text, *fast.scanner, as_bytes=True)
                 speeds.append(len(text.encode()) / (time.perf_counter() - t0) / 1e6)
             cells = "".join(f"{v:>10.2f}" for v in speeds)
             print(f"{source.name + ' ' + kind:<30}{cells}{speeds[-1] / speeds[0]:>10.2f}")
@@ -179,9 +179,6 @@ def main() -> None:
     names = ["10KB", "100KB"] if args.quick else list(SIZES)
     sizes = [SIZES[s] for s in names]
 
-    from tokembed.tokenizer._long_runs import has_long_whitespace
-
-    has_long_whitespace(" " * 70_000)  # build its lookup table outside the timing
     _header(names, "encode")
     for vocab, tok, peer, peer_name in _peers():
         for kind, unit in INPUTS.items():
@@ -189,7 +186,12 @@ def main() -> None:
             tok.encode_ordinary(texts[0][:100])  # build the engine outside the timing
             ours = [_timed(tok.encode_ordinary, t) for t in texts]
             theirs = None if peer is None else [_timed(peer, t) for t in texts]
-            _row(f"{vocab} [{tok.backend}] {kind}", ours, theirs, [len(t.encode()) for t in texts])
+            _row(
+                f"{vocab} [{tok.implementation}] {kind}",
+                ours,
+                theirs,
+                [len(t.encode()) for t in texts],
+            )
         print(f"  peer for {vocab}: {peer_name}")
 
     from tokembed.tokenizer import TrainConfig, train
@@ -211,7 +213,7 @@ def _hf_train(text: str) -> None:
     from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
 
     from tokembed.tokenizer import PATTERNS
-    from tokembed.tokenizer.formats._onig import to_onig
+    from tokembed.tokenizer.oniguruma import to_onig
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence(

@@ -18,8 +18,9 @@ is compared with the fastest one (and, for memory, with the same row):
   also at ``vocab_size=256`` (no merges), so its counting and learning times can
   be told apart: learning ~ train(merges) - train(0).
 * merge learning alone: the chunk table is counted once (in its own child) and
-  saved; our compiled learner and its pure-Python twin then learn from it, each in
-  a fresh child whose memory row is the process's peak (interpreter + table + learner).
+  saved; our compiled learner (and, with ``--reference``, the reference learner) then
+  learns from it, each in a fresh child whose memory row is the process's peak
+  (interpreter + table + learner).
 * encoding, tiktoken: ``encode_ordinary(text)`` (one thread) and, for batches,
   ``encode_ordinary_batch(pieces, num_threads=k)`` for k = the CPU count and
   tiktoken's default 8.
@@ -134,7 +135,7 @@ def _train_ours(a: dict[str, Any]) -> dict[str, Any]:
 def _train_hf(a: dict[str, Any]) -> dict[str, Any]:
     from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
 
-    from tokembed.tokenizer.pretokenize import PATTERNS
+    from tokembed.tokenizer.patterns import PATTERNS
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence(
@@ -163,7 +164,7 @@ def _train_hf(a: dict[str, Any]) -> dict[str, Any]:
 def _train_rustbpe(a: dict[str, Any]) -> dict[str, Any]:
     import rustbpe
 
-    from tokembed.tokenizer.pretokenize import PATTERNS
+    from tokembed.tokenizer.patterns import PATTERNS
 
     tok = rustbpe.Tokenizer()
     t0, c0 = time.perf_counter(), _cpu()
@@ -196,8 +197,8 @@ def _learn_alone(a: dict[str, Any]) -> dict[str, Any]:
 
     if a["pure"]:
         os.environ["TOKEMBED_PURE_PYTHON"] = "1"
-    from tokembed.tokenizer._merge_learner import learn_merges
     from tokembed.tokenizer.chunks import ChunkTable
+    from tokembed.tokenizer.learn import learn_merges
 
     with np.load(a["path"]) as z:
         table = ChunkTable(z["data"].tobytes(), z["offsets"], z["counts"])
@@ -223,17 +224,17 @@ def _load(a: dict[str, Any]) -> Any:
 
 
 def _encode_ours(a: dict[str, Any]) -> dict[str, Any]:
-    from tokembed.tokenizer.encode import FastEncoder
+    from tokembed.tokenizer.encode import ReferenceEncoder
 
     text = _read(a["file"], a["chars"])
     tok = _load(a)
     t0 = time.perf_counter()
-    enc = FastEncoder(tok.tables, tok.pretokenizer, use_native=a["mode"] == "fast")
+    enc: Any = tok._engine
     setup = time.perf_counter() - t0
     dt, cpu, n = float("inf"), float("inf"), 0
     for _ in range(a["repeat"]):  # best of N: the machine is shared
-        if a["mode"] == "cached":  # a cold cache each time: no free ride from the last run
-            enc = FastEncoder(tok.tables, tok.pretokenizer, use_native=False, use_tiktoken=False)
+        if a["mode"] == "memo":  # a cold memo each time: no free ride from the last run
+            enc = ReferenceEncoder(tok.tables, tok.pretokenizer)
         t0, c0 = time.perf_counter(), _cpu()
         if a["mode"] == "reference":
             n = len(tok.encode_ordinary_reference(text))
@@ -241,7 +242,7 @@ def _encode_ours(a: dict[str, Any]) -> dict[str, Any]:
             batches = _lines_batches(text, _BATCH_PIECES)
             n = sum(map(len, tok.encode_batch(batches, workers=a["threads"], progress=False)))
         else:
-            n = len(enc.encode_ordinary(text))
+            n = len(enc.encode(tok._check(text)))
         dt, cpu = min(dt, time.perf_counter() - t0), min(cpu, _cpu() - c0)
     return {
         "seconds": dt,
@@ -249,7 +250,7 @@ def _encode_ours(a: dict[str, Any]) -> dict[str, Any]:
         "mb_s": len(text.encode()) / dt / 1e6,
         "tokens": n,
         "setup_s": setup,
-        "backend": enc.backend,
+        "implementation": enc.implementation,
     }
 
 
@@ -430,7 +431,7 @@ def _learn_block(
             )
         }
         if twin:
-            alone["ours    pure-Python twin (learn_merges_python)"] = _run(
+            alone["ours    reference learner (learn_merges_reference)"] = _run(
                 kind="learn", path=path, merges=merges, pure=True
             )
     first = next(iter(alone.values()))
@@ -439,7 +440,7 @@ def _learn_block(
         line += f"  (before learning {r.get('before_mb', 0):.0f} MB, merges sha {r.get('digest')})"
         print(line)
     if twin and len({r.get("digest") for r in alone.values()}) != 1:
-        print("  MERGES DIFFER between the compiled learner and the pure-Python twin")
+        print("  MERGES DIFFER between the compiled learner and the reference learner")
     rust = runs.get("peer    rustbpe train_from_iterator(file lines)", {})
     if "seconds" in rust and "seconds" in rust0:
         learn_s = rust["seconds"] - rust0["seconds"]
@@ -464,9 +465,9 @@ def _encode_rows(
             kind="encode_tiktoken", vocab=vocab, file=f, chars=chars, mode="single", repeat=repeat
         ),
     }
-    if own:  # our pure-Python cached path: no peer row of its own, slow on a loaded machine
-        single["ours    own cached encoder"] = _run(
-            kind="encode_ours", vocab=vocab, file=f, chars=chars, mode="cached", repeat=1
+    if own:  # our reference encoder (chunks memoized): no peer row of its own, slow
+        single["ours    reference encoder (ReferenceEncoder)"] = _run(
+            kind="encode_ours", vocab=vocab, file=f, chars=chars, mode="memo", repeat=1
         )
     batch = {
         f"ours    encode_batch({_BATCH_PIECES} pieces, workers={cpus})": _run(
@@ -495,7 +496,7 @@ def _encode_rows(
                 if r.get("tokens") != peers[best].get("tokens"):
                     line += " TOKEN COUNT DIFFERS"
             if name.startswith("ours") and "setup_s" in r and "fast" in name:
-                line += f"  ({r.get('backend')}, setup {r['setup_s']:.1f} s)"
+                line += f"  ({r.get('implementation')}, setup {r['setup_s']:.1f} s)"
             for key in ("skipped", "error"):
                 if key in r:
                     line += f"  {r[key]}"
@@ -516,9 +517,13 @@ def main() -> None:
     ap.add_argument(
         "--repeat", type=int, default=2, help="encode passes per measurement (the best counts)"
     )
-    ap.add_argument("--own-encoder", action="store_true", help="also time our pure-Python path")
     ap.add_argument(
-        "--no-twin", action="store_true", help="skip the pure-Python learner (slow) at 4096 merges"
+        "--own-encoder", action="store_true", help="also time our reference encoder (Python)"
+    )
+    ap.add_argument(
+        "--reference",
+        action="store_true",
+        help="also time the reference learner at 4096 merges (Python: hours on RusLit40)",
     )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -539,7 +544,7 @@ def main() -> None:
         name = "RusLit40" + (" 3M chars" if args.quick else "")
         if args.only != "encode":
             pud = _prepare("pud-ru", None, Path(tmp) / "pud-ru.txt")
-            twin = not args.no_twin
+            twin = args.reference
             _train_block("PUD ru", 4096, pud, args.workers, None, twin)
             _train_block(name, 4096, ruslit, args.workers, vocab if args.quick else None, twin)
             if not args.quick:

@@ -114,7 +114,7 @@ def _measure(a: dict[str, Any]) -> dict[str, Any]:
     elif a["kind"] == "rustbpe":
         import rustbpe
 
-        from tokembed.tokenizer.pretokenize import PATTERNS
+        from tokembed.tokenizer.patterns import PATTERNS
 
         tok = rustbpe.Tokenizer()
         lines = (line for text in corpus(base, n) for line in text.splitlines(keepends=True))

@@ -32,8 +32,8 @@ from tokembed.errors import TokembedError
 from tokembed.measure.corpus import load_corpus
 from tokembed.parallel.intervals import row_intervals
 from tokembed.parallel.reshard import load_rows, read_layout, save_shard
+from tokembed.tokenizer.bytes_unicode import BYTE_TO_CHAR
 from tokembed.tokenizer.formats import export_hf, export_tiktoken, load_tokenizer, save_tokenizer
-from tokembed.tokenizer.formats._bytes_unicode import BYTE_TO_CHAR
 from tokembed.tokenizer.model import BPETables
 from tokembed.tokenizer.pretokenize import Pretokenizer
 from tokembed.tokenizer.tokenizer import Tokenizer

@@ -23,7 +23,7 @@ from tokembed.embedding.addressed import AddressedIds
 from tokembed.embedding.lookup import TokenEmbedding
 from tokembed.embedding.variants.bag import TokenEmbeddingBag
 from tokembed.errors import EmbeddingError
-from tokembed.tokenizer.pretokenize import PATTERNS
+from tokembed.tokenizer.patterns import PATTERNS
 
 V, D, PAD = 50_304, 8, 50_257
 LANGS = ("en", "ru", "zh")

@@ -10,8 +10,9 @@ from _measure_data import loaded, tokenizer_path
 
 from tokembed.artifacts.config import ModelConfig, read_model_config
 from tokembed.errors import EmbeddingError, MeasureError, UsageError
-from tokembed.measure.artifacts import inspect_paths, split_encoding
+from tokembed.measure.artifacts import inspect_paths
 from tokembed.measure.vocab_sizes import vocab_sizes, vocab_sizes_of
+from tokembed.tokenizer.formats.specs import split_spec
 
 
 @pytest.mark.slow
@@ -109,5 +110,5 @@ def test_rows_past_the_range_are_unreached() -> None:
 
 def test_encoding_suffix() -> None:
     path = tokenizer_path("cl100k_base.tiktoken")
-    assert split_encoding(f"{path}@cl100k_base") == (Path(path), "cl100k_base")
-    assert split_encoding(path) == (Path(path), None)
+    assert split_spec(f"{path}@cl100k_base") == (path, "cl100k_base")
+    assert split_spec(path) == (path, None)

@@ -1,4 +1,4 @@
-"""Shared by the scanner and counter tests: the preset x engine cases, the compiled module
+"""Shared by the scanner and counter tests: the preset x dialect cases, the compiled module
 (required under CI), and hypothesis texts built from the characters where the presets branch."""
 
 from __future__ import annotations
@@ -10,14 +10,13 @@ import pytest
 from hypothesis import strategies as st
 
 from tokembed.tokenizer import Pretokenizer
-from tokembed.tokenizer._dialect import ENGINES, Engine
 from tokembed.tokenizer._native import load
-from tokembed.tokenizer.formats.encodings import OWN_ENCODINGS
-from tokembed.tokenizer.pretokenize import PATTERNS
+from tokembed.tokenizer.dialect import DIALECTS, Dialect
+from tokembed.tokenizer.patterns import PATTERNS, SCANNED
 
 __all__ = [
     "CASES",
-    "ENGINE_ID",
+    "DIALECT_ID",
     "PRESETS",
     "PRESET_ID",
     "STRESS_TEXTS",
@@ -28,9 +27,10 @@ __all__ = [
 
 # The Pretokenizer presets and "qwen", the pattern of Qwen's rank file (not a named preset).
 PRESETS = ("teaching", "r50k", "cl100k", "o200k", "gpt2-hf", "qwen")
-PRESET_ID = {name: i for i, name in enumerate(PRESETS)}  # scan.h's TK_PRESET_* order
-ENGINE_ID = {name: i for i, name in enumerate(ENGINES)}  # TK_ENGINE_* order
-CASES = [(p, e) for p in PRESETS for e in ENGINES]
+assert tuple(name for name, _ in SCANNED) == PRESETS
+PRESET_ID = {name: i for i, name in enumerate(PRESETS)}  # scan_presets.h's TK_PRESET_* order
+DIALECT_ID = {name: i for i, name in enumerate(DIALECTS)}  # TK_DIALECT_* order
+CASES = [(p, d) for p in PRESETS for d in DIALECTS]
 
 
 def compiled_count() -> ModuleType:
@@ -44,15 +44,15 @@ def compiled_count() -> ModuleType:
     return module
 
 
-def pretokenizer(preset: str, engine: Engine = "tiktoken") -> Pretokenizer:
+def pretokenizer(preset: str, dialect: Dialect = "tiktoken") -> Pretokenizer:
     """The Python splitter of a scanner preset (``qwen``: the qwen encoding's pattern)."""
-    pattern = OWN_ENCODINGS[preset].pattern if preset not in PATTERNS else preset
-    return Pretokenizer.preset(pattern, engine=engine)
+    pattern = dict(SCANNED)[preset] if preset not in PATTERNS else preset
+    return Pretokenizer.preset(pattern, dialect=dialect)
 
 
-def c_split(text: str, preset: str, engine: Engine) -> list[str]:
+def c_split(text: str, preset: str, dialect: Dialect) -> list[str]:
     data = text.encode("utf-8")
-    ends = compiled_count().piece_ends(data, PRESET_ID[preset], ENGINE_ID[engine])
+    ends = compiled_count().piece_ends(data, PRESET_ID[preset], DIALECT_ID[dialect])
     starts = [0, *ends][: len(ends)]
     return [data[a:b].decode("utf-8") for a, b in zip(starts, ends, strict=True)]
 

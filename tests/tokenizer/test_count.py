@@ -4,7 +4,6 @@ workers equal one worker on both paths, and memory follows distinct chunks, not 
 from __future__ import annotations
 
 import tracemalloc
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,9 +17,9 @@ import tokembed.tokenizer._count as count_module
 from conftest import PUD_LANGS, pud_text
 from tokembed.errors import TokenizerError
 from tokembed.tokenizer import Pretokenizer
-from tokembed.tokenizer._dialect import Engine
 from tokembed.tokenizer.chunks import ChunkTable
-from tokembed.tokenizer.pretokenize import PATTERNS
+from tokembed.tokenizer.dialect import Dialect
+from tokembed.tokenizer.patterns import PATTERNS
 
 
 def _items(table: ChunkTable) -> list[tuple[bytes, int]]:
@@ -39,12 +38,12 @@ def _python(
         return _count(texts, pre, workers)
 
 
-@pytest.mark.parametrize(("preset", "engine"), CASES)
+@pytest.mark.parametrize(("preset", "dialect"), CASES)
 def test_compiled_equals_python_on_pud(
-    preset: str, engine: Engine, monkeypatch: pytest.MonkeyPatch
+    preset: str, dialect: Dialect, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     compiled_count()
-    pre = pretokenizer(preset, engine)
+    pre = pretokenizer(preset, dialect)
     texts = [pud_text(lang) for lang in PUD_LANGS]
     assert count_module._native_counter(pre) is not None
     assert _items(_count(texts, pre)) == _items(_python(texts, pre, monkeypatch))
@@ -55,9 +54,9 @@ def test_compiled_equals_python_on_pud(
 def test_compiled_equals_python_on_stress_texts(texts: list[str]) -> None:
     compiled_count()
     mp = pytest.MonkeyPatch()
-    for preset, engine in CASES:
-        pre = pretokenizer(preset, engine)
-        assert _items(_count(texts, pre)) == _items(_python(texts, pre, mp)), (preset, engine)
+    for preset, dialect in CASES:
+        pre = pretokenizer(preset, dialect)
+        assert _items(_count(texts, pre)) == _items(_python(texts, pre, mp)), (preset, dialect)
 
 
 @pytest.mark.slow
@@ -87,10 +86,10 @@ def test_compiled_workers_equal_one_worker(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_python_workers_equal_one_worker(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Small blocks force many seams; merges and chunk order must not change."""
+    """Small windows force many seams; merges and chunk order must not change."""
     monkeypatch.setattr(count_module, "_BLOCK", 3000)
     monkeypatch.setattr(count_module, "_OVERLAP", 512)
-    monkeypatch.setattr(count_module, "_HALF", 256)
+    monkeypatch.setattr(count_module, "_HEAD_CHARS", 256)
     texts = [pud_text("ru")[:40000], "  \n\n x" * 500, pud_text("ko")[:20000]]
     for pattern in ("teaching", "cl100k", "o200k"):
         pre = Pretokenizer.preset(pattern)
@@ -101,22 +100,23 @@ def test_python_workers_equal_one_worker(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_python_workers_recount_a_text_whose_seams_never_join(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Pairs of characters: a block starting at an odd offset never ends a match where the
+    # Pairs of characters: a window starting at an odd offset never ends a match where the
     # full scan does, so that text is counted again in this process.
     monkeypatch.setattr(count_module, "_BLOCK", 3001)
     monkeypatch.setattr(count_module, "_OVERLAP", 512)
-    monkeypatch.setattr(count_module, "_HALF", 256)
+    monkeypatch.setattr(count_module, "_HEAD_CHARS", 256)
     texts = ["ab" * 5000, "xy" * 4000 + "z"]
     pre = Pretokenizer.preset("(?s)..")
     calls: list[str] = []
 
-    def recount(text: str) -> Counter[str]:
+    def recount(text: str) -> ChunkTable:
         calls.append(text)
-        return Counter(pre.split(text))
+        return count_module.count_chunks_reference([text], pre)
 
-    whole = count_module._count_parallel(iter(texts), pre.patterns[0], 2, recount)
+    spec = (pre.stages, pre.dialect)
+    whole = count_module._count_parallel(iter(texts), spec, 2, recount)
     assert calls == texts
-    assert list(whole.items()) == [("ab", 5000), ("xy", 4000), ("z", 1)]
+    assert _items(whole) == [(b"ab", 5000), (b"xy", 4000), (b"z", 1)]
     assert _items(_python(texts, pre, monkeypatch, 2)) == [(b"ab", 5000), (b"xy", 4000), (b"z", 1)]
 
 

@@ -23,15 +23,10 @@ from tokembed.errors import MeasureError, TokenizerError, UsageError
 from tokembed.text.ranges import TextFiles, split_ranges
 from tokembed.tokenizer import Pretokenizer, TrainConfig, train
 from tokembed.tokenizer._count import count_chunks
-from tokembed.tokenizer._dask_count import (
-    _count,
-    _count_range,
-    _Partial,
-    combine,
-    count_with_client,
-)
-from tokembed.tokenizer._merge_learner import learn_merges
+from tokembed.tokenizer._dask_count import _count, _count_range, count_with_client
+from tokembed.tokenizer._seams import Partial, combine
 from tokembed.tokenizer.chunks import ChunkTable
+from tokembed.tokenizer.learn import learn_merges
 
 distributed = pytest.importorskip("distributed", reason="needs the dask extra")
 
@@ -132,7 +127,7 @@ def test_a_refused_seam_reads_that_file_whole(client: distributed.Client, tmp_pa
     ranges = files.ranges(target_bytes=12_000)
     cut = next(i for i, r in enumerate(ranges) if r.start == 12_000)
     pre = Pretokenizer.preset("teaching")
-    spec = (pre.stages, pre.engine)
+    spec = (pre.stages, pre.dialect)
     left, right = _count_range(ranges[cut - 1], spec), _count_range(ranges[cut], spec)
     assert combine(left, right).refused == (0,)
     got, whole = _count(client, files, pre, range_bytes=12_000, merge=combine)
@@ -161,7 +156,8 @@ def test_seams_join_exactly_in_any_order_of_combining(
     path.write_bytes(text.encode())
     pre = Pretokenizer.preset(pattern)
     parts = [
-        _count_range(r, (pre.stages, pre.engine)) for r in split_ranges([path], target_bytes=target)
+        _count_range(r, (pre.stages, pre.dialect))
+        for r in split_ranges([path], target_bytes=target)
     ]
     want = _lists(count_chunks([text], pre, workers=1, progress=False))
     folded = functools.reduce(combine, parts)
@@ -197,7 +193,7 @@ def test_seams_with_short_overlaps_are_exact_or_refused(
     path.write_bytes(text.encode())
     pre = Pretokenizer.preset(pattern)
     ranges = split_ranges([path], target_bytes=target)
-    spec = (pre.stages, pre.engine)
+    spec = (pre.stages, pre.dialect)
     parts = [_count_range(r, spec, overlap_bytes=24, head_chars=6) for r in ranges]
     folded = functools.reduce(combine, parts)
     event("refused" if folded.refused else "joined")
@@ -229,11 +225,11 @@ def test_train_merges_equal_local_on_a_pud_file(address: str, pud_files: list[st
     )
 
 
-def _swapped(left: _Partial, right: _Partial) -> _Partial:
+def _swapped(left: Partial, right: Partial) -> Partial:
     """A plausible bug: merging the right operand's table first (the seams still join)."""
     out = combine(left, right)
     table = ChunkTable.concat([right.table, left.table])
-    return _Partial(head=out.head, table=table, tail=out.tail, tail_file=out.tail_file)
+    return Partial(head=out.head, table=table, tail=out.tail, tail_file=out.tail_file)
 
 
 def test_reduction_order_decides_ties(client: distributed.Client, tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """One pre-tokenization whichever engine runs it: ours agrees with the format's engine on
-every code point (tiktoken for rank files, Hugging Face for tokenizer.json)."""
+every code point (tiktoken for rank files, Hugging Face for tokenizer.json), from tables
+generated from the engines, with no engine asked at run time."""
 
 from __future__ import annotations
 
@@ -12,14 +13,10 @@ import regex
 from conftest import data_path
 from tokembed.errors import UsageError
 from tokembed.tokenizer import PATTERNS, Pretokenizer, Tokenizer, TrainConfig, train
-from tokembed.tokenizer._dialect import (
-    _PROBES,
-    _every_codepoint,
-    _ours,
-    dialect_pattern,
-    table_atoms,
-)
-from tokembed.tokenizer.encode import FastEncoder
+from tokembed.tokenizer import dialect as dialect_module
+from tokembed.tokenizer.compiled import CompiledEncoder, compiled_tables
+from tokembed.tokenizer.dialect import class_members, dialect_pattern, table_atoms
+from tokembed.tokenizer.encode import ReferenceEncoder
 
 EXAMPLE = "\U0008a1f8\U0003dec5$j"  # a code point tiktoken's tables leave unassigned, then "$j"
 
@@ -34,13 +31,32 @@ def _tok(name: str) -> Tokenizer:
     return load_tokenizer(path)
 
 
+def _probe(atom: str, engine: str) -> np.ndarray:
+    """The code points ``atom`` matches when ``engine`` itself runs it (needs the engine)."""
+    pytest.importorskip("tiktoken")
+    pytest.importorskip("tokenizers")
+    from tokembed.tokenizer._gen_tables import probe
+
+    return probe(atom, engine)  # type: ignore[arg-type]
+
+
 def _membership(atom: str, engine: str) -> np.ndarray:
     """Boolean array over every code point: does ``atom`` match it in ``engine`` (or ``regex``)?"""
-    every = _every_codepoint()
-    hits = _ours(atom, every) if engine == "regex" else _PROBES[engine](atom, every)
+    hits = dialect_module._regex_members(atom) if engine == "regex" else _probe(atom, engine)
     out = np.zeros(0x110000, dtype=bool)
     out[hits] = True
     return out
+
+
+def _reference(tok: Tokenizer, text: str) -> list[int]:
+    """Ids of the Python splitter's chunks (the dialect rewrite), merged by the compiled
+    encoder where it is built, else by the reference."""
+    native = compiled_tables(tok.tables)
+    if native is None:
+        return ReferenceEncoder(tok.tables, tok.pretokenizer).encode(text)
+    encoder = CompiledEncoder(native, tok.pretokenizer).encoder()
+    ids: list[int] = encoder.encode_chunks(text, tok.pretokenizer.split(text))
+    return ids
 
 
 def _boundary_text(pattern: str, engine: str, missing: list[int]) -> str:
@@ -78,8 +94,7 @@ def test_rank_files_split_like_tiktoken_on_every_class_boundary(name: str) -> No
         special_tokens={},
     )
     expected = peer.encode_ordinary(text)
-    own = FastEncoder(tok.tables, tok.pretokenizer, use_tiktoken=False)
-    assert own.encode_ordinary(text) == expected
+    assert _reference(tok, text) == expected
     assert tok.encode_ordinary(text) == expected
 
 
@@ -90,7 +105,7 @@ def test_hf_files_split_like_hugging_face_on_every_class_boundary(name: str) -> 
     from tokenizers import decoders, models, pre_tokenizers
 
     tok = _tok(name)
-    assert tok.pretokenizer.engine == "huggingface"
+    assert tok.pretokenizer.dialect == "huggingface"
     folder = data_path("tokenizers", name)
     if (folder / "tokenizer.json").is_file():
         peer = HFTokenizer.from_file(str(folder / "tokenizer.json"))
@@ -105,8 +120,7 @@ def test_hf_files_split_like_hugging_face_on_every_class_boundary(name: str) -> 
         for s in tok.pretokenizer.stages
     )
     expected = peer.encode(text, add_special_tokens=False).ids
-    own = FastEncoder(tok.tables, tok.pretokenizer, use_tiktoken=False)
-    assert own.encode_ordinary(text) == expected
+    assert _reference(tok, text) == expected
     assert tok.encode_ordinary(text) == expected
 
 
@@ -115,15 +129,12 @@ def test_the_reported_example_gives_tiktokens_ids() -> None:
     ids = tok.encode_ordinary(EXAMPLE)
     assert ids[-2:] == [3, 73]  # "$", "j": the unassigned code point does not take the "$"
     assert tok.encode_ordinary_reference(EXAMPLE) == ids
-    assert (
-        FastEncoder(tok.tables, tok.pretokenizer, use_tiktoken=False).encode_ordinary(EXAMPLE)
-        == ids
-    )
+    assert _reference(tok, EXAMPLE) == ids
 
 
 def test_patterns_are_rewritten_only_where_engines_differ() -> None:
     pre = Pretokenizer.preset("cl100k")
-    assert pre.engine == "tiktoken"
+    assert pre.dialect == "tiktoken"
     assert pre.patterns[0] == dialect_pattern(PATTERNS["cl100k"], "tiktoken")
     assert pre.split(EXAMPLE) == [EXAMPLE[:3], "j"]
     assert regex.findall(PATTERNS["cl100k"], EXAMPLE) == [EXAMPLE[:2], "$j"]
@@ -134,25 +145,25 @@ def test_patterns_are_rewritten_only_where_engines_differ() -> None:
 
 def test_training_splits_like_the_engine_it_exports_to() -> None:
     text = (EXAMPLE + " ") * 5
-    for engine in ("tiktoken", "huggingface"):
-        config = TrainConfig(merges=40, pattern="cl100k", regex_engine=engine, progress=False)  # type: ignore[arg-type]
+    for dialect in ("tiktoken", "huggingface"):
+        config = TrainConfig(merges=40, pattern="cl100k", dialect=dialect, progress=False)  # type: ignore[arg-type]
         tok = train([text], config=config)
-        assert tok.pretokenizer.engine == engine
+        assert tok.pretokenizer.dialect == dialect
         pieces = list(tok.tables.pieces.values())
         # U+3DEC5 ends in byte 0x85: it shares a chunk with "$", which never meets "j".
         assert any(p.endswith(b"\x85$") for p in pieces)
         assert not any(b"$j" in p for p in pieces)
     with pytest.raises(UsageError) as e:
-        TrainConfig(merges=3, regex_engine="onig")  # type: ignore[arg-type]
+        TrainConfig(merges=3, dialect="onig")  # type: ignore[arg-type]
     assert e.value.code == "INVALID_ARGUMENT"
 
 
-def test_native_files_record_the_engine(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_native_files_record_the_dialect(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from tokembed.tokenizer import load_tokenizer, save_tokenizer
 
-    tok = train(["ab ab"], config=TrainConfig(merges=1, regex_engine="huggingface", progress=False))
+    tok = train(["ab ab"], config=TrainConfig(merges=1, dialect="huggingface", progress=False))
     path = save_tokenizer(tok, tmp_path / "t.json")
-    assert load_tokenizer(path).pretokenizer.engine == "huggingface"
+    assert load_tokenizer(path).pretokenizer.dialect == "huggingface"
 
 
 def test_plain_stage_is_used_only_where_it_splits_like_the_rewrite() -> None:
@@ -161,8 +172,7 @@ def test_plain_stage_is_used_only_where_it_splits_like_the_rewrite() -> None:
     import numpy as np
     import regex
 
-    from tokembed.tokenizer._dialect import contains_any, dialect_pattern, dialect_trigger
-    from tokembed.tokenizer.pretokenize import PATTERNS, Pretokenizer
+    from tokembed.tokenizer.dialect import contains_any, dialect_pattern, dialect_trigger
 
     stage = PATTERNS["cl100k"]
     points = dialect_trigger(stage, "tiktoken")
@@ -175,3 +185,46 @@ def test_plain_stage_is_used_only_where_it_splits_like_the_rewrite() -> None:
     pre = Pretokenizer.preset("cl100k")
     for text in ("Hello, мир! 12345  \n", f"x{odd}y $j {odd}{odd}", "\U0008a1f8\U0003dec5$j"):
         assert pre.split(text) == rewritten.findall(text)
+
+
+# Compositions a user may write (the presets' own classes are checked through their
+# chunks, class boundary by class boundary, above), and two of the presets' brackets.
+_ATOMS = (
+    r"[^\w\s]", r"[\p{L}\p{N}_'-]", r"\W", r"[^\d]", r"\P{L}", r"[\x00-\x1f\p{Zs}]",
+    r"[a-z\d]", r"[^\p{P}\p{S}]", r"[^\r\n\p{L}\p{N}]", r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]",
+)  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dialect", ["tiktoken", "huggingface"])
+def test_the_tables_give_each_class_the_engines_own_code_points(dialect: str) -> None:
+    """What the generated tables say a class matches is what the engine itself matches."""
+    for atom in _ATOMS:
+        members = class_members(atom, dialect)  # type: ignore[arg-type]
+        assert members is not None, atom
+        assert np.array_equal(members, _probe(atom, dialect)), (dialect, atom)
+
+
+def test_a_class_outside_the_tables_is_read_by_the_regex_module() -> None:
+    """Scripts, long property names and the brace-less form are left as written (documented)."""
+    for atom in (r"\p{Greek}", r"\p{Letter}", r"\pL", r"[\p{Greek}a]", r"[[:alpha:]]"):
+        assert class_members(atom, "tiktoken") is None, atom
+        pattern = f"{atom}+|\\s+"
+        assert dialect_pattern(pattern, "tiktoken") == pattern
+        text = "αβγ  ΔΕ "  # only characters every one of these classes and \s+ match
+        assert Pretokenizer.preset(pattern).split(text) == regex.findall(pattern, text)
+    assert class_members(r"\p{L&}", "tiktoken") is not None  # a category: in the tables
+
+
+def test_splitting_imports_no_engine() -> None:
+    """The dialects come from the generated tables: splitting asks neither tiktoken nor HF."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from tokembed.tokenizer import Pretokenizer; "
+        "Pretokenizer.preset('o200k', dialect='huggingface').split('x \\U0003dec5$j'); "
+        "print(sorted(m for m in ('tiktoken', 'tokenizers') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

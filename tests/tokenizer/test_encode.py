@@ -1,4 +1,5 @@
-"""Encoding: fast paths (compiled encoder, tiktoken core, chunk cache) equal the reference on real data."""
+"""Encoding: the compiled encoder, the reference encoder (memo of chunks) and the plain reference
+give the same ids on real data; a text is checked once, up front."""
 
 from __future__ import annotations
 
@@ -12,14 +13,11 @@ from hypothesis import strategies as st
 from conftest import PUD_LANGS, data_path, pud_text
 from tokembed.errors import TokenizerError
 from tokembed.tokenizer import BPETables, Pretokenizer, Tokenizer, address_hash
-from tokembed.tokenizer._long_runs import LIMIT, has_long_whitespace
 from tokembed.tokenizer._native import load
-from tokembed.tokenizer.encode import FastEncoder, encode_chunk_reference
+from tokembed.tokenizer.encode import ReferenceEncoder, TextCheck
 
-# The engine a vocabulary that tiktoken cannot hold gets: compiled when built, else Python.
-OWN = "native" if load("_encode") is not None else "cached"
-# The engine a tiktoken-compatible vocabulary gets.
-EXACT = "native" if load("_encode") is not None else "tiktoken"
+# The implementation every vocabulary gets: compiled when built, else the reference.
+OWN = "compiled" if load("_encode") is not None else "reference"
 
 
 @pytest.fixture
@@ -32,47 +30,42 @@ def ruslit_tok(ruslit_text: str) -> Tokenizer:
     return ruslit_tokenizer(ruslit_text)
 
 
-def _cached(tok: Tokenizer) -> FastEncoder:
-    return FastEncoder(tok.tables, tok.pretokenizer, use_native=False, use_tiktoken=False)
+def _reference(tok: Tokenizer) -> ReferenceEncoder:
+    """The encoder a machine without the compiled core gets (the reference, chunks memoized)."""
+    return ReferenceEncoder(tok.tables, tok.pretokenizer)
 
 
-def _tiktoken(tok: Tokenizer) -> FastEncoder:
-    return FastEncoder(tok.tables, tok.pretokenizer, use_native=False)
+def _checked_reference(tok: Tokenizer, text: str) -> list[int]:
+    return _reference(tok).encode(TextCheck(tok.tables.missing_bytes())(text))
 
 
-def test_trained_vocabulary_engines(pud_tok: Tokenizer) -> None:
-    assert pud_tok.backend == EXACT
-    assert _tiktoken(pud_tok).backend == "tiktoken"
-    assert _cached(pud_tok).backend == "cached"
+def test_trained_vocabulary_implementations(pud_tok: Tokenizer) -> None:
+    assert pud_tok.implementation == OWN
+    assert _reference(pud_tok).implementation == "reference"
 
 
 @pytest.mark.parametrize("lang", PUD_LANGS)
-def test_fast_paths_equal_reference_on_pud(pud_tok: Tokenizer, lang: str) -> None:
+def test_encoders_equal_reference_on_pud(pud_tok: Tokenizer, lang: str) -> None:
     text = pud_text(lang)
     ref = pud_tok.encode_ordinary_reference(text)
     assert pud_tok.encode_ordinary(text) == ref
-    assert _cached(pud_tok).encode_ordinary(text) == ref
-    assert _tiktoken(pud_tok).encode_ordinary(text) == ref
+    assert _checked_reference(pud_tok, text) == ref
     assert pud_tok.decode(ref) == text
 
 
 @pytest.mark.slow
-def test_fast_paths_equal_reference_on_ruslit(ruslit_tok: Tokenizer, ruslit_text: str) -> None:
-    """All of RusLit40 (~40 MB, ~4.7M chunks) through both fast paths.
+def test_encoders_equal_reference_on_ruslit(ruslit_tok: Tokenizer, ruslit_text: str) -> None:
+    """All of RusLit40 (~40 MB, ~4.7M chunks) through both encoders.
 
     The reference runs on the ~217k UNIQUE chunks only: encoding is a function of
     the chunk alone (merges never cross chunk boundaries), so checking every
     unique chunk checks every position of the text, ~20x faster.
     """
-    pre = ruslit_tok.pretokenizer
-    chunks = pre.split(ruslit_text)
-    ref = {c: encode_chunk_reference(ruslit_tok.tables, c.encode()) for c in dict.fromkeys(chunks)}
-    assert len(ref) > 200_000
-    expected = [i for c in chunks for i in ref[c]]
-    assert ruslit_tok.backend == EXACT
+    reference = _reference(ruslit_tok)  # encode_chunk_reference once per distinct chunk
+    expected = reference.encode(ruslit_text)
+    assert len(reference._memo) > 200_000
+    assert ruslit_tok.implementation == OWN
     assert ruslit_tok.encode_ordinary(ruslit_text) == expected
-    assert _cached(ruslit_tok).encode_ordinary(ruslit_text) == expected
-    assert _tiktoken(ruslit_tok).encode_ordinary(ruslit_text) == expected
 
 
 @pytest.mark.slow
@@ -92,7 +85,7 @@ def test_o200k_equals_tiktoken_and_reference() -> None:
         mergeable_ranks=parse_ranks(path.read_bytes()),
         special_tokens={},
     )
-    assert tok.backend == EXACT
+    assert tok.implementation == OWN
     for lang in ("ru", "zh", "hi", "en"):
         text = pud_text(lang)[:20000]
         expected = peer.encode_ordinary(text)
@@ -105,11 +98,10 @@ def _duplicate_tables() -> BPETables:
     return BPETables.byte_level(merges=[(97, 98), (256, 99), (98, 99), (97, 258)])
 
 
-def test_duplicate_pieces_are_served_by_our_own_path() -> None:
+def test_duplicate_pieces_encode_like_the_reference() -> None:
     tok = Tokenizer(pretokenizer=Pretokenizer.preset("teaching"), tables=_duplicate_tables())
     assert tok.tables.pieces[257] == tok.tables.pieces[259] == b"abc"
-    assert tok.backend == OWN
-    assert _tiktoken(tok).backend == "cached"
+    assert tok.implementation == OWN
     text = "abc bc xabcab bcabc"
     ids = tok.encode_ordinary(text)
     assert ids == tok.encode_ordinary_reference(text)
@@ -117,34 +109,32 @@ def test_duplicate_pieces_are_served_by_our_own_path() -> None:
     assert tok.decode(ids) == text
 
 
-def test_inconsistent_merge_order_stays_off_tiktoken() -> None:
-    # "abc" = ab + c, but with ranks bc < ab tiktoken would reach it as a + bc.
+def test_inconsistent_merge_order_follows_the_merge_list() -> None:
+    # "abc" = ab + c, but with ranks bc < ab tiktoken's rule would reach it as a + bc.
     tables = BPETables.byte_level(merges=[(98, 99, 256), (97, 98, 257), (257, 99, 258)])
     tok = Tokenizer(pretokenizer=Pretokenizer.preset("teaching"), tables=tables)
-    assert tok.backend == OWN
-    assert _tiktoken(tok).backend == "cached"
+    assert tok.implementation == OWN
     assert tok.encode_ordinary("abc") == tok.encode_ordinary_reference("abc") == [97, 256]
+    assert _checked_reference(tok, "abc") == [97, 256]
 
 
-def test_user_regex_stays_off_tiktoken_and_keeps_gaps(pud_tok: Tokenizer) -> None:
+def test_user_regex_keeps_gaps(pud_tok: Tokenizer) -> None:
     tok = Tokenizer(pretokenizer=Pretokenizer.preset(r"\p{L}+"), tables=pud_tok.tables)
-    assert tok.backend == OWN
-    assert _tiktoken(tok).backend == "cached"
+    assert tok.implementation == OWN
     text = pud_text("ru")[:5000]
     ids = tok.encode_ordinary(text)
     assert ids == tok.encode_ordinary_reference(text)
     assert tok.decode(ids) == text
 
 
-@pytest.mark.parametrize("use_native", [True, False])
-@pytest.mark.parametrize("use_tiktoken", [True, False])
-def test_unrepresentable_byte_is_located(use_tiktoken: bool, use_native: bool) -> None:
+@pytest.mark.parametrize("compiled", [True, False])
+def test_unrepresentable_byte_is_located(compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not compiled:  # the reference encoder, and the check's own search in Python
+        monkeypatch.setenv("TOKEMBED_PURE_PYTHON", "1")
     pieces = {i: bytes([i]) for i in range(256) if i != 0xD0}  # no lead byte of А..п
     tok = Tokenizer(pretokenizer=Pretokenizer.preset("teaching"), tables=BPETables(pieces=pieces))
-    enc = FastEncoder(
-        tok.tables, tok.pretokenizer, use_tiktoken=use_tiktoken, use_native=use_native
-    )
-    for encode in (enc.encode_ordinary, tok.encode_ordinary_reference):
+    assert tok.implementation == (OWN if compiled else "reference")
+    for encode in (tok.encode_ordinary, tok.encode_ordinary_reference, tok.encode_to_numpy):
         with pytest.raises(TokenizerError) as e:
             encode("ok, Дом")
         assert e.value.code == "UNREPRESENTABLE_BYTE"
@@ -154,39 +144,43 @@ def test_unrepresentable_byte_is_located(use_tiktoken: bool, use_native: bool) -
     assert tok.encode_ordinary("ok, ё") == tok.encode_ordinary_reference("ok, ё")  # ё is D1 91
 
 
-@pytest.mark.parametrize("use_native", [True, False])
-@pytest.mark.parametrize("use_tiktoken", [True, False])
-def test_lone_surrogate_refused(pud_tok: Tokenizer, use_tiktoken: bool, use_native: bool) -> None:
-    enc = FastEncoder(
-        pud_tok.tables, pud_tok.pretokenizer, use_tiktoken=use_tiktoken, use_native=use_native
-    )
-    for encode in (enc.encode_ordinary, pud_tok.encode_ordinary_reference):
+@pytest.mark.parametrize("compiled", [True, False])
+def test_lone_surrogate_refused(
+    pud_tok: Tokenizer, compiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not compiled:
+        monkeypatch.setenv("TOKEMBED_PURE_PYTHON", "1")
+    tok = Tokenizer(pretokenizer=pud_tok.pretokenizer, tables=pud_tok.tables)
+    assert tok.implementation == (OWN if compiled else "reference")
+    for encode in (tok.encode_ordinary, tok.encode_ordinary_reference):
         with pytest.raises(TokenizerError) as e:
             encode("abc \udc80 def")
         assert e.value.code == "LONE_SURROGATE"
         assert e.value.value == 4
+        assert encode("ok \ud83d\udc4d") == encode("ok 👍")  # a pair is the character it spells
 
 
 def test_empty_text_is_empty_list(pud_tok: Tokenizer) -> None:
     assert pud_tok.encode("") == pud_tok.encode_ordinary("") == []
 
 
-@pytest.mark.parametrize("backend", [EXACT, "cached"])
+@pytest.mark.parametrize("implementation", [OWN, "reference"])
 def test_encode_batch_in_threads_and_processes(
-    pud_tok: Tokenizer, backend: str, monkeypatch: pytest.MonkeyPatch
+    pud_tok: Tokenizer, implementation: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Compiled and tiktoken-backed batches run in threads, Python's in processes: same ids."""
+    """Compiled batches run in threads, the reference's in processes: same ids."""
     from tokembed.tokenizer import TrainConfig, train
 
     tok = pud_tok
-    if backend == "cached":  # a user regex keeps the vocabulary off tiktoken's core
-        # and the spawned workers inherit the switch that keeps them off the compiled one
-        monkeypatch.setenv("TOKEMBED_PURE_PYTHON", "1")
+    if implementation == "reference":  # a user regex, on the reference encoder
         config = TrainConfig(
             merges=300, pattern=r"\S+|\s+", specials={"<|endoftext|>": None}, progress=False
         )
         tok = train([pud_text("ru")], config=config)
-    assert tok.backend == backend
+        # Set after training (the reference learner would take a minute); the spawned
+        # workers inherit the switch that keeps them off the compiled encoder too.
+        monkeypatch.setenv("TOKEMBED_PURE_PYTHON", "1")
+    assert tok.implementation == implementation
     texts = [*pud_text("ru").splitlines()[:200], "", "<|endoftext|> x"]
     one = tok.encode_batch(texts, allowed_special="all", progress=False)
     two = tok.encode_batch(texts, workers=2, allowed_special="all", progress=False)
@@ -233,22 +227,22 @@ def _long_texts() -> list[str]:
 
 
 @pytest.mark.parametrize("name", ["qwen.tiktoken", "smollm2-135m"])
-def test_long_chunks_on_own_encoder_equal_reference(name: str) -> None:
+def test_long_chunks_equal_reference(name: str) -> None:
     tok = _real(name)
-    assert tok.backend == OWN
+    assert tok.implementation == OWN
     for text in _long_texts():
         ref = tok.encode_ordinary_reference(text)
-        assert tok.encode_ordinary(text) == _cached(tok).encode_ordinary(text) == ref, text[:3]
+        assert tok.encode_ordinary(text) == _checked_reference(tok, text) == ref, text[:3]
 
 
 def test_long_lines_of_real_text_equal_reference(pud_tok: Tokenizer) -> None:
     """Whole lines as chunks (up to ~600 bytes) from every PUD language, heap vs reference."""
     tok = Tokenizer(pretokenizer=Pretokenizer.preset(r"[^\n]+|\n"), tables=pud_tok.tables)
-    assert tok.backend == OWN
+    assert tok.implementation == OWN
     for lang in PUD_LANGS:
         text = "".join(pud_text(lang).splitlines(keepends=True)[:25])
         ref = tok.encode_ordinary_reference(text)
-        assert tok.encode_ordinary(text) == _cached(tok).encode_ordinary(text) == ref, lang
+        assert tok.encode_ordinary(text) == _checked_reference(tok, text) == ref, lang
 
 
 @settings(max_examples=60, deadline=None)
@@ -260,34 +254,45 @@ def test_runs_equal_reference_on_qwen(parts: list[str]) -> None:
 
 
 @pytest.mark.parametrize("name", ["cl100k_base.tiktoken", "r50k_base.tiktoken"])
-def test_long_whitespace_skips_tiktokens_core_with_its_ids(name: str) -> None:
-    """Texts with a whitespace run longer than LIMIT take our path; the ids stay tiktoken's."""
+def test_long_whitespace_gets_tiktokens_ids(name: str) -> None:
+    """Whitespace runs far longer than any chunk tiktoken's tests hold: tiktoken's ids."""
     import tiktoken
 
     from tokembed.tokenizer.formats.ranks import parse_ranks
 
     tok = _real(name)
-    assert tok.backend == EXACT
+    assert tok.implementation == OWN
     peer = tiktoken.Encoding(
         "peer",
         pat_str=tok.pretokenizer.stages[0],
         mergeable_ranks=parse_ranks(data_path("tokenizers", name).read_bytes()),
         special_tokens={},
     )
-    text = "x" + " " * (LIMIT + 10) + "a\n\t" + "\t" * LIMIT + "b \n" * 100
-    assert has_long_whitespace(text)
+    limit = 1 << 16
+    text = "x" + " " * (limit + 10) + "a\n\t" + "\t" * limit + "b \n" * 100
     ids = tok.encode_ordinary(text)
     assert ids == peer.encode_ordinary(text) == tok.encode_ordinary_reference(text)
-    assert _tiktoken(tok).encode_ordinary(text) == ids
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "name", ["cl100k_base.tiktoken", "r50k_base.tiktoken", "o200k_base.tiktoken"]
 )
-def test_a_megabyte_of_whitespace_does_not_crash_tiktokens_core(name: str) -> None:
+def test_a_megabyte_of_whitespace_encodes(name: str) -> None:
     """tiktoken 0.14 overflows its stack (PanicException) on these texts; we must not."""
     tok = _real(name)
     text = " " * 1_000_000 + ("" if name.startswith("o200k") else "a")
     ids = tok.encode(text)
     assert tok.decode(ids) == text
+
+
+def test_the_check_finds_what_its_reference_finds() -> None:
+    """The compiled search of the one check (``_encode.scan_text``) answers as its ``re`` form."""
+    missing = [0x04, 0xD0, 0x85, 0xF1]  # ASCII, a lead byte, a continuation byte, a 4-byte lead
+    check = TextCheck(missing)
+    texts = ["", "ok", "a\x04b", "Дом", "é\u0105", "x\U00040000", "ab \udc80", "\ud83d\udc4d Д"]
+    texts += [pud_text(lang)[:3000] for lang in PUD_LANGS]
+    for text in texts:
+        assert check.find(text) == check.find_reference(text), text[:20]
+    assert check.find("ab \udc80 \x04") == (1, 3)  # a surrogate is reported before a byte
+    assert check.find("Д\x04") == (2, 0)

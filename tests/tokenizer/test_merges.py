@@ -1,13 +1,17 @@
-"""The shared merge helpers: the heap merge equals the plain all-occurrences rule."""
+"""The shared merge helpers, and the compiled heap merge against the plain all-occurrences rule."""
 
 from __future__ import annotations
 
+import os
 from itertools import pairwise
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokembed.tokenizer.merges import NO_RANK, merge_all, merges_ordered, replace_pair
+from tokembed.tokenizer._native import load
+from tokembed.tokenizer.compiled import compiled_tables
+from tokembed.tokenizer.merges import NO_RANK, merges_ordered, replace_pair
 from tokembed.tokenizer.model import BPETables
 
 
@@ -23,8 +27,20 @@ def _plain(ids: list[int], tables: BPETables) -> list[int]:
 
 
 def _heap(ids: list[int], tables: BPETables) -> list[int]:
-    get = {pair: rank for pair, (rank, _) in tables.pair_ranks.items()}.get
-    return merge_all(list(ids), get, tables.merges)
+    """The compiled merge (a heap for chunks of more than 64 bytes) on one chunk of bytes."""
+    module = load("_encode")
+    if module is None:
+        reason = "tokembed.tokenizer._native._encode is not built (no compiler, or pure Python)"
+        if os.environ.get("CI") == "true" and os.environ.get("TOKEMBED_PURE_PYTHON", "") in (
+            "",
+            "0",
+        ):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    text = bytes(ids).decode("ascii")  # the tests' ids are ASCII bytes
+    encoder = module.Encoder(compiled_tables(tables), cache_limit=0)
+    merged: list[int] = encoder.encode_chunks(text, [text])
+    return merged
 
 
 def test_pinned_examples() -> None:

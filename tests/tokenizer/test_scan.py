@@ -1,11 +1,11 @@
 """The compiled preset scanner (``_native/scan.c``) splits exactly like ``Pretokenizer.split``.
 
-Every preset and Qwen's rank-file pattern under both engines, on the 13 PUD languages, a slice of RusLit-40 and
+Every preset and Qwen's rank-file pattern under both dialects, on the 13 PUD languages, a slice of RusLit-40 and
 hypothesis texts built from the characters where the patterns branch (letters of
 each case group, marks, numbers of every kind, apostrophes and the long s, CR/LF,
 every whitespace character, '/', and code points the engines' tables classify
-differently from the ``regex`` module's). The class tables it reads are
-regenerated and compared with the committed header.
+differently from the ``regex`` module's). The generated tables it reads are
+regenerated and compared with the committed files (``test_gen_tables.py``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from _scan_cases import (
     CASES,
-    ENGINE_ID,
+    DIALECT_ID,
     PRESETS,
     STRESS_TEXTS,
     c_split,
@@ -24,42 +24,34 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import PUD_LANGS, pud_text
-from tokembed.tokenizer._dialect import ENGINES, Engine
+from tokembed.tokenizer.dialect import DIALECTS, Dialect
 
 
 def test_compiled_module_is_built() -> None:
     assert compiled_count().Counter is not None
 
 
-def test_header_matches_the_engines_tables() -> None:
-    pytest.importorskip("tiktoken")
-    pytest.importorskip("tokenizers")
-    from tokembed.tokenizer._native import gen_classes
-
-    assert gen_classes.HEADER.read_text(encoding="utf-8") == gen_classes.render()
-
-
-@pytest.mark.parametrize(("preset", "engine"), CASES)
-def test_pud_languages(preset: str, engine: Engine) -> None:
-    pre = pretokenizer(preset, engine)
+@pytest.mark.parametrize(("preset", "dialect"), CASES)
+def test_pud_languages(preset: str, dialect: Dialect) -> None:
+    pre = pretokenizer(preset, dialect)
     for lang in PUD_LANGS:
         text = pud_text(lang)
-        assert c_split(text, preset, engine) == pre.split(text), lang
+        assert c_split(text, preset, dialect) == pre.split(text), lang
 
 
-@pytest.mark.parametrize(("preset", "engine"), CASES)
-def test_ruslit_slice(preset: str, engine: Engine, ruslit_text: str) -> None:
+@pytest.mark.parametrize(("preset", "dialect"), CASES)
+def test_ruslit_slice(preset: str, dialect: Dialect, ruslit_text: str) -> None:
     text = ruslit_text[:1_000_000]
-    assert c_split(text, preset, engine) == pretokenizer(preset, engine).split(text)
+    assert c_split(text, preset, dialect) == pretokenizer(preset, dialect).split(text)
 
 
 @settings(max_examples=300, deadline=None)
 @given(text=STRESS_TEXTS)
 def test_stress_texts(text: str) -> None:
-    for preset, engine in CASES:
-        assert c_split(text, preset, engine) == pretokenizer(preset, engine).split(text), (
+    for preset, dialect in CASES:
+        assert c_split(text, preset, dialect) == pretokenizer(preset, dialect).split(text), (
             preset,
-            engine,
+            dialect,
         )
 
 
@@ -67,15 +59,15 @@ def test_stress_texts(text: str) -> None:
 @given(text=STRESS_TEXTS, at=st.integers(0, 200))
 def test_safe_cut_keeps_the_pieces(text: str, at: int) -> None:
     data = text.encode("utf-8")
-    for engine in ENGINES:
-        cut = compiled_count().safe_cut(data, ENGINE_ID[engine], at)
+    for dialect in DIALECTS:
+        cut = compiled_count().safe_cut(data, DIALECT_ID[dialect], at)
         assert cut >= min(at, len(data))
         if cut == len(data):
             continue
         head, tail = data[:cut].decode("utf-8"), data[cut:].decode("utf-8")
         for preset in PRESETS:
-            pre = pretokenizer(preset, engine)
-            assert pre.split(head) + pre.split(tail) == pre.split(text), (preset, engine, cut)
+            pre = pretokenizer(preset, dialect)
+            assert pre.split(head) + pre.split(tail) == pre.split(text), (preset, dialect, cut)
 
 
 def test_safe_cut_positions() -> None:
@@ -97,6 +89,6 @@ def test_qwen_takes_one_number_and_every_line_break() -> None:
     \\s*[\\r\\n]+ (all the line breaks of a run, as \\s*[\\r\\n] ends after the last)."""
     text = "Qwen 2024 ab\r\n\n  x²³ 's"
     want = ["Qwen", " ", "2", "0", "2", "4", " ab", "\r\n\n", " ", " x", "²", "³", " '", "s"]
-    for engine in ENGINES:
-        assert c_split(text, "qwen", engine) == want == pretokenizer("qwen", engine).split(text)
+    for dialect in DIALECTS:
+        assert c_split(text, "qwen", dialect) == want == pretokenizer("qwen", dialect).split(text)
     assert c_split(text, "cl100k", "tiktoken")[2] == "202"

@@ -15,8 +15,8 @@ def _run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from tokembed.audit.pair import check_pair, read_tokenizer_roles
-    from tokembed.cli._common import split_spec
     from tokembed.errors import AuditError
+    from tokembed.tokenizer.formats.specs import split_spec
 
     tokenizer = load_tokenizer(args.tokenizer, args.encoding)
     path, _ = split_spec(args.tokenizer)

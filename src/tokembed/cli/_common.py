@@ -3,8 +3,8 @@
 * ``-t SPEC`` names a tokenizer the same way everywhere: a file, a folder, a
   tiktoken encoding name (``o200k_base``, through tiktoken's cache), or
   ``FILE@ENCODING`` / ``NAME@ENCODING`` for a rank file read with another
-  encoding's pattern and special tokens. ``--encoding`` does the same for every
-  ``-t`` that names no encoding of its own.
+  encoding's pattern and special tokens (``tokembed.tokenizer.formats.specs`` parses
+  them). ``--encoding`` does the same for every ``-t`` that names no encoding of its own.
 * ``-`` reads stdin (text, or ids for ``decode``).
 * ``--json`` prints results as JSON; ``--quiet`` silences progress, which is only
   drawn when stderr is a terminal.
@@ -41,7 +41,6 @@ __all__ = [
     "progress_wanted",
     "read_stdin_text",
     "speak_cli",
-    "split_spec",
     "usage",
 ]
 
@@ -123,15 +122,6 @@ def activity(label: str, *, show: bool) -> Iterator[None]:
         bar.close()
 
 
-def split_spec(spec: str) -> tuple[str, str | None]:
-    """``"FILE@ENC"`` → ``("FILE", "ENC")`` unless ``spec`` itself exists; else ``(spec, None)``."""
-    if not Path(spec).exists() and "@" in spec:
-        head, enc = spec.rsplit("@", 1)
-        if head and enc:
-            return head, enc
-    return spec, None
-
-
 def load_tokenizer(spec: str, encoding: str | None = None, *, among: bool = False) -> Tokenizer:
     """The tokenizer a ``-t`` value names (see the module docstring).
 
@@ -139,6 +129,7 @@ def load_tokenizer(spec: str, encoding: str | None = None, *, among: bool = Fals
     file is refused; ``among=True`` (one of several ``-t``) applies it only where it can.
     """
     from tokembed.tokenizer.formats import load_tokenizer as load
+    from tokembed.tokenizer.formats.specs import split_spec
 
     path, enc = split_spec(spec)
     if enc is None and (not among or _takes_encoding(path)):
@@ -168,6 +159,8 @@ def _is_json_tokenizer(path: str) -> bool:
 
 def load_tokenizers(specs: Sequence[str], encoding: str | None = None) -> dict[str, Tokenizer]:
     """Tokenizers of several ``-t`` values, labelled by encoding, name or file stem (unique)."""
+    from tokembed.tokenizer.formats.specs import split_spec
+
     out: dict[str, Tokenizer] = {}
     for spec in specs:
         path, enc = split_spec(spec)
@@ -222,7 +215,7 @@ def as_json(data: Any) -> str:
 
 def _pattern_preset(text: str) -> str:
     """A pre-tokenization preset name (tiktoken's encoding names are accepted for theirs)."""
-    from tokembed.tokenizer.pretokenize import PATTERNS
+    from tokembed.tokenizer.patterns import PATTERNS
 
     name = text.removesuffix("_base")
     if name not in PATTERNS:

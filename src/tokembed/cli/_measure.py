@@ -18,7 +18,6 @@ from tokembed.cli._common import (
     load_tokenizer,
     load_tokenizers,
     progress_wanted,
-    split_spec,
     usage,
 )
 from tokembed.errors import UsageError
@@ -217,6 +216,8 @@ def _measured_files(args: argparse.Namespace) -> list[str]:
     """Corpus and tokenizer files of a measure/report call (``file@encoding`` stripped)."""
     from pathlib import Path
 
+    from tokembed.tokenizer.formats.specs import split_spec
+
     specs = [*(args.tokenizer or []), *(getattr(args, "inspect", None) or [])]
     paths = [split_spec(t)[0] for t in specs]
     return input_files([*args.corpus, *(p for p in paths if Path(p).exists())])
@@ -335,6 +336,7 @@ def _inspect_option(spec: str, encoding: str | None) -> Any:
 
     from tokembed.artifacts.config import read_model_config
     from tokembed.measure.vocab_sizes import vocab_sizes_of
+    from tokembed.tokenizer.formats.specs import split_spec
 
     path, enc = split_spec(spec)
     tok = load_tokenizer(spec, encoding, among=True)

@@ -18,7 +18,6 @@ from tokembed.cli._common import (
     progress_wanted,
     read_stdin_text,
     speak_cli,
-    split_spec,
     usage,
 )
 from tokembed.errors import TokembedError
@@ -181,7 +180,7 @@ def _run_train(args: argparse.Namespace) -> int:
         engine=args.engine,
         scheduler=args.scheduler,
     )
-    from tokembed.tokenizer.pretokenize import PATTERNS
+    from tokembed.tokenizer.patterns import PATTERNS
 
     tally = _Tally()
     files = _cluster_files(args.corpus, raw=args.raw) if args.engine == "dask" else None
@@ -334,6 +333,7 @@ def _run_export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from tokembed.tokenizer.formats import export_hf, export_tiktoken
+    from tokembed.tokenizer.formats.specs import split_spec
 
     tok = load_tokenizer(args.tokenizer, args.encoding)
     export = export_tiktoken if args.fmt == "tiktoken" else export_hf

@@ -5,7 +5,8 @@
 * any file or folder :func:`load_tokenizer` reads (our JSON, ``.tiktoken`` rank files,
   HF ``tokenizer.json``, GPT-2 ``vocab.json`` + ``merges.txt``);
 * ``PATH@ENCODING`` names the tiktoken encoding whose special tokens and pattern a
-  rank file uses (``o200k_base.tiktoken@o200k_harmony``); ``encoding=`` does the same
+  rank file uses (``o200k_base.tiktoken@o200k_harmony``; the spec is parsed by
+  :func:`~tokembed.tokenizer.formats.specs.split_spec`); ``encoding=`` does the same
   for every rank file without one;
 * an HF ``config.json`` applies to the tokenizer given just before it; a folder
   holding both a tokenizer and a ``config.json`` uses both.
@@ -25,17 +26,7 @@ from tokembed.artifacts.config import read_model_config
 from tokembed.errors import UsageError
 from tokembed.measure.vocab_sizes import VocabSizes, vocab_sizes_of
 
-__all__ = ["inspect_paths", "split_encoding"]
-
-
-def split_encoding(spec: str) -> tuple[Path, str | None]:
-    """``"file@enc"`` → (file, "enc") when ``file`` exists and ``spec`` itself does not."""
-    path = Path(spec)
-    if not path.exists() and "@" in spec:
-        head, enc = spec.rsplit("@", 1)
-        if Path(head).exists() and enc:
-            return Path(head), enc
-    return path, None
+__all__ = ["inspect_paths"]
 
 
 def _is_config(path: Path) -> bool:
@@ -52,6 +43,7 @@ def inspect_paths(paths: Sequence[str], *, encoding: str | None = None) -> list[
         EmbeddingError(INVALID_CONFIG), MeasureError(VOCAB_BELOW_ID_RANGE).
     """
     from tokembed.tokenizer.formats import load_tokenizer
+    from tokembed.tokenizer.formats.specs import split_spec
 
     out: list[VocabSizes] = []
     pending = None
@@ -65,7 +57,8 @@ def inspect_paths(paths: Sequence[str], *, encoding: str | None = None) -> list[
             pending = None
 
     for spec in paths:
-        path, enc = split_encoding(spec)
+        name, enc = split_spec(spec)
+        path = Path(name)
         if not path.exists():
             raise UsageError(
                 "FILE_NOT_FOUND", f"no such path: {spec}", value=spec, fix="check the path"

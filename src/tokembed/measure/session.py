@@ -1,6 +1,5 @@
 """From command-line style inputs to measurements: what ``tokembed measure`` and ``report`` run.
 
-* :func:`load_tokenizers` — ``PATH`` or ``PATH@ENCODING`` specs → named tokenizers;
 * :func:`load_corpora` — files, folders, globs or ``-`` → labelled corpora (one per
   argument, read by :func:`~tokembed.measure.corpus.load_corpus`). Labels are the language prefix of
   PUD-style names (``ru_pud-ud-test.conllu`` → ``ru``) when those are distinct, else the
@@ -12,7 +11,7 @@
 
 Example::
 
-    >>> toks = load_tokenizers(["o200k_base.tiktoken"])  # doctest: +SKIP
+    >>> toks = {"o200k": load_tokenizer("o200k_base.tiktoken")}  # doctest: +SKIP
     >>> result = run_measure(toks, load_corpora(["ru_pud-ud-test.conllu"]))  # doctest: +SKIP
 """
 
@@ -25,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from tokembed.errors import UsageError
 from tokembed.files.atomic import check_output, write_atomic
-from tokembed.measure.artifacts import split_encoding
 from tokembed.measure.corpus import Corpus, CorpusRecord, align, load_corpus
 from tokembed.measure.curves import CurvePoint, compression_curve
 from tokembed.measure.metrics import Measurement, WordDefinition, compare, token_premium
@@ -37,30 +35,10 @@ if TYPE_CHECKING:
 __all__ = [
     "MeasureResult",
     "load_corpora",
-    "load_tokenizers",
     "premiums_by_side",
     "run_measure",
     "save_texts",
 ]
-
-
-def load_tokenizers(specs: Sequence[str]) -> dict[str, Tokenizer]:
-    """Named tokenizers from ``PATH`` / ``PATH@ENCODING`` specs (names made unique).
-
-    Raises: UsageError(FILE_NOT_FOUND), FormatError (from the readers).
-    """
-    from tokembed.tokenizer.formats import load_tokenizer
-
-    out: dict[str, Tokenizer] = {}
-    for spec in specs:
-        path, enc = split_encoding(spec)
-        tok = load_tokenizer(path, encoding=enc)
-        name = enc or tok.name or Path(path).stem
-        base, k = name, 2
-        while name in out:
-            name, k = f"{base}#{k}", k + 1
-        out[name] = tok
-    return out
 
 
 def _labels(corpora: Sequence[Corpus]) -> list[str]:

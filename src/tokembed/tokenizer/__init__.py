@@ -1,12 +1,11 @@
-"""Byte-level BPE: pre-tokenization, training, encoding, decoding, special tokens, file formats.
+"""Byte-level BPE: patterns, pre-tokenization, tables, training, encoding, decoding, specials, files.
 
-What users call is exported here: :class:`Tokenizer`, :func:`train` with
-:class:`TrainConfig`, :func:`load_tokenizer` / :func:`save_tokenizer` and the
-exporters. The file functions live in :mod:`tokembed.tokenizer.formats`, whose
-readers build a ``Tokenizer``; they are imported on first use so that importing
-this package does not import every reader.
+What users call first: :class:`Tokenizer`, :func:`train` with :class:`TrainConfig`,
+:func:`load_tokenizer` / :func:`save_tokenizer` and the exporters (from
+:mod:`tokembed.tokenizer.formats`, whose readers build a ``Tokenizer``). Every public
+module's names are here too; each module's docstring says what it holds.
 
-This package never imports torch.
+This package never imports torch, tiktoken or ``tokenizers`` on import.
 
 Example::
 
@@ -16,47 +15,60 @@ Example::
     [256, 256, 256]
 """
 
-from typing import TYPE_CHECKING, Any
+from tokembed.tokenizer import (
+    bytes_unicode,
+    chunks,
+    compiled,
+    decode,
+    dialect,
+    encode,
+    formats,
+    learn,
+    merges,
+    model,
+    oniguruma,
+    patterns,
+    pretokenize,
+    special,
+    tokenizer,
+)
 
-from tokembed.tokenizer.decode import StreamDecoder
-from tokembed.tokenizer.model import BPETables, address_hash
-from tokembed.tokenizer.pretokenize import PATTERNS, Pretokenizer
-from tokembed.tokenizer.tokenizer import Tokenizer
-from tokembed.tokenizer.train import TrainConfig, train
-from tokembed.tokenizer.train_reference import train_reference
+# The modules; `train` and `train_reference` name their functions.
+from tokembed.tokenizer import train as _train
+from tokembed.tokenizer import train_reference as _train_reference
+from tokembed.tokenizer.bytes_unicode import *
+from tokembed.tokenizer.chunks import *
+from tokembed.tokenizer.compiled import *
+from tokembed.tokenizer.decode import *
+from tokembed.tokenizer.dialect import *
+from tokembed.tokenizer.encode import *
+from tokembed.tokenizer.formats import *
+from tokembed.tokenizer.learn import *
+from tokembed.tokenizer.merges import *
+from tokembed.tokenizer.model import *
+from tokembed.tokenizer.oniguruma import *
+from tokembed.tokenizer.patterns import *
+from tokembed.tokenizer.pretokenize import *
+from tokembed.tokenizer.special import *
+from tokembed.tokenizer.tokenizer import *
+from tokembed.tokenizer.train import *
+from tokembed.tokenizer.train_reference import *
 
-if TYPE_CHECKING:
-    from tokembed.tokenizer.formats import (
-        export_hf,
-        export_tiktoken,
-        load_tokenizer,
-        save_tokenizer,
-    )
-
-__all__ = [
-    "PATTERNS",
-    "BPETables",
-    "Pretokenizer",
-    "StreamDecoder",
-    "Tokenizer",
-    "TrainConfig",
-    "address_hash",
-    "export_hf",
-    "export_tiktoken",
-    "load_tokenizer",
-    "save_tokenizer",
-    "train",
-    "train_reference",
-]
-
-_FROM_FORMATS = frozenset({"export_hf", "export_tiktoken", "load_tokenizer", "save_tokenizer"})
-
-
-def __getattr__(name: str) -> Any:
-    # formats/ imports tokenizer.py, so importing it from here at start-up would
-    # run it while this package is half-initialized; on first use it is complete.
-    if name in _FROM_FORMATS:
-        from tokembed.tokenizer import formats
-
-        return getattr(formats, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__: list[str] = []
+__all__ += bytes_unicode.__all__
+__all__ += chunks.__all__
+__all__ += compiled.__all__
+__all__ += decode.__all__
+__all__ += dialect.__all__
+__all__ += encode.__all__
+__all__ += formats.__all__
+__all__ += learn.__all__
+__all__ += merges.__all__
+__all__ += model.__all__
+__all__ += oniguruma.__all__
+__all__ += patterns.__all__
+__all__ += pretokenize.__all__
+__all__ += special.__all__
+__all__ += tokenizer.__all__
+__all__ += _train.__all__
+__all__ += _train_reference.__all__

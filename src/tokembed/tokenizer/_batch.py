@@ -1,11 +1,10 @@
 """Batch encoding, in this process, in threads, or in a pool of worker processes.
 
-On the compiled encoder and on tiktoken's core (both release the GIL while they
-merge, and the compiled one while it splits preset patterns too) the batch runs
-in threads, each with its own compiled encoder and chunk cache. Otherwise the
-pure-Python encoder needs processes: workers receive the tokenizer once
-(pickled without its caches) and each builds its own fast encoder. Results come
-back in input order either way.
+On the compiled encoder (it releases the GIL while it merges, and while it splits the
+scanned patterns too) the batch runs in threads, each with its own compiled encoder
+sharing one chunk cache. The reference encoder needs processes: workers receive the
+tokenizer once (pickled without its caches) and each builds its own encoder. Results
+come back in input order either way.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ class _BatchEncoder(Protocol):
     """What a batch needs of a tokenizer (``Tokenizer`` is one; it must pickle for processes)."""
 
     @property
-    def backend(self) -> str: ...
+    def implementation(self) -> str: ...
 
     def encode(
         self, text: str, *, allowed_special: SpecialSet, disallowed_special: SpecialSet
@@ -97,8 +96,8 @@ def encode_batch(
         return out
     # Fail fast in the parent for policy errors that do not depend on the text.
     tok.encode("", **opts)
-    if tok.backend in ("native", "tiktoken"):
-        # Both engines release the GIL while they split and merge, so threads
+    if tok.implementation == "compiled":
+        # The compiled encoder releases the GIL while it splits and merges, so threads
         # scale like tiktoken's own batch API without processes' start-up (1–2 s
         # each, which made process batches 0.6x tiktoken's threads on RusLit40).
         # Each task is a run of consecutive texts: one future per text would cost
@@ -116,7 +115,7 @@ def encode_batch(
         bar.close()
         return done
     # spawn, not fork: a forked child inherits locks held by the parent's threads
-    # (tiktoken's, pytest's) and can hang.
+    # (a pool's, pytest's) and can hang.
     with multiprocessing.get_context("spawn").Pool(
         workers, initializer=_init, initargs=(tok, opts)
     ) as pool:

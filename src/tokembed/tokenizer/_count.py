@@ -5,24 +5,22 @@ table must list chunks in the order a single left-to-right scan meets them.
 Texts are consumed one at a time and never kept: memory follows the chunk
 table (the number of distinct chunks), not the corpus.
 
-A pre-tokenizer that is one preset stage is counted by the compiled twin
-(``_native/_count``: the preset scanner of ``scan.c`` and an insertion-ordered
-hash table), which releases the GIL while it scans. With ``workers > 1`` its
-texts are cut into blocks of about ``_NATIVE_BLOCK`` bytes at points where the
-presets' pieces provably do not change (``tk_safe_cut``: a line feed between a
-non-space character and a character that is neither space nor '/'), each block is
-counted by a thread into its own table, and the tables are merged in corpus order.
+Two counters give the same table:
 
-Every other pre-tokenizer (and any when ``TOKEMBED_PURE_PYTHON=1`` or the module
-is not built) takes the Python path, the reference twin. With ``workers > 1`` it
-cuts each text into blocks scanned by worker processes. A regex scan started
-mid-text may chunk the first few characters differently from the full scan, so
-each block also scans ``_OVERLAP`` characters past its end, and the seam is
-joined at the first position ``q`` where both scans end a match: from a common
-match end, a regex without look-behind continues identically. Both scans must
-then agree up to ``_HALF`` past the seam; if they do not (no common position),
-that text is counted again in this process. At most ``2 * workers`` blocks are
-in flight, and a text's counts join the total when its last block is joined.
+* the compiled counter (``_native/_count``: the preset scanner of ``scan.c`` and an
+  insertion-ordered hash table) for a pre-tokenizer that is one scanned pattern
+  (:data:`~tokembed.tokenizer.patterns.SCANNED`); it releases the GIL while it scans.
+  With ``workers > 1`` its texts are cut into blocks of about ``_NATIVE_BLOCK`` bytes at
+  the scanner's safe cuts (``tk_safe_cut``: a line feed between a non-space character and
+  a character that is neither space nor '/', where the pieces provably do not change),
+  each block is counted by a thread into its own table, and the tables are merged in
+  corpus order;
+* the reference, :func:`count_chunks_reference`, for every other pre-tokenizer (and any
+  when ``TOKEMBED_PURE_PYTHON=1`` or the module is not built): ``Pretokenizer.split``
+  and a ``Counter``. With ``workers > 1`` it cuts each text into windows of ``_BLOCK``
+  characters counted by worker processes and joined at their seams (``_seams``, the code
+  the Dask counter uses for its byte ranges); a text whose seams do not join is counted
+  again here, whole. At most ``2 * workers`` windows are in flight.
 """
 
 from __future__ import annotations
@@ -32,168 +30,56 @@ import multiprocessing
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from functools import cache
 from types import ModuleType
 from typing import Any
 
 import numpy as np
-import regex
 
 from tokembed.tokenizer._native import load
-from tokembed.tokenizer._utf8 import utf8
+from tokembed.tokenizer._seams import (
+    EMPTY,
+    LOOKS_BACK,
+    Partial,
+    Spec,
+    combine,
+    count_window,
+    first_stage,
+    packed,
+    refine,
+)
+from tokembed.tokenizer._utf8 import refuse_surrogates, utf8
 from tokembed.tokenizer.chunks import ChunkTable
-from tokembed.tokenizer.pretokenize import PATTERNS, Piece, Pretokenizer, iter_pieces
+from tokembed.tokenizer.dialect import DIALECTS
+from tokembed.tokenizer.patterns import scanner_id
+from tokembed.tokenizer.pretokenize import Pretokenizer
 
-__all__ = ["count_chunks"]
+__all__ = ["count_chunks", "count_chunks_reference"]
 
-_BLOCK = 1 << 21  # characters per task: ~4 MB of Cyrillic UTF-8, ~0.5 s of regex
-_OVERLAP = 1 << 13  # characters scanned past a block's end
-_HALF = _OVERLAP // 2
-# Constructs that look before the scan position: a block scan cannot reproduce them.
-_LOOKS_BACK = regex.compile(r"\(\?<[=!]|\\[bBAGKZ]|(?<![\[\\])\^")
+_BLOCK = 1 << 21  # characters per window: ~4 MB of Cyrillic UTF-8, ~0.5 s of regex
+_OVERLAP = 1 << 13  # characters scanned past a window's end
+_HEAD_CHARS = _OVERLAP // 2  # characters of a window whose chunks wait for the left scan
 # Bytes per thread task of the compiled counter: large enough that merging a block's table
 # (tens of thousands of distinct chunks) costs a few percent of scanning it.
 _NATIVE_BLOCK = 1 << 22
-# scan.h's TK_PRESET_* and TK_ENGINE_* numbering: preset names, and "qwen", the pattern of
-# Qwen's rank file (formats.encodings), which is not a Pretokenizer preset.
-_PRESET_IDS = {
-    name: i for i, name in enumerate(("teaching", "r50k", "cl100k", "o200k", "gpt2-hf", "qwen"))
-}
-_ENGINE_IDS = {"tiktoken": 0, "huggingface": 1}
 
-# (stage, block text, start, end, first block, last block, overlap reaches the text end,
-#  head width): everything a worker needs travels in the task (spawned workers do not
-#  share this module's globals with the parent).
-_Task = tuple[str, str, int, int, bool, bool, bool, int]
-
-
-@dataclass
-class _Block:
-    head: list[Piece]  # pieces starting before start + _HALF (non-first blocks)
-    middle: Counter[str]  # the rest of the block's own range, ordered
-    tail: list[Piece]  # pieces starting at or after the block's end (non-last blocks)
-    reaches_end: bool  # the overlap scan ran to the end of the text: its tail is exact
-
-
-def _scan(args: _Task) -> _Block:
-    stage, text, start, end, first, last, reaches_end, half = args
-    pattern = regex.compile(stage)
-    head_end = start if first else start + half
-    block = _Block([], Counter(), [], reaches_end and not last)
-    middle = block.middle
-    for piece in iter_pieces(pattern, text, start):
-        s = piece[0]
-        if s < head_end:
-            block.head.append(piece)
-        elif s < end or last:
-            middle[piece[3]] += 1
-        else:
-            block.tail.append(piece)
-    return block
-
-
-def _join(tail: list[Piece], head: list[Piece]) -> list[str] | None:
-    """Pieces of the seam in corpus order, or None when the two scans never synchronize."""
-    ends_tail = {p[1] for p in tail if p[2]}
-    common = sorted(p[1] for p in head if p[2] and p[1] in ends_tail)
-    if not common:
-        return None
-    q = common[0]
-    limit = head[-1][0] if head else q
-    mine = [p for p in tail if q <= p[0] <= limit]
-    theirs = [p for p in head if q <= p[0] <= limit]
-    if mine != theirs:
-        return None
-    return [p[3] for p in tail if p[0] < q] + [p[3] for p in head if p[0] >= q]
-
-
-def _tasks(texts: Iterable[str], stage: str, held: dict[int, str]) -> Iterator[tuple[int, _Task]]:
-    for t, text in enumerate(texts):
-        held[t] = text  # kept only while its blocks are in flight (a seam may need a recount)
-        n = len(text)
-        for start in range(0, max(n, 1), _BLOCK):
-            end = min(n, start + _BLOCK)
-            last = end == n
-            stop = n if last else min(n, end + _OVERLAP)
-            yield t, (stage, text[start:stop], start, end, start == 0, last, stop == n, _HALF)
-
-
-def _count_parallel(
-    texts: Iterable[str], stage: str, workers: int, recount: Callable[[str], Counter[str]]
-) -> Counter[str]:
-    total: Counter[str] = Counter()
-    held: dict[int, str] = {}
-    ctx = multiprocessing.get_context("spawn")  # fork could inherit locks held by threads
-    with ctx.Pool(workers) as pool:
-        pending: deque[tuple[int, _Task, Any]] = deque()
-        tasks = _tasks(texts, stage, held)
-        current: Counter[str] = Counter()  # the counts of the text being joined
-        prev = _Block([], Counter(), [], False)
-        failed = -1  # a text whose seams did not join: recounted whole, its blocks skipped
-        while True:
-            while len(pending) < 2 * workers:
-                item = next(tasks, None)
-                if item is None:
-                    break
-                pending.append((item[0], item[1], pool.apply_async(_scan, (item[1],))))
-            if not pending:
-                return total
-            t, task, result = pending.popleft()
-            first, last = task[4], task[5]
-            block: _Block = result.get()
-            if t == failed:
-                pass
-            elif first:
-                current = Counter(block.middle)
-            elif prev.reaches_end:  # its overlap scan was exact up to the text's end
-                current.update(p[3] for p in prev.tail)  # (nothing of this last block is new)
-            elif (seam := _join(prev.tail, block.head)) is None:
-                total.update(recount(held[t]))
-                failed = t
-            else:
-                current.update(seam)
-                current.update(block.middle)
-            prev = block
-            if last:
-                if t != failed:
-                    total.update(current)
-                del held[t]
+# (spec, window text, extra text, first window, last window, text index): everything a
+# worker needs travels in the task (spawned workers do not share this module's globals).
+_Task = tuple[Spec, str, str, bool, bool, int]
 
 
 def _native_counter(pretokenizer: Pretokenizer) -> tuple[ModuleType, int, int] | None:
-    """The compiled module and the preset and engine numbers, when they can count this."""
-    preset = _pattern_ids().get(pretokenizer.stages[0]) if len(pretokenizer.stages) == 1 else None
+    """The compiled module and the preset and dialect numbers, when they can count this."""
+    preset = scanner_id(pretokenizer.stages[0]) if len(pretokenizer.stages) == 1 else None
     if preset is None:
         return None
     module = load("_count")
     if module is None:
         return None
-    return module, preset, _ENGINE_IDS[pretokenizer.engine]
-
-
-@cache
-def _pattern_ids() -> dict[str, int]:
-    """Pattern -> scanner preset number (formats is imported on first use, not with the trainer)."""
-    from tokembed.tokenizer.formats.encodings import OWN_ENCODINGS
-
-    def pattern(name: str) -> str:
-        return PATTERNS[name] if name in PATTERNS else OWN_ENCODINGS[name].pattern
-
-    return {pattern(name): i for name, i in _PRESET_IDS.items()}
-
-
-def _utf8_text(text: str, pretokenizer: Pretokenizer) -> bytes:
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        for chunk in pretokenizer.split(text):  # the Python path's error, located in its chunk
-            utf8(chunk)
-        raise
+    return module, preset, DIALECTS.index(pretokenizer.dialect)
 
 
 def _native_blocks(
-    texts: Iterable[bytes], module: ModuleType, engine: int
+    texts: Iterable[bytes], module: ModuleType, dialect: int
 ) -> Iterator[list[memoryview]]:
     """Groups of whole texts and text blocks cut at safe points, about ``_NATIVE_BLOCK`` bytes each."""
     group: list[memoryview] = []
@@ -201,7 +87,7 @@ def _native_blocks(
     for data in texts:
         view, start = memoryview(data), 0
         while len(data) - start > _NATIVE_BLOCK:
-            cut = module.safe_cut(data, engine, start + _NATIVE_BLOCK)
+            cut = module.safe_cut(data, dialect, start + _NATIVE_BLOCK)
             group.append(view[start:cut])
             yield group
             group, size, start = [], 0, cut
@@ -216,23 +102,23 @@ def _native_blocks(
 
 
 def _count_native(
-    texts: Iterable[bytes], module: ModuleType, preset: int, engine: int, workers: int
+    texts: Iterable[bytes], module: ModuleType, preset: int, dialect: int, workers: int
 ) -> Any:
-    total = module.Counter(preset, engine)
+    total = module.Counter(preset, dialect)
     if workers == 1:
         for data in texts:
             total.add(data)
         return total
 
     def count(group: list[memoryview]) -> Any:
-        counter = module.Counter(preset, engine)
+        counter = module.Counter(preset, dialect)
         for view in group:
             counter.add(view)
         return counter
 
     with ThreadPoolExecutor(workers, thread_name_prefix="tokembed-count") as pool:
         pending: deque[Future[Any]] = deque()
-        for group in _native_blocks(texts, module, engine):
+        for group in _native_blocks(texts, module, dialect):
             pending.append(pool.submit(count, group))
             while len(pending) > 2 * workers:
                 total.merge(pending.popleft().result())
@@ -241,41 +127,83 @@ def _count_native(
     return total
 
 
-def _count_python(texts: Iterator[str], pretokenizer: Pretokenizer, workers: int) -> Counter[str]:
-    stages = pretokenizer.stages
-    first_stage = Pretokenizer(stages=stages[:1], engine=pretokenizer.engine)
+def _count_task(task: _Task) -> Partial:
+    spec, text, extra, first, last, index = task
+    return count_window(
+        text, extra, first=first, last=last, stage=first_stage(spec), index=index,
+        head_chars=_HEAD_CHARS,
+    )  # fmt: skip
 
-    def recount(text: str) -> Counter[str]:
-        return Counter(first_stage.split(text))
 
-    first_pattern = pretokenizer.patterns[0]  # what workers compile: the engine's reading
-    counts: Counter[str] | None = None
-    if workers > 1 and _LOOKS_BACK.search(first_pattern) is None:
-        # Text that fits in one block would make one task: spawning a pool for it only adds
+def _tasks(texts: Iterable[str], spec: Spec, held: dict[int, str]) -> Iterator[_Task]:
+    for t, text in enumerate(texts):
+        held[t] = text  # kept only while its windows are in flight (a seam may need a recount)
+        n = len(text)
+        for start in range(0, max(n, 1), _BLOCK):
+            end = min(n, start + _BLOCK)
+            yield spec, text[start:end], text[end : end + _OVERLAP], start == 0, end == n, t
+
+
+def _count_parallel(
+    texts: Iterable[str], spec: Spec, workers: int, recount: Callable[[str], ChunkTable]
+) -> ChunkTable:
+    """The first stage's table of ``texts`` from windows counted in ``workers`` processes."""
+    tables: list[ChunkTable] = []
+    held: dict[int, str] = {}
+    ctx = multiprocessing.get_context("spawn")  # fork could inherit locks held by threads
+    with ctx.Pool(workers) as pool:
+        pending: deque[tuple[_Task, Any]] = deque()
+        tasks = _tasks(texts, spec, held)
+        current = Partial(head=None, table=EMPTY, tail=None, tail_file=-1)
+        while True:
+            while len(pending) < 2 * workers:
+                task = next(tasks, None)
+                if task is None:
+                    break
+                pending.append((task, pool.apply_async(_count_task, (task,))))
+            if not pending:
+                return ChunkTable.concat(tables)
+            task, result = pending.popleft()
+            part: Partial = result.get()
+            current = part if task[3] else combine(current, part)
+            if task[4]:  # the text's last window: its table is complete
+                t = task[5]
+                tables.append(recount(held.pop(t)) if current.refused else current.table)
+
+
+def count_chunks_reference(texts: Iterable[str], pretokenizer: Pretokenizer) -> ChunkTable:
+    """The chunk table by ``Pretokenizer.split`` and a ``Counter`` (see the module docstring).
+
+    Raises:
+        TokenizerError(LONE_SURROGATE): a text has no UTF-8 form.
+    """
+    stage = first_stage((pretokenizer.stages, pretokenizer.dialect))
+    counts: Counter[str] = Counter()
+    for text in texts:
+        counts.update(stage.split(refuse_surrogates(text)))
+    return refine(packed(counts), pretokenizer)
+
+
+def _count_python(texts: Iterator[str], pretokenizer: Pretokenizer, workers: int) -> ChunkTable:
+    spec: Spec = (pretokenizer.stages, pretokenizer.dialect)
+    if workers > 1 and LOOKS_BACK.search(pretokenizer.patterns[0]) is None:
+        # Text that fits in one window would make one task: spawning a pool for it only adds
         # start-up time (~0.4 s on PUD Russian, 3x the whole count), so look ahead that far.
         head: list[str] = []
         seen = 0
         for text in texts:
-            head.append(text)
+            head.append(refuse_surrogates(text))
             seen += len(text)
             if seen > _BLOCK:
-                counts = _count_parallel(
-                    itertools.chain(head, texts), first_pattern, workers, recount
-                )
-                break
-        texts = iter(head) if counts is None else texts
-    if counts is None:
-        counts = Counter()
-        for text in texts:
-            counts.update(first_stage.split(text))
-    if len(stages) > 1:  # later stages split each first-stage chunk; order is kept
-        rest = Pretokenizer(stages=stages[1:], engine=pretokenizer.engine)
-        refined: Counter[str] = Counter()
-        for chunk, n in counts.items():
-            for sub in rest.split(chunk):
-                refined[sub] += n
-        counts = refined
-    return counts
+                rest = (refuse_surrogates(text) for text in texts)
+
+                def recount(text: str) -> ChunkTable:
+                    return count_chunks_reference([text], first_stage(spec))
+
+                table = _count_parallel(itertools.chain(head, rest), spec, workers, recount)
+                return refine(table, pretokenizer)
+        texts = iter(head)
+    return count_chunks_reference(texts, pretokenizer)
 
 
 def count_chunks(
@@ -284,9 +212,8 @@ def count_chunks(
     """The unique chunks of ``texts`` (UTF-8, first-occurrence order) and their multiplicities.
 
     ``texts`` is read once, one text at a time (an iterator is never turned into a
-    list). Uses the compiled counter when ``pretokenizer`` is a single preset stage
-    and ``_native._count`` is built, else the Python reference path; both give the
-    same table.
+    list). Uses the compiled counter when ``pretokenizer`` is a single scanned pattern
+    and ``_native._count`` is built, else the reference; both give the same table.
 
     Example::
 
@@ -301,9 +228,8 @@ def count_chunks(
     shown: Iterator[str] = iter(tqdm(texts, disable=not progress, unit="text", desc="counting"))
     native = _native_counter(pretokenizer)
     if native is not None:
-        module, preset, engine = native
-        encoded = (_utf8_text(text, pretokenizer) for text in shown)
-        data, offsets, counts = _count_native(encoded, module, preset, engine, workers).buffers()
+        module, preset, dialect = native
+        encoded = (utf8(text) for text in shown)
+        data, offsets, counts = _count_native(encoded, module, preset, dialect, workers).buffers()
         return ChunkTable(data, np.frombuffer(offsets, np.int64), np.frombuffer(counts, np.int64))
-    python = _count_python(shown, pretokenizer, workers)
-    return ChunkTable.from_lists([utf8(c) for c in python], python.values())
+    return _count_python(shown, pretokenizer, workers)

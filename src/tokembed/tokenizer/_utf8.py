@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 from tokembed.errors import TokenizerError
 
-__all__ = ["lone_surrogate_error", "utf8"]
+__all__ = ["lone_surrogate_error", "refuse_surrogates", "utf8"]
 
 
 def lone_surrogate_error(text: str, offset: int) -> TokenizerError:
@@ -24,3 +26,14 @@ def utf8(text: str) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise lone_surrogate_error(text, exc.start) from None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def refuse_surrogates(text: str) -> str:
+    """``text`` itself when it has a UTF-8 form; else TokenizerError(LONE_SURROGATE) at the
+    first surrogate (training refuses surrogate pairs too: a corpus is read as UTF-8)."""
+    if not text.isascii() and (found := _SURROGATE.search(text)) is not None:
+        raise lone_surrogate_error(text, found.start())
+    return text

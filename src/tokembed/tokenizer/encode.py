@@ -1,40 +1,25 @@
-"""Encoding text to ids: the plain reference and the fast cached encoder.
+"""Encoding text to ids: the one check every text passes first, and the reference encoder.
 
-Both apply, inside every pre-tokenization chunk, byte-level BPE's rule: start
-from byte ids, repeatedly take the present pair with the smallest merge rank and
-replace its non-overlapping occurrences left to right, until no learned pair is
-present (``merges``). They differ only in speed:
+Every encoder applies, inside every pre-tokenization chunk, byte-level BPE's rule: start
+from byte ids, repeatedly take the present pair with the smallest merge rank and replace
+its non-overlapping occurrences left to right, until no learned pair is present. Two
+implementations produce the ids: the compiled core (:class:`~.compiled.CompiledEncoder`)
+and the reference written out here, :func:`encode_chunk_reference` (a full pass per merge,
+as the rule reads). :class:`ReferenceEncoder` is that reference behind a plain dict of
+chunk → ids (natural text repeats its chunks: RusLit-40 has ~8M chunks but ~217k distinct
+ones); it is the encoder wherever the compiled core is not built or
+``TOKEMBED_PURE_PYTHON=1`` asks for the reference.
 
-* :func:`encode_ordinary_reference` runs that loop on every chunk, as written;
-* :class:`FastEncoder` caches chunk → ids (natural text repeats chunks: RusLit40
-  has ~8M chunks but ~217k unique ones) and merges a long chunk with a heap
-  (O(n log n) where the reference is quadratic). Its engines, first available
-  first: the compiled encoder (``_native/encode.c``: merges, cache and, for
-  preset pre-tokenizers when built with the scanner, splitting too, all
-  without the GIL); tiktoken's Rust core when the vocabulary fits tiktoken's
-  model (``_tiktoken_backend``) and the compiled encoder is absent, except for
-  text with a whitespace run long enough to overflow that core's stack
-  (``_long_runs``); and the same rule in Python (``merges.merge_all``).
-
-A rank file's tokenizer may come without explicit merges: the compiled encoder
-then applies tiktoken's rule (join the pair whose bytes have the lowest rank)
-to the file's table, and the merge list is derived only when asked for.
-
-Errors: a lone surrogate raises LONE_SURROGATE; a byte without an id raises
-UNREPRESENTABLE_BYTE naming the character and its offset. Nothing is dropped.
-
-One long text may take several threads: when the compiled encoder also splits
-(a preset pattern) and the text's UTF-8 is at least ``PARALLEL_MIN_BYTES``, it is
-cut at the scanner's safe cuts (``tk_safe_cut``: points where both sides split
-exactly like the whole) into up to ``threads`` parts, encoded at once and joined;
-the ids are those of one thread. :func:`set_encode_threads` sets the process
-default (``None``: ``min(os.cpu_count(), 4)``; ``1``: one thread, like tiktoken's
-``encode``); ``FastEncoder(threads=...)`` overrides it for one encoder.
+A text is checked once, before an encoder sees it (:class:`TextCheck`): a surrogate
+pair (``"\\ud83d\\udc4d"``, as JSON decoding yields) becomes the character it stands for;
+a lone surrogate raises LONE_SURROGATE and a character needing a byte the vocabulary has
+no id for raises UNREPRESENTABLE_BYTE, each naming its offset. Nothing is dropped, and
+encoders take checked text only.
 
 Example::
 
     >>> from tokembed.tokenizer.model import BPETables
-    >>> from tokembed.tokenizer.pretokenize import PATTERNS, Pretokenizer
+    >>> from tokembed.tokenizer.pretokenize import Pretokenizer
     >>> t = BPETables.byte_level(merges=[(97, 98)])
     >>> encode_ordinary_reference(t, Pretokenizer.preset("teaching"), "abab ab")
     [256, 256, 32, 256]
@@ -43,95 +28,210 @@ Example::
 from __future__ import annotations
 
 import re
-import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from functools import cache
 from itertools import pairwise, repeat
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
 
 from tokembed.errors import TokenizerError
-from tokembed.tokenizer._long_runs import has_long_whitespace
 from tokembed.tokenizer._native import load
-from tokembed.tokenizer._threads import (
-    PARALLEL_MIN_BYTES,
-    check_threads,
-    set_encode_threads,
-    split_for_threads,
-    thread_pool,
-)
-from tokembed.tokenizer._tiktoken_backend import tiktoken_encoding
-from tokembed.tokenizer._utf8 import lone_surrogate_error, utf8
-from tokembed.tokenizer.merges import (
-    NO_RANK,
-    merge_all,
-    replace_pair,
-)
+from tokembed.tokenizer._utf8 import lone_surrogate_error
+from tokembed.tokenizer.merges import NO_RANK, replace_pair
 from tokembed.tokenizer.model import BPETables
-from tokembed.tokenizer.pretokenize import PATTERNS, Pretokenizer
+from tokembed.tokenizer.pretokenize import Pretokenizer
 
 if TYPE_CHECKING:
-    import numpy as np
+    from numpy.typing import NDArray
 
 __all__ = [
-    "NATIVE_CACHE_LIMIT",
-    "PARALLEL_MIN_BYTES",
-    "DeferredTables",
-    "FastEncoder",
+    "Encoder",
+    "ReferenceEncoder",
+    "TextCheck",
     "encode_chunk_reference",
     "encode_ordinary_reference",
-    "native_tables",
-    "set_encode_threads",
+    "join_surrogate_pairs",
 ]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_LONE = re.compile("[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
 _NONE = (NO_RANK, -1)
-# ~2M chunks x ~150 bytes ≈ 300 MB at worst; RusLit40 needs 217k entries.
-_CACHE_LIMIT = 1 << 21
-# The compiled cache holds chunks of up to 256 bytes with their ids (u32), so
-# 1M entries stay under ~300 MB even at that length; RusLit40 fills ~217k.
-NATIVE_CACHE_LIMIT = 1 << 20
-# Longer chunks are not cached: they rarely repeat and would pin memory.
-_CACHED_CHUNK = 1 << 12
+# The reference's memo is emptied at this many chunks (RusLit-40 needs ~217k), and holds
+# chunks of at most _MEMO_CHUNK characters: longer ones rarely repeat and would pin memory.
+_MEMO_LIMIT = 1 << 21
+_MEMO_CHUNK = 1 << 12
 
 
-class _MissingByte(Exception):
-    """Internal: a chunk holds a byte the vocabulary cannot spell."""
+class Encoder(Protocol):
+    """What a tokenizer needs of an encoder (:class:`ReferenceEncoder`, ``CompiledEncoder``).
+
+    Each method takes text that passed :class:`TextCheck`.
+    """
+
+    @property
+    def implementation(self) -> str:
+        """``"compiled"`` or ``"reference"``: which code computes the ids."""
+        ...
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def encode_many(self, texts: Sequence[str]) -> list[list[int]]: ...
+
+    def encode_numpy(self, text: str) -> NDArray[np.uint32]: ...
 
 
-def _byte_ids(tables: BPETables, data: bytes) -> list[int]:
-    byte_ids = tables.byte_ids
-    ids = [byte_ids[b] for b in data]
-    if None in ids:
-        raise _MissingByte
-    return ids  # type: ignore[return-value]
+def join_surrogate_pairs(text: str) -> str:
+    """``text`` with each high+low surrogate pair replaced by the character it encodes.
+
+    JSON's ``"\\ud83d\\udc4d"`` decodes to such a pair; tiktoken encodes it as 👍 and so do we.
+
+    Raises:
+        TokenizerError(LONE_SURROGATE): a surrogate without its partner, at its offset in ``text``.
+    """
+    lone = _LONE.search(text)
+    if lone is not None:
+        raise lone_surrogate_error(text, lone.start())
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
 
 
-def _check_text(tables: BPETables | Callable[[], BPETables], text: str) -> None:
-    """Raise the located error a text would hit: LONE_SURROGATE or UNREPRESENTABLE_BYTE."""
-    m = _SURROGATE.search(text)
-    if m is not None:
-        raise lone_surrogate_error(text, m.start())
-    if callable(tables):
-        tables = tables()
-    missing = set(tables.missing_bytes())
+def _utf8_bytes() -> tuple[np.ndarray, list[np.ndarray]]:
+    """Every code point that has a UTF-8 form, and its UTF-8 bytes (one array per position)."""
+    cp = np.arange(0x110000, dtype=np.int64)
+    cp = cp[(cp < 0xD800) | (cp > 0xDFFF)]
+    size = 1 + (cp >= 0x80) + (cp >= 0x800) + (cp >= 0x10000)
+    lead = np.select(
+        [size == 1, size == 2, size == 3],
+        [cp, 0xC0 | (cp >> 6), 0xE0 | (cp >> 12)],
+        0xF0 | (cp >> 18),
+    )
+    # Continuation byte k (k = 1 is the last) holds bits 6(k-1)..6k-1; -1 where it does not exist.
+    conts = [np.where(size > k, 0x80 | ((cp >> (6 * (k - 1))) & 0x3F), -1) for k in (1, 2, 3)]
+    return cp, [lead, *conts]
+
+
+@cache
+def _bad_points(missing: tuple[int, ...]) -> np.ndarray:
+    """The code points whose UTF-8 holds a byte of ``missing``, sorted."""
+    cp, positions = _utf8_bytes()
+    bad = np.zeros(cp.size, dtype=bool)
+    for column in positions:
+        bad |= np.isin(column, missing)
+    return cp[bad]
+
+
+@cache
+def _bmp_bitmap(missing: tuple[int, ...]) -> bytes:
+    """The same answer for U+0000..U+FFFF as 65,536 bits (empty when no byte is missing)."""
     if not missing:
-        return
-    for offset, ch in enumerate(text):
-        bad = [b for b in ch.encode("utf-8") if b in missing]
-        if bad:
-            raise TokenizerError(
-                "UNREPRESENTABLE_BYTE",
-                f"character {ch!r} (U+{ord(ch):04X}) at offset {offset} needs byte "
-                f"0x{bad[0]:02X}, which this vocabulary has no id for",
-                value=offset,
-                fix="remove or replace that character, or use a vocabulary with all 256 bytes",
-            )
+        return b""
+    bits = np.zeros(0x10000, dtype=bool)
+    points = _bad_points(missing)
+    bits[points[points < 0x10000]] = True
+    return np.packbits(bits, bitorder="little").tobytes()
+
+
+@cache
+def _unrepresentable(missing: tuple[int, ...]) -> re.Pattern[str] | None:
+    """A class of the characters whose UTF-8 holds a byte of ``missing`` (None: no such character)."""
+    if not missing:
+        return None
+    points = _bad_points(missing)
+    if points.size == 0:
+        return None  # bytes such as 0xFF that no UTF-8 text holds
+    breaks = np.flatnonzero(np.diff(points) != 1)
+    starts = np.concatenate(([points[0]], points[breaks + 1])).tolist()
+    ends = np.concatenate((points[breaks], [points[-1]])).tolist()
+    body = "".join(f"\\U{s:08x}-\\U{e:08x}" for s, e in zip(starts, ends, strict=True))
+    return re.compile(f"[{body}]")
+
+
+# What a scan of a text finds first (the compiled ``scan_text`` answers the same codes).
+_FINE, _SURROGATE_FOUND, _MISSING_FOUND = 0, 1, 2
+
+
+class TextCheck:
+    """The one check a text passes before any encoder sees it (see the module docstring).
+
+    Built from the bytes a vocabulary has no id for (``BPETables.missing_bytes()``); calling
+    it returns the text to encode (surrogate pairs joined) or raises. The search runs in C
+    where the compiled module is built (``_encode.scan_text``, a pass over the text's code
+    points), else with ``re``; both find the same.
+
+    Example::
+
+        >>> TextCheck([0x04])("ok \\ud83d\\udc4d")
+        'ok 👍'
+
+    Raises (when called):
+        TokenizerError(LONE_SURROGATE): a surrogate without its partner, at its offset.
+        TokenizerError(UNREPRESENTABLE_BYTE): a character needs a missing byte; the message
+            names the character, its offset and the byte.
+    """
+
+    def __init__(self, missing_bytes: Iterable[int]) -> None:
+        self.missing = tuple(sorted(set(missing_bytes)))
+        self._flags = bytes(b in self.missing for b in range(256))
+        self._bmp = _bmp_bitmap(self.missing)
+        self._ascii_bad = any(b < 0x80 for b in self.missing)
+        self._compiled = load("_encode")
+
+    def __call__(self, text: str) -> str:
+        if text.isascii() and not self._ascii_bad:
+            return text
+        problem, offset = self.find(text)
+        if problem == _SURROGATE_FOUND:
+            text = join_surrogate_pairs(text)  # raises for a lone one
+            problem, offset = self.find(text)  # what is left to find: a missing byte
+        if problem == _MISSING_FOUND:
+            raise self._error(text, offset)
+        return text
+
+    def find(self, text: str) -> tuple[int, int]:
+        """``(1, i)``: the first surrogate is at ``i``; else ``(2, i)``: the character at ``i``
+        needs a missing byte; else ``(0, -1)``."""
+        if self._compiled is not None:
+            found: tuple[int, int] = self._compiled.scan_text(text, self._flags, self._bmp)
+            return found
+        return self.find_reference(text)
+
+    def find_reference(self, text: str) -> tuple[int, int]:
+        """:meth:`find` with ``re`` (what runs where the compiled module is not built)."""
+        surrogate = _SURROGATE.search(text)
+        if surrogate is not None:
+            return _SURROGATE_FOUND, surrogate.start()
+        bad = _unrepresentable(self.missing)
+        found = None if bad is None else bad.search(text)
+        return (_FINE, -1) if found is None else (_MISSING_FOUND, found.start())
+
+    def _error(self, text: str, offset: int) -> TokenizerError:
+        ch = text[offset]
+        byte = next(b for b in ch.encode("utf-8") if b in self.missing)
+        return TokenizerError(
+            "UNREPRESENTABLE_BYTE",
+            f"character {ch!r} (U+{ord(ch):04X}) at offset {offset} needs byte "
+            f"0x{byte:02X}, which this vocabulary has no id for",
+            value=offset,
+            fix="remove or replace that character, or use a vocabulary with all 256 bytes",
+        )
 
 
 def encode_chunk_reference(tables: BPETables, data: bytes) -> list[int]:
-    """Ids of one chunk's bytes by the plain rule (a full pass per merge)."""
-    ids = _byte_ids(tables, data)
+    """Ids of one chunk's bytes by the plain rule (a full pass per merge).
+
+    Raises:
+        TokenizerError(UNREPRESENTABLE_BYTE): a byte has no id (its offset in ``data``).
+    """
+    byte_ids = tables.byte_ids
+    ids: list[int] = [byte_ids[b] for b in data]  # type: ignore[misc]
+    if None in ids:
+        offset = ids.index(None)  # type: ignore[arg-type]
+        raise TokenizerError(
+            "UNREPRESENTABLE_BYTE",
+            f"byte 0x{data[offset]:02X} at byte offset {offset} has no id in this vocabulary",
+            value=offset,
+            fix="remove that byte, or use a vocabulary with all 256 bytes",
+        )
     ranks = tables.pair_ranks
     while len(ids) > 1:
         # (rank, result) of every adjacent pair; _NONE for pairs that are not merges.
@@ -145,246 +245,52 @@ def encode_chunk_reference(tables: BPETables, data: bytes) -> list[int]:
 def encode_ordinary_reference(
     tables: BPETables, pretokenizer: Pretokenizer, text: str
 ) -> list[int]:
-    """Ids of ``text`` with no special-token handling, by :func:`encode_chunk_reference`."""
-    out: list[int] = []
-    try:
-        for chunk in pretokenizer.split(text):
-            out.extend(encode_chunk_reference(tables, utf8(chunk)))
-    except (_MissingByte, TokenizerError):
-        _check_text(tables, text)
-        raise
-    return out
+    """Ids of ``text`` with no special-token handling: the check, then
+    :func:`encode_chunk_reference` on every chunk.
 
-
-# Preset name -> the scanner's name for it (scan.h's TK_PRESET_* enum); "qwen" is the pattern
-# of Qwen's rank file (formats.encodings), which is not a Pretokenizer preset.
-_SCAN_PRESETS = {
-    "teaching": "TEACHING",
-    "r50k": "R50K",
-    "cl100k": "CL100K",
-    "o200k": "O200K",
-    "gpt2-hf": "GPT2_HF",
-    "qwen": "QWEN",
-}
-
-
-@cache
-def _scan_patterns() -> dict[str, str]:
-    """Pattern -> the scanner's name for it. Read on first use: formats imports this module."""
-    from tokembed.tokenizer.formats.encodings import OWN_ENCODINGS
-
-    def pattern(name: str) -> str:
-        return PATTERNS[name] if name in PATTERNS else OWN_ENCODINGS[name].pattern
-
-    return {pattern(name): scan_name for name, scan_name in _SCAN_PRESETS.items()}
-
-
-def native_tables(tables: BPETables) -> Any | None:
-    """The compiled encoder's tables for explicit merges, or None when it is not built
-    (or ids do not fit its 31-bit slots)."""
-    native = load("_encode")
-    if native is None:
-        return None
-    try:
-        return native.Tables.from_merges(tables.byte_ids, tables.merges)
-    except OverflowError:
-        return None
-
-
-def _scan_args(native: Any, pretokenizer: Pretokenizer) -> tuple[int, int] | None:
-    """(preset, engine) for the compiled scanner when it splits exactly like ``pretokenizer``."""
-    if native is None or not native.HAVE_SCAN or len(pretokenizer.stages) != 1:
-        return None
-    scan_name = _scan_patterns().get(pretokenizer.stages[0])
-    if scan_name is None:
-        return None
-    engine = getattr(native, f"ENGINE_{pretokenizer.engine.upper()}", None)
-    preset = getattr(native, f"PRESET_{scan_name}", None)
-    return None if engine is None or preset is None else (preset, engine)
-
-
-@dataclass(frozen=True, kw_only=True)
-class DeferredTables:
-    """A rank file's compiled tables (``native``, from ``_encode.Tables.from_ranks``) to encode
-    with at once, and ``build``, a picklable function that makes the explicit
-    :class:`BPETables` (with exactly ``specials``) when something first needs them."""
-
-    native: Any
-    build: Callable[[], BPETables]
-    specials: Mapping[str, int]
-
-
-class FastEncoder:
-    """Chunk-cached encoder equal to the reference; compiled when built, else tiktoken's
-    core when it is exact, else Python.
-
-    ``tables`` may be a function that builds them (a rank file's merge list is derived
-    on first use); ``native`` then gives the compiled tables it encodes with meanwhile.
+    Raises:
+        TokenizerError(LONE_SURROGATE, UNREPRESENTABLE_BYTE): see :class:`TextCheck`.
     """
+    text = TextCheck(tables.missing_bytes())(text)
+    return [
+        i
+        for chunk in pretokenizer.split(text)
+        for i in encode_chunk_reference(tables, chunk.encode())
+    ]
 
-    def __init__(
-        self,
-        tables: BPETables | Callable[[], BPETables],
-        pretokenizer: Pretokenizer,
-        *,
-        use_native: bool = True,
-        use_tiktoken: bool = True,
-        verified: bool = False,
-        native: Any | None = None,
-        cache_limit: int = NATIVE_CACHE_LIMIT,
-        threads: int | None = None,
-        parallel_min_bytes: int = PARALLEL_MIN_BYTES,
-    ) -> None:
-        check_threads(threads)
-        self.threads = threads
-        self.parallel_min_bytes = parallel_min_bytes
-        self._tables_or_build = tables
+
+class ReferenceEncoder:
+    """:func:`encode_chunk_reference` on every chunk, each distinct chunk computed once."""
+
+    implementation = "reference"
+
+    def __init__(self, tables: BPETables, pretokenizer: Pretokenizer) -> None:
+        self.tables = tables
         self.pretokenizer = pretokenizer
-        module = load("_encode") if use_native else None
-        if module is not None and native is None:
-            native = native_tables(self.tables)
-        self._native = native if module is not None else None
-        self._module = module
-        self._scan = _scan_args(module, pretokenizer) if self._native is not None else None
-        # Threads (batches) share one sharded chunk cache: a chunk merged by one is a
-        # hit for the others, where private caches would each pay for the same misses.
-        self._shared = None
-        if module is not None and self._native is not None:
-            self._shared = module.SharedCache(self._native, cache_limit=cache_limit)
-        self._local = threading.local()
-        self._tiktoken = None
-        if use_tiktoken and self._native is None:
-            self._tiktoken = tiktoken_encoding(self.tables, pretokenizer, verified=verified)
-        self._cache: dict[str, list[int]] = {}
-        self._rank: dict[tuple[int, int], int] | None = None
+        self._memo: dict[str, list[int]] = {}
 
-    @property
-    def tables(self) -> BPETables:
-        """The explicit tables (built now when they were given as a function)."""
-        if callable(self._tables_or_build):
-            self._tables_or_build = self._tables_or_build()
-        return self._tables_or_build
-
-    @property
-    def backend(self) -> str:
-        """``"native"`` (compiled), ``"tiktoken"`` or ``"cached"`` (Python): who encodes ordinary text."""
-        if self._native is not None:
-            return "native"
-        return "cached" if self._tiktoken is None else "tiktoken"
-
-    @property
-    def native_split(self) -> bool:
-        """True when the compiled encoder also splits the text (a preset, scanner built)."""
-        return self._scan is not None
-
-    def native_encoder(self) -> Any:
-        """This thread's compiled encoder (one per thread: each holds a cache and a lock)."""
-        enc = getattr(self._local, "encoder", None)
-        if enc is None:
-            assert self._module is not None
-            enc = self._module.Encoder(self._native, cache=self._shared)
-            self._local.encoder = enc
-        return enc
-
-    def _encode_chunk(self, data: bytes) -> list[int]:
-        """Same result as the reference, in O(n log n) for long chunks."""
-        if self._rank is None:
-            self._rank = {pair: rank for pair, (rank, _) in self.tables.pair_ranks.items()}
-        return merge_all(_byte_ids(self.tables, data), self._rank.get, self.tables.merges)
-
-    def _parts(self, text: str) -> list[str] | None:
-        """``text`` cut at safe cuts into 2..threads parts, or None when one thread is due."""
-        if self._scan is None:
-            return None
-        return split_for_threads(
-            text, engine=self._scan[1], threads=self.threads, min_bytes=self.parallel_min_bytes
-        )
-
-    def _encode_native(self, text: str, *, as_bytes: bool) -> Any:
-        assert self._module is not None
-        parts = self._parts(text)
-        if parts is not None:
-            try:
-                return self._encode_parts(parts, as_bytes=as_bytes)
-            except (UnicodeEncodeError, self._module.MissingByte):
-                pass  # the one-thread path below reports it located in the whole text
-        enc = self.native_encoder()
-        try:
-            if self._scan is not None:
-                return enc.encode_text(text, *self._scan, as_bytes=as_bytes)
-            return enc.encode_chunks(text, self.pretokenizer.split(text), as_bytes=as_bytes)
-        except (UnicodeEncodeError, self._module.MissingByte):
-            _check_text(lambda: self.tables, text)
-            raise  # _check_text raises for every such text; this line is a safety net
-
-    def _encode_parts(self, parts: list[str], *, as_bytes: bool) -> Any:
-        """Each part on its own thread (the first on this one), joined in order."""
-        assert self._scan is not None
-        scan = self._scan
-
-        def one(part: str) -> Any:
-            return self.native_encoder().encode_text(part, *scan, as_bytes=as_bytes)
-
-        pool = thread_pool()
-        futures = [pool.submit(one, part) for part in parts[1:]]
-        first = one(parts[0])
-        rest = [f.result() for f in futures]
-        if as_bytes:
-            return b"".join([first, *rest])
-        out: list[int] = first
-        for ids in rest:
+    def encode(self, text: str) -> list[int]:
+        """Ids of a checked text."""
+        memo, tables = self._memo, self.tables
+        out: list[int] = []
+        for chunk in self.pretokenizer.split(text):
+            ids = memo.get(chunk)
+            if ids is None:
+                ids = encode_chunk_reference(tables, chunk.encode())
+                if len(chunk) <= _MEMO_CHUNK:
+                    if len(memo) >= _MEMO_LIMIT:
+                        memo.clear()
+                    memo[chunk] = ids
             out += ids
         return out
 
-    def encode_ordinary_many(self, texts: Sequence[str]) -> list[list[int]] | None:
-        """Ids of each text in one compiled call (split by the scanner), or None when that
-        path is not in use or a text needs the located error of :meth:`encode_ordinary`."""
-        if self._scan is None:
-            return None
-        assert self._module is not None
-        try:
-            many: list[list[int]] = self.native_encoder().encode_texts(texts, *self._scan)
-        except (UnicodeEncodeError, self._module.MissingByte):
-            return None
-        return many
+    def encode_many(self, texts: Sequence[str]) -> list[list[int]]:
+        """:meth:`encode` of each checked text."""
+        return [self.encode(text) for text in texts]
 
-    def encode_ordinary_numpy(self, text: str) -> np.ndarray[Any, np.dtype[np.uint32]] | None:
-        """The ids as a ``uint32`` array straight from the compiled encoder's buffer, or None
-        when it is not in use or the text holds surrogates (``Tokenizer`` joins pairs)."""
-        import numpy as np
+    def encode_numpy(self, text: str) -> NDArray[np.uint32]:
+        """:meth:`encode` as a ``uint32`` array."""
+        return np.asarray(self.encode(text), dtype=np.uint32)
 
-        if self._native is None:
-            return None
-        try:
-            data: bytes = self._encode_native(text, as_bytes=True)
-        except TokenizerError as exc:
-            if exc.code != "LONE_SURROGATE":
-                raise
-            return None
-        return np.frombuffer(bytearray(data), dtype=np.uint32)
-
-    def encode_ordinary(self, text: str) -> list[int]:
-        if self._native is not None:
-            native_ids: list[int] = self._encode_native(text, as_bytes=False)
-            return native_ids
-        if self._tiktoken is not None:
-            if _SURROGATE.search(text) is not None:
-                _check_text(self.tables, text)
-            if not has_long_whitespace(text):
-                return self._tiktoken.encode_ordinary(text)
-        cache = self._cache
-        out: list[int] = []
-        try:
-            for chunk in self.pretokenizer.split(text):
-                ids = cache.get(chunk)
-                if ids is None:
-                    ids = self._encode_chunk(utf8(chunk))
-                    if len(chunk) <= _CACHED_CHUNK:
-                        if len(cache) >= _CACHE_LIMIT:
-                            cache.clear()
-                        cache[chunk] = ids
-                out += ids
-        except (_MissingByte, TokenizerError):
-            _check_text(self.tables, text)
-            raise
-        return out
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_memo": {}}  # the memo is rebuilt on demand

@@ -7,21 +7,19 @@ so pre-tokenization never drops text even for a user regex that does not cover
 every character; for patterns that do cover every character (all presets) this
 equals ``regex.findall``.
 
-Presets: ``teaching`` (a cl100k-like pattern without possessive digit runs, the default),
-``r50k``/``gpt2``, ``cl100k``, ``o200k`` (strings taken from the tiktoken
-package's ``tiktoken_ext.openai_public``), and ``gpt2-hf`` (the GPT-2 pattern as
-Hugging Face's ByteLevel pre-tokenizer writes it).
+Presets (:data:`~tokembed.tokenizer.patterns.PATTERNS`): ``teaching`` (the default),
+``r50k``/``gpt2``, ``cl100k``, ``o200k`` and ``gpt2-hf``.
 
 A user regex can backtrack exponentially (``(a+)+$`` on a long run of ``a``).
 Stages that are not presets therefore run with a time limit that grows with the
 text (2 s plus 1 s per 50,000 characters, far above what a linear pattern
 needs); past it, splitting raises INVALID_PATTERN instead of hanging.
 
-Whose regex engine defines the chunks is part of a pre-tokenizer: ``engine``
+Whose regex reading defines the chunks is part of a pre-tokenizer: its ``dialect``
 is ``"tiktoken"`` (rank files, and the default for training) or
 ``"huggingface"`` (``tokenizer.json``). Splitting here runs the ``regex`` module
-on patterns rewritten by ``_dialect`` so that its Unicode tables agree with that
-engine's on every code point.
+on patterns rewritten by :mod:`~tokembed.tokenizer.dialect` so that its Unicode
+tables agree with that engine's on every code point.
 
 This module does not normalize text and does not know about special tokens.
 
@@ -42,40 +40,19 @@ import numpy as np
 import regex
 
 from tokembed.errors import UsageError
-from tokembed.tokenizer._dialect import (
-    ENGINES,
-    Engine,
+from tokembed.tokenizer.dialect import (
+    DIALECTS,
+    Dialect,
     contains_any,
     dialect_pattern,
     dialect_trigger,
 )
+from tokembed.tokenizer.patterns import PATTERNS, QWEN
 
-__all__ = ["PATTERNS", "Piece", "Pretokenizer", "iter_pieces", "time_limit"]
+__all__ = ["Piece", "Pretokenizer", "iter_pieces", "time_limit"]
 
-# "teaching" is cl100k's pattern in its simplest readable form (the default for
-# training); r50k/cl100k/o200k are copied from the tiktoken package
-# (tiktoken_ext/openai_public.py, tiktoken 0.14) so that our chunking is
-# bit-identical to tiktoken's.
-_O200K_PARTS = [
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""\p{N}{1,3}""",
-    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-    r"""\s*[\r\n]+""",
-    r"""\s+(?!\S)""",
-    r"""\s+""",
-]
-
-PATTERNS: dict[str, str] = {
-    "teaching": r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+""",
-    "r50k": r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s""",
-    "cl100k": r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",
-    "o200k": "|".join(_O200K_PARTS),
-    "gpt2-hf": r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",
-}
-PATTERNS["gpt2"] = PATTERNS["r50k"]
-
-_LINEAR = set(PATTERNS.values())  # presets (and their dialect forms): no limit needed
+# Presets and Qwen's pattern (and their dialect forms) are linear: no limit needed.
+_LINEAR = {*PATTERNS.values(), QWEN}
 _BASE_SECONDS = 2.0
 _CHARS_PER_SECOND = 50_000
 
@@ -154,7 +131,7 @@ def _split_isolated(compiled: regex.Pattern[str], text: str) -> list[str]:
 
 @dataclass(frozen=True, kw_only=True)
 class Pretokenizer:
-    """Ordered regex stages; ``name`` records a preset name when one was used; ``engine``
+    """Ordered regex stages; ``name`` records a preset name when one was used; ``dialect``
     names the regex engine whose reading of the stages is the truth.
 
     Raises:
@@ -164,7 +141,7 @@ class Pretokenizer:
 
     stages: tuple[str, ...]
     name: str | None = None
-    engine: Engine = "tiktoken"
+    dialect: Dialect = "tiktoken"
     _compiled: tuple[regex.Pattern[str], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -175,28 +152,28 @@ class Pretokenizer:
                 value=self.stages,
                 fix="pass a preset name such as 'teaching' or one regex",
             )
-        if self.engine not in ENGINES:
+        if self.dialect not in DIALECTS:
             raise UsageError(
                 "INVALID_ARGUMENT",
-                f"unknown regex engine {self.engine!r}",
-                value=self.engine,
-                fix=f"pass engine= one of {', '.join(ENGINES)}",
+                f"unknown regex dialect {self.dialect!r}",
+                value=self.dialect,
+                fix=f"pass dialect= one of {', '.join(DIALECTS)}",
             )
         object.__setattr__(self, "_compiled", tuple(_compile(s) for s in self.stages))
 
     @classmethod
-    def preset(cls, name_or_regex: str, *, engine: Engine = "tiktoken") -> Pretokenizer:
+    def preset(cls, name_or_regex: str, *, dialect: Dialect = "tiktoken") -> Pretokenizer:
         """A preset by name, or a single-stage pre-tokenizer for any other string (a regex)."""
         if name_or_regex in PATTERNS:
-            return cls(stages=(PATTERNS[name_or_regex],), name=name_or_regex, engine=engine)
-        return cls(stages=(name_or_regex,), engine=engine)
+            return cls(stages=(PATTERNS[name_or_regex],), name=name_or_regex, dialect=dialect)
+        return cls(stages=(name_or_regex,), dialect=dialect)
 
     @cached_property
     def patterns(self) -> tuple[str, ...]:
-        """The stages as the ``regex`` module must read them to split like ``engine``."""
+        """The stages as the ``regex`` module must read them to split like ``dialect``."""
         out = []
         for stage in self.stages:
-            pattern = dialect_pattern(stage, self.engine)
+            pattern = dialect_pattern(stage, self.dialect)
             if stage in _LINEAR:
                 _LINEAR.add(pattern)
             out.append(pattern)
@@ -211,11 +188,11 @@ class Pretokenizer:
 
     @cached_property
     def _triggers(self) -> tuple[np.ndarray, ...]:
-        # Code points on which a stage and its engine rewrite differ (recent Unicode
+        # Code points on which a stage and its dialect rewrite differ (recent Unicode
         # additions); the rewrite is about 3x slower in `regex`, so text without any of
         # them is split with the stage as written, which then matches identically.
         return tuple(
-            dialect_trigger(stage, self.engine) if pattern != stage else np.empty(0, np.uint32)
+            dialect_trigger(stage, self.dialect) if pattern != stage else np.empty(0, np.uint32)
             for stage, pattern in zip(self.stages, self.patterns, strict=True)
         )
 
@@ -234,4 +211,4 @@ class Pretokenizer:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready description (used by file formats)."""
-        return {"name": self.name, "stages": list(self.stages), "engine": self.engine}
+        return {"name": self.name, "stages": list(self.stages), "dialect": self.dialect}

@@ -1,8 +1,9 @@
 """The :class:`Tokenizer` facade: one object for encode, decode and the address hash.
 
 It binds a :class:`Pretokenizer` to validated :class:`BPETables` and delegates:
-``encode.py`` (ids), ``special.py`` (special-token policy), ``decode.py``
-(bytes, text, streams). It does not read or write files (``formats/`` does).
+``encode.py`` (the one check of a text, the reference encoder), ``compiled.py`` (the
+compiled encoder), ``special.py`` (special-token policy), ``decode.py`` (bytes, text,
+streams). It does not read or write files (``formats/`` does).
 
 Example::
 
@@ -27,9 +28,15 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from tokembed.errors import TokenizerError
-from tokembed.tokenizer import _batch, _familiar
+from tokembed.tokenizer import _batch, _peer_methods
+from tokembed.tokenizer.compiled import CompiledEncoder, DeferredTables, compiled_tables
 from tokembed.tokenizer.decode import DecodeTable, Errors, StreamDecoder
-from tokembed.tokenizer.encode import DeferredTables, FastEncoder, encode_ordinary_reference
+from tokembed.tokenizer.encode import (
+    Encoder,
+    ReferenceEncoder,
+    TextCheck,
+    encode_ordinary_reference,
+)
 from tokembed.tokenizer.model import BPETables, address_hash
 from tokembed.tokenizer.pretokenize import Pretokenizer
 from tokembed.tokenizer.special import SpecialSet, aliases, find_disallowed, split_on_specials
@@ -81,7 +88,8 @@ class Tokenizer:
         self._tables = tables if isinstance(tables, BPETables) else None
         self._deferred = tables if isinstance(tables, DeferredTables) else None
         self._specials = dict(tables.specials)
-        self.__dict__.pop("_fast", None)
+        for cached in ("_engine", "_check"):
+            self.__dict__.pop(cached, None)
 
     def __repr__(self) -> str:
         return (
@@ -89,23 +97,18 @@ class Tokenizer:
             f"specials={len(self.tables.specials)}, pretokenizer={self.pretokenizer.name!r})"
         )
 
-    # Caches are rebuilt on demand, so pickling (for worker processes) stays small;
-    # a verified tiktoken eligibility travels along so workers skip re-checking it.
+    # Caches are rebuilt on demand, so pickling (for worker processes) stays small.
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        fast = state.pop("_fast", None)
-        state.pop("_decoder", None)
-        state.pop("_piece_ids", None)
-        state.pop("_sorted_pieces", None)
+        for cached in ("_engine", "_check", "_decoder", "_piece_ids", "_sorted_pieces"):
+            state.pop(cached, None)
         # Compiled tables do not pickle: a deferred tokenizer sends its tables instead.
         if state.get("_deferred") is not None:
             state["_tables"], state["_deferred"] = self.tables, None
-        if fast is not None:
-            state["_verified"] = fast.backend == "tiktoken"
         return state
 
     # --- identity ---------------------------------------------------------------
-    # Cached like _fast (tables and pre-tokenizer are fixed after construction): it is
+    # Cached like _engine (tables and pre-tokenizer are fixed after construction): it is
     # 0.37 s for o200k's 200k pieces, and AddressedIds.from_lists(source=tok) asks per batch.
     @cached_property
     def address_hash(self) -> str:
@@ -181,16 +184,16 @@ class Tokenizer:
         Raises:
             UnknownTokenError(UNKNOWN_PIECE): no single id spells it (also a ``KeyError``).
         """
-        return _familiar.single_token(self, text_or_bytes)
+        return _peer_methods.single_token(self, text_or_bytes)
 
     # --- Hugging Face tokenizers' names -----------------------------------------
     def id_to_token(self, id: int) -> str | None:
         """HF's spelling of an id (byte-level characters, ``"Ġ"`` for a space), or None."""
-        return _familiar.id_to_token(self, id)
+        return _peer_methods.id_to_token(self, id)
 
     def token_to_id(self, token: str) -> int | None:
         """Id of an HF token spelling (special name or byte-level characters), or None."""
-        return _familiar.token_to_id(self, token)
+        return _peer_methods.token_to_id(self, token)
 
     def get_vocab(self, with_added_tokens: bool = True) -> dict[str, int]:
         """HF's ``get_vocab``: token spelling → id, special names included.
@@ -198,7 +201,7 @@ class Tokenizer:
         Special tokens belong to the vocabulary itself (our HF export writes them into the
         model's vocab), so ``with_added_tokens`` changes nothing, as in HF on such a file.
         """
-        return _familiar.hf_vocab(self)
+        return _peer_methods.hf_vocab(self)
 
     def get_vocab_size(self, with_added_tokens: bool = True) -> int:
         """HF's ``get_vocab_size``: how many spellings :meth:`get_vocab` holds (not R)."""
@@ -215,35 +218,40 @@ class Tokenizer:
 
     # --- encoding ---------------------------------------------------------------
     @cached_property
-    def _fast(self) -> FastEncoder:
-        verified = self.__dict__.get("_verified", False)
+    def _engine(self) -> Encoder:
+        """The compiled encoder where it is built, else the reference (see ``implementation``)."""
         if self._tables is None and self._deferred is not None:
-            native = self._deferred.native
-            return FastEncoder(lambda: self.tables, self.pretokenizer, native=native)
-        return FastEncoder(self.tables, self.pretokenizer, verified=verified)
+            return CompiledEncoder(self._deferred.native, self.pretokenizer)
+        native = compiled_tables(self.tables)
+        if native is None:
+            return ReferenceEncoder(self.tables, self.pretokenizer)
+        return CompiledEncoder(native, self.pretokenizer)
+
+    @cached_property
+    def _check(self) -> TextCheck:
+        if self._tables is None and self._deferred is not None:
+            return TextCheck(self._deferred.native.missing_bytes())
+        return TextCheck(self.tables.missing_bytes())
 
     @property
-    def backend(self) -> str:
-        """Engine of the fast path: ``"native"`` (compiled), ``"tiktoken"`` (when exact for
-        this vocabulary and the compiled encoder is not built), else ``"cached"`` (Python)."""
-        return self._fast.backend
+    def implementation(self) -> str:
+        """Which code computes the ids: ``"compiled"`` (the C core, where it is built) or
+        ``"reference"`` (Python: no compiler, or ``TOKEMBED_PURE_PYTHON=1``)."""
+        return self._engine.implementation
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Ids of ``text``; special-token spellings are ordinary text.
 
         A surrogate pair (``"\\ud83d\\udc4d"``, as JSON decoding yields) encodes as the
         character it stands for; a lone surrogate raises LONE_SURROGATE (tiktoken
-        would encode U+FFFD in its place).
+        would encode U+FFFD in its place); UNREPRESENTABLE_BYTE names a character the
+        vocabulary cannot spell.
         """
-        try:
-            return self._fast.encode_ordinary(text)
-        except TokenizerError as exc:
-            if exc.code != "LONE_SURROGATE":
-                raise
-        return self._fast.encode_ordinary(_familiar.join_surrogate_pairs(text))
+        return self._engine.encode(self._check(text))
 
     def encode_ordinary_reference(self, text: str) -> list[int]:
-        """The slow, obviously correct path; always equal to :meth:`encode_ordinary`."""
+        """The slow, obviously correct path (:func:`~.encode.encode_chunk_reference` on every
+        chunk, nothing remembered); always equal to :meth:`encode_ordinary`."""
         return encode_ordinary_reference(self.tables, self.pretokenizer, text)
 
     def encode(
@@ -284,11 +292,11 @@ class Tokenizer:
         progress: bool = True,
     ) -> list[list[int]]:
         """``[self.encode(t, ...) for t in texts]``, optionally with ``workers`` threads (on
-        tiktoken's core) or processes (own encoder).
+        the compiled encoder) or processes (the reference encoder).
 
         ``num_threads`` is tiktoken's name for ``workers`` (give one of them); unlike
-        tiktoken's default of 8, ours is 1. Workers are spawned (forking could inherit
-        locks held by tiktoken's threads), so scripts with more than one need the
+        tiktoken's default of 8, ours is 1. Worker processes are spawned (forking could
+        inherit locks held by other threads), so scripts that use them need the
         ``if __name__ == "__main__":`` guard.
 
         Raises:
@@ -300,7 +308,7 @@ class Tokenizer:
         return _batch.encode_batch(
             self,
             texts,
-            workers=_familiar.workers(workers, num_threads),
+            workers=_peer_methods.workers(workers, num_threads),
             options={"allowed_special": allowed_special, "disallowed_special": disallowed_special},
             progress=progress,
             many=self._encode_ordinary_many if ordinary else None,
@@ -308,8 +316,8 @@ class Tokenizer:
 
     def _encode_ordinary_many(self, texts: Sequence[str]) -> list[list[int]]:
         """:meth:`encode_ordinary` of each text; one compiled call when the scanner splits."""
-        many = self._fast.encode_ordinary_many(texts)
-        return many if many is not None else [self.encode_ordinary(t) for t in texts]
+        check = self._check
+        return self._engine.encode_many([check(text) for text in texts])
 
     def encode_ordinary_batch(
         self, texts: Sequence[str], *, num_threads: int = 1, progress: bool = True
@@ -331,9 +339,7 @@ class Tokenizer:
 
         policy = {"allowed_special": allowed_special, "disallowed_special": disallowed_special}
         if not find_disallowed(text, self._specials, **policy):
-            arr = self._fast.encode_ordinary_numpy(text)  # no list in between
-            if arr is not None:
-                return arr
+            return self._engine.encode_numpy(self._check(text))  # no list in between
         ids = self.encode(
             text, allowed_special=allowed_special, disallowed_special=disallowed_special
         )
@@ -342,7 +348,7 @@ class Tokenizer:
     def _encode_bytes(self, data: bytes) -> list[int]:
         """Ids of bytes that need not be UTF-8 (tiktoken's private ``_encode_bytes``);
         ``decode_bytes`` gives ``data`` back exactly."""
-        return _familiar.encode_bytes(self, data)
+        return _peer_methods.encode_bytes(self, data)
 
     def encode_with_unstable(
         self,
@@ -360,7 +366,7 @@ class Tokenizer:
             allowed_special=allowed_special,
             disallowed_special=disallowed_special,
         )
-        return _familiar.unstable_completions(self, text, allowed)
+        return _peer_methods.unstable_completions(self, text, allowed)
 
     # --- decoding ---------------------------------------------------------------
     @cached_property
@@ -392,7 +398,7 @@ class Tokenizer:
         token starting inside a character gets that character's offset)."""
         pieces = self.decode_tokens_bytes(tokens)
         text = self._decoder.decode(tokens, errors="strict")
-        return text, _familiar.char_offsets(pieces)
+        return text, _peer_methods.char_offsets(pieces)
 
     def stream_decoder(self, *, errors: Errors = "strict") -> StreamDecoder:
         """A decoder for ids arriving in pieces (holds an unfinished UTF-8 suffix)."""

@@ -1,10 +1,10 @@
-"""Fast byte-level BPE training, equal merge for merge to ``train_reference``.
+"""Byte-level BPE training, equal merge for merge to ``train_reference``.
 
 Steps: pre-tokenize every text and count unique chunks in order of first
-occurrence (the compiled counter on ``workers`` threads for a preset pattern, else
-worker processes, see ``_count``), then
-learn merges incrementally over that table (``_merge_learner``): memory follows
-the number of unique chunks, not the corpus size, and no step rescans the corpus.
+occurrence (the compiled counter on ``workers`` threads for a scanned pattern, else
+worker processes, see ``_count``; or a Dask cluster), then learn merges over that
+table (:mod:`~tokembed.tokenizer.learn`): memory follows the number of unique chunks,
+not the corpus size.
 
 Special tokens get ids after the merges (``None``) or the ids given; two names
 with one id are an alias and are reported by ``Tokenizer.aliases``.
@@ -27,9 +27,10 @@ from typing import Literal
 from tokembed.errors import TokenizerError, UsageError
 from tokembed.tokenizer._batch import progress_enabled
 from tokembed.tokenizer._count import count_chunks
-from tokembed.tokenizer._dialect import Engine
-from tokembed.tokenizer._merge_learner import learn_merges
+from tokembed.tokenizer._dask_count import count_on_dask
 from tokembed.tokenizer.chunks import ChunkTable
+from tokembed.tokenizer.dialect import Dialect
+from tokembed.tokenizer.learn import learn_merges
 from tokembed.tokenizer.model import BPETables
 from tokembed.tokenizer.pretokenize import Pretokenizer
 from tokembed.tokenizer.special import assign_special_ids
@@ -51,8 +52,8 @@ class TrainConfig:
     Attributes:
         merges: number of merges to learn (fewer if the corpus runs out of pairs).
         pattern: pre-tokenization preset name or a regex.
-        regex_engine: whose regex engine the chunks must match: ``"tiktoken"`` (the
-            fast encoder's and ``export_tiktoken``'s) or ``"huggingface"`` (what a
+        dialect: whose regex reading the chunks must match: ``"tiktoken"`` (what
+            ``export_tiktoken``'s rank file is split by) or ``"huggingface"`` (what a
             ``tokenizer.json`` from ``export_hf`` will split by). The two differ
             only on code points their Unicode tables classify differently.
         specials: special-token name → id, or None for "next id after the merges".
@@ -62,7 +63,7 @@ class TrainConfig:
             scheduler, the local cluster's worker processes.
         engine: where chunks are counted: ``"local"`` (this machine) or ``"dask"`` (a Dask
             cluster; needs the ``dask`` extra). Pass the texts as
-            ``measure.ranges.TextFiles`` to have the workers read the files in byte ranges.
+            ``TextFiles`` to have the workers read the files in byte ranges.
             The chunk table, and so every merge, is the same either way.
         scheduler: address of a running Dask scheduler (``tcp://host:8786``), or None for
             a local cluster; only with ``engine="dask"``.
@@ -77,7 +78,7 @@ class TrainConfig:
 
     merges: int
     pattern: str = "teaching"
-    regex_engine: Engine = "tiktoken"
+    dialect: Dialect = "tiktoken"
     specials: Mapping[str, int | None] = field(default_factory=dict)
     workers: int = 1
     progress: bool = True
@@ -113,7 +114,7 @@ class TrainConfig:
 
     @property
     def pretokenizer(self) -> Pretokenizer:
-        return Pretokenizer.preset(self.pattern, engine=self.regex_engine)
+        return Pretokenizer.preset(self.pattern, dialect=self.dialect)
 
 
 def _count(
@@ -121,8 +122,6 @@ def _count(
 ) -> ChunkTable:
     """The corpus's chunk table, counted where ``config.engine`` says."""
     if config.engine == "dask":
-        from tokembed.tokenizer._dask_count import count_on_dask
-
         return count_on_dask(
             texts, pretokenizer, scheduler=config.scheduler, workers=config.workers
         )

@@ -1,4 +1,4 @@
-"""The plain byte-level BPE trainer: the specification the fast trainer is tested against.
+"""The plain byte-level BPE trainer: the specification the compiled learner is tested against.
 
 The state is a list of chunks (one per pre-tokenization chunk, in corpus order),
 each a list of ids; ids 0..255 are bytes. Each step counts every adjacent pair
@@ -7,8 +7,17 @@ frequent pair, breaking ties by the first pair met in a left-to-right scan of
 the current state, and replaces its non-overlapping occurrences left to right
 by the next id (256, 257, ...). Training stops early when no pair is left.
 
-It rescans the whole corpus at every step (cost merges x corpus), which is why
-:func:`tokembed.tokenizer.train.train` exists; this module stays small on purpose.
+:func:`learn_merges_reference` runs the same steps on a
+:class:`~tokembed.tokenizer.chunks.ChunkTable` (each distinct chunk once, with its
+multiplicity, in first-encounter order: the first chunk of the table holding a pair is
+the first chunk of the corpus holding it, so ties fall the same way). It is the learner
+wherever the compiled one is not built.
+
+Ids are kept as characters, so a step's replacement is ``str.replace`` and a pair is a
+two-character string; pair counts are updated only for the chunks a step changes, and a
+tie is settled by scanning the chunks in order. Each step still looks at every chunk (cost
+merges x chunks), which is why the compiled learner exists; this module stays small on
+purpose.
 
 Example::
 
@@ -19,31 +28,52 @@ Example::
 
 from __future__ import annotations
 
-import itertools
-from collections import Counter
+import operator
+import re
+from collections.abc import Callable
+from itertools import compress, pairwise
 
 from tokembed.errors import UsageError
 from tokembed.tokenizer._utf8 import utf8
-from tokembed.tokenizer.merges import replace_pair
+from tokembed.tokenizer.chunks import ChunkTable
 from tokembed.tokenizer.pretokenize import Pretokenizer
 
-__all__ = ["train_reference"]
+__all__ = ["learn_merges_reference", "train_reference"]
 
 
-def _count_pairs(state: list[list[int]]) -> Counter[tuple[int, int]]:
-    """Adjacent-pair counts; the Counter's key order is the order of first encounter."""
-    counts: Counter[tuple[int, int]] = Counter()
-    for ids in state:
-        counts.update(itertools.pairwise(ids))
-    return counts
+# Ids are characters (chr(id)) so that a chunk is a str: one step's replacement is then
+# str.replace, which takes non-overlapping occurrences left to right, as the rule says.
+_MAX_MERGES = 0x110000 - 256
 
 
-def train_reference(text: str, *, merges: int, pretokenizer: Pretokenizer) -> list[tuple[int, int]]:
-    """The learned pairs in order; pair ``k`` produced id ``256 + k``.
+def _add_pairs(counts: dict[str, int], chunk: str, weight: int) -> None:
+    """Add ``weight`` per adjacent pair of ``chunk`` (overlapping) to ``counts``; a pair whose
+    count falls to 0 is removed."""
+    for a, b in pairwise(chunk):
+        pair = a + b
+        count = counts.get(pair, 0) + weight
+        if count:
+            counts[pair] = count
+        else:
+            del counts[pair]
 
-    Raises:
-        UsageError(INVALID_ARGUMENT): ``merges`` is negative.
-    """
+
+def _first_met(chunks: list[str], pairs: set[str]) -> str:
+    """The pair of ``pairs`` met first in a left-to-right scan of ``chunks``."""
+    # An alternation finds the leftmost position holding any of them; two pairs never start
+    # at one position, so that position names one pair.
+    anyone = re.compile("|".join(map(re.escape, sorted(pairs))))
+    for chunk in chunks:
+        found = anyone.search(chunk)
+        if found is not None:
+            return found.group()
+    raise AssertionError("a counted pair occurs in no chunk")
+
+
+def _learn(
+    chunks: list[str], weights: list[int], merges: int, on_merge: Callable[[], None] | None
+) -> list[tuple[int, int]]:
+    """The steps of the module docstring; pair counts are kept up to date chunk by chunk."""
     if merges < 0:
         raise UsageError(
             "INVALID_ARGUMENT",
@@ -51,14 +81,54 @@ def train_reference(text: str, *, merges: int, pretokenizer: Pretokenizer) -> li
             value=merges,
             fix="pass merges=0 or more",
         )
-    state = [list(utf8(chunk)) for chunk in pretokenizer.split(text)]
+    counts: dict[str, int] = {}
+    for chunk, weight in zip(chunks, weights, strict=True):
+        _add_pairs(counts, chunk, weight)
     learned: list[tuple[int, int]] = []
-    for k in range(merges):
-        counts = _count_pairs(state)
+    for k in range(min(merges, _MAX_MERGES)):
         if not counts:
             break
-        # max() returns the first maximal key in iteration order = first encounter.
-        best = max(counts, key=counts.__getitem__)
-        state = [replace_pair(ids, best, 256 + k) for ids in state]
-        learned.append(best)
+        top = max(counts.values())
+        if operator.countOf(counts.values(), top) == 1:
+            best = max(counts, key=counts.__getitem__)
+        else:  # a tie: the first pair met in the corpus (compress picks the tied pairs in C)
+            best = _first_met(chunks, set(compress(counts, map(top.__eq__, counts.values()))))
+        new = chr(256 + k)
+        for w, chunk in enumerate(chunks):
+            if best in chunk:
+                _add_pairs(counts, chunk, -weights[w])
+                chunks[w] = chunk.replace(best, new)
+                _add_pairs(counts, chunks[w], weights[w])
+        learned.append((ord(best[0]), ord(best[1])))
+        if on_merge is not None:
+            on_merge()
     return learned
+
+
+def train_reference(text: str, *, merges: int, pretokenizer: Pretokenizer) -> list[tuple[int, int]]:
+    """The learned pairs in order; pair ``k`` produced id ``256 + k``.
+
+    Raises:
+        UsageError(INVALID_ARGUMENT): ``merges`` is negative.
+        TokenizerError(LONE_SURROGATE): the text has no UTF-8 form.
+    """
+    chunks = [utf8(chunk).decode("latin-1") for chunk in pretokenizer.split(text)]  # ids 0..255
+    return _learn(chunks, [1] * len(chunks), merges, None)
+
+
+def learn_merges_reference(
+    table: ChunkTable, *, merges: int, on_merge: Callable[[], None] | None = None
+) -> list[tuple[int, int]]:
+    """The pairs :func:`train_reference` learns from the corpus ``table`` was counted from;
+    ``on_merge`` is called after each one.
+
+    Example::
+
+        >>> learn_merges_reference(ChunkTable.from_counts({b"abab": 2, b"ab": 1}), merges=5)
+        [(97, 98), (256, 256)]
+
+    Raises:
+        UsageError(INVALID_ARGUMENT): ``merges`` is negative.
+    """
+    chunks = [chunk.decode("latin-1") for chunk in table.chunks()]  # one character per byte id
+    return _learn(chunks, table.counts.tolist(), merges, on_merge)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tokembed.errors import FormatError
+from tokembed.tokenizer.bytes_unicode import BYTE_TO_CHAR
 from tokembed.tokenizer.formats import load_tokenizer
-from tokembed.tokenizer.formats._bytes_unicode import BYTE_TO_CHAR
 
 
 @pytest.mark.parametrize("merges", ["", "#version: 0.2\n", "\n\n"])

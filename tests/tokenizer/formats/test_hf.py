@@ -14,7 +14,8 @@ from tokembed.errors import FormatError, TokenizerError
 from tokembed.tokenizer.formats import export_hf, load_tokenizer
 from tokembed.tokenizer.formats.hf import from_hf_document
 from tokembed.tokenizer.model import BPETables
-from tokembed.tokenizer.pretokenize import PATTERNS, Pretokenizer
+from tokembed.tokenizer.patterns import PATTERNS
+from tokembed.tokenizer.pretokenize import Pretokenizer
 from tokembed.tokenizer.tokenizer import Tokenizer
 from tokembed.tokenizer.train import TrainConfig, train
 

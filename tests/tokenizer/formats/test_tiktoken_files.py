@@ -48,7 +48,7 @@ def test_real_rank_files_encode_like_tiktoken_on_pud(name: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["cl100k_base", "qwen"])
 def test_derived_merges_alone_reproduce_tiktoken(name: str) -> None:
-    """The pure merge-table path (no tiktoken backend) on a slice of every language."""
+    """The derived merge list through the reference encoder on a slice of every language."""
     tok, enc = real_tokenizer(name), _tiktoken_encoding(name)
     for lang, text in pud_texts().items():
         sample = text[:1500]

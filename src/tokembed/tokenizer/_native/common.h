@@ -1,8 +1,6 @@
-/* Shared definitions of tokembed's compiled tokenizer modules. */
+/* Shared definitions of tokembed's compiled tokenizer cores (no Python). */
 #ifndef TOKEMBED_NATIVE_COMMON_H
 #define TOKEMBED_NATIVE_COMMON_H
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
 #include <stdint.h>
 #include <stddef.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* The BPE rule on one chunk, in C, for the two table kinds:
+/* The BPE rule on one chunk, in C (no Python), for the two table kinds:
  *
  * - explicit merges (tk_merge_*): while an adjacent pair is a merge, take the
  *   smallest rank and replace its non-overlapping occurrences left to right;

@@ -1,4 +1,4 @@
-/* Lookup tables of the compiled BPE encoder: pair -> (rank, result) for explicit
+/* Lookup tables of the BPE encoder core (no Python): pair -> (rank, result) for explicit
  * merge lists, byte string -> rank for tiktoken rank files, and the chunk -> ids
  * cache. Open addressing with linear probing; capacities are powers of two kept
  * at most half full, so a probe ends after ~1.5 slots on average. */

@@ -1,5 +1,5 @@
-/* The preset patterns of pretokenize.PATTERNS and the pattern of Qwen's rank file (the "qwen"
-   encoding) as hand-written matchers (see scan.h).
+/* The scanned patterns (tokembed.tokenizer.patterns.SCANNED: the presets and the pattern of
+   Qwen's rank file) as hand-written matchers (see scan.h).
 
    At each position the alternatives of the preset's regex are tried in the regex's order, and
    the first that matches gives the piece, as a backtracking engine finds it:
@@ -9,7 +9,7 @@
      character earlier (the run minus its last character), or fails on a one-character run;
    - o200k's `[U]*[W]+` (U and W overlap) ends at the end of the W run that starts where the
      U run ends, or, when no W follows, right after the last W inside the U run.
-   Class bits come from the generated scan_classes.h (one table per engine). */
+   Class bits come from the generated scan_classes.h (one table per dialect). */
 #include "scan.h"
 
 #include <pthread.h>
@@ -35,8 +35,8 @@ static void init_huggingface(void) {
     fill(tk_class_huggingface, tk_runs_huggingface, TK_NRUNS_HUGGINGFACE);
 }
 
-static const uint8_t *classes(int engine) {
-    if (engine == TK_ENGINE_HUGGINGFACE) {
+static const uint8_t *classes(int dialect) {
+    if (dialect == TK_DIALECT_HUGGINGFACE) {
         pthread_once(&tk_once_huggingface, init_huggingface);
         return tk_class_huggingface;
     }
@@ -259,8 +259,8 @@ static size_t piece_o200k(const Text *s, size_t i) {
     return whitespace(s, i, len0, 0, 1);
 }
 
-int tk_scan(int preset, int engine, const unsigned char *text, size_t n, tk_emit emit, void *ctx) {
-    Text s = {text, n, classes(engine)};
+int tk_scan(int preset, int dialect, const unsigned char *text, size_t n, tk_emit emit, void *ctx) {
+    Text s = {text, n, classes(dialect)};
     size_t i = 0;
     while (i < n) {
         size_t e;
@@ -279,8 +279,8 @@ int tk_scan(int preset, int engine, const unsigned char *text, size_t n, tk_emit
     return 0;
 }
 
-size_t tk_safe_cut(int engine, const unsigned char *text, size_t n, size_t from) {
-    Text s = {text, n, classes(engine)};
+size_t tk_safe_cut(int dialect, const unsigned char *text, size_t n, size_t from) {
+    Text s = {text, n, classes(dialect)};
     for (size_t p = from < 2 ? 2 : from; p < n; p++) {
         if (text[p - 1] != '\n' || text[p] == '/') continue;
         if ((bits_of(&s, p) & TK_CS) || (bits_of(&s, prev_start(&s, p - 1)) & TK_CS)) continue;

@@ -1,4 +1,4 @@
-"""Tokenizer files: tokembed's JSON, tiktoken rank files, Hugging Face and GPT-2 files.
+"""Tokenizer files: tokembed's JSON, tiktoken rank files, Hugging Face and GPT-2 files, and specs.
 
 Every reader produces a :class:`~tokembed.tokenizer.tokenizer.Tokenizer` whose
 encoding equals the original library's on the same text (tested against
@@ -13,39 +13,34 @@ Example::
     >>> export_hf(tok, "out/cl100k")  # doctest: +SKIP
 """
 
-from tokembed.tokenizer.formats.encodings import EncodingSpec, encoding_spec, known_encodings
-from tokembed.tokenizer.formats.gpt2_files import load_vocab_merges
-from tokembed.tokenizer.formats.hf import export_hf, load_hf
-from tokembed.tokenizer.formats.load import load_tokenizer
-from tokembed.tokenizer.formats.named import (
-    encoding_for_model,
-    encoding_name_for_model,
-    get_encoding,
-    list_encoding_names,
-    tiktoken_cache_dir,
+from tokembed.tokenizer.formats import (
+    encodings,
+    gpt2_files,
+    hf,
+    load,
+    named,
+    native,
+    ranks,
+    specs,
+    tiktoken_files,
 )
-from tokembed.tokenizer.formats.native import load_native, save_tokenizer
-from tokembed.tokenizer.formats.ranks import parse_ranks, ranks_to_tables, tables_to_ranks
-from tokembed.tokenizer.formats.tiktoken_files import export_tiktoken, load_tiktoken
+from tokembed.tokenizer.formats.encodings import *
+from tokembed.tokenizer.formats.gpt2_files import *
+from tokembed.tokenizer.formats.hf import *
+from tokembed.tokenizer.formats.load import *
+from tokembed.tokenizer.formats.named import *
+from tokembed.tokenizer.formats.native import *
+from tokembed.tokenizer.formats.ranks import *
+from tokembed.tokenizer.formats.specs import *
+from tokembed.tokenizer.formats.tiktoken_files import *
 
-__all__ = [
-    "EncodingSpec",
-    "encoding_for_model",
-    "encoding_name_for_model",
-    "encoding_spec",
-    "export_hf",
-    "export_tiktoken",
-    "get_encoding",
-    "known_encodings",
-    "list_encoding_names",
-    "load_hf",
-    "load_native",
-    "load_tiktoken",
-    "load_tokenizer",
-    "load_vocab_merges",
-    "parse_ranks",
-    "ranks_to_tables",
-    "save_tokenizer",
-    "tables_to_ranks",
-    "tiktoken_cache_dir",
-]
+__all__: list[str] = []
+__all__ += encodings.__all__
+__all__ += gpt2_files.__all__
+__all__ += hf.__all__
+__all__ += load.__all__
+__all__ += named.__all__
+__all__ += native.__all__
+__all__ += ranks.__all__
+__all__ += specs.__all__
+__all__ += tiktoken_files.__all__

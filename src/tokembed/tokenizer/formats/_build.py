@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from tokembed.errors import FormatError, TokenizerError, UsageError
-from tokembed.tokenizer._dialect import Engine
+from tokembed.tokenizer.dialect import Dialect
 from tokembed.tokenizer.model import BPETables
-from tokembed.tokenizer.pretokenize import PATTERNS, Pretokenizer
+from tokembed.tokenizer.patterns import PATTERNS
+from tokembed.tokenizer.pretokenize import Pretokenizer
 
 __all__ = ["build_pretokenizer", "build_tables", "malformed"]
 
@@ -56,16 +57,16 @@ def build_tables(
 
 
 def build_pretokenizer(
-    source: str, stages: Sequence[str], *, name: str | None = None, engine: Engine
+    source: str, stages: Sequence[str], *, name: str | None = None, dialect: Dialect
 ) -> Pretokenizer:
     """Validated pre-tokenizer; a single stage equal to a preset gets the preset's name.
 
-    ``engine`` is the format's regex engine: ``"tiktoken"`` for rank files,
+    ``dialect`` is the format's regex reading: ``"tiktoken"`` for rank files,
     ``"huggingface"`` for Hugging Face files, the recorded one for ours.
     """
     if name is None and len(stages) == 1:
         name = next((k for k, v in sorted(PATTERNS.items()) if v == stages[0]), None)
     try:
-        return Pretokenizer(stages=tuple(stages), name=name, engine=engine)
+        return Pretokenizer(stages=tuple(stages), name=name, dialect=dialect)
     except UsageError as exc:
         raise malformed(source, f"{exc.code}: {exc.message}", value=exc.value) from exc

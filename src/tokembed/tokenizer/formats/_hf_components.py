@@ -31,8 +31,8 @@ from typing import Any
 import regex
 
 from tokembed.errors import FormatError
-from tokembed.tokenizer.formats._onig import from_onig
-from tokembed.tokenizer.pretokenize import PATTERNS
+from tokembed.tokenizer.oniguruma import from_onig
+from tokembed.tokenizer.patterns import PATTERNS
 
 __all__ = ["TOP_LEVEL_KEYS", "check_component", "pretokenizer_stages"]
 

@@ -10,9 +10,10 @@ tokens live elsewhere:
   module namespace in which the loaders of ``tiktoken.load`` return an empty
   table. That keeps tiktoken's exact strings and dicts (including computed ones
   such as harmony's 1,075 reserved names) and never mutates the real module.
-* Qwen's is not in tiktoken; :data:`OWN_ENCODINGS` carries it, copied from
-  Qwen's published ``tokenization_qwen.py`` (PAT_STR; specials numbered from
-  the rank count 151,643: endoftext, im_start, im_end, extra_0 … extra_204).
+* Qwen's is not in tiktoken; :data:`OWN_ENCODINGS` carries it: its pattern is
+  :data:`~tokembed.tokenizer.patterns.QWEN` (Qwen's published ``tokenization_qwen.py``
+  PAT_STR), its specials are numbered from the rank count 151,643: endoftext, im_start,
+  im_end, extra_0 … extra_204.
 
 Example::
 
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokembed.errors import FormatError, UsageError
+from tokembed.tokenizer.patterns import QWEN
 
 __all__ = [
     "OWN_ENCODINGS",
@@ -63,7 +65,7 @@ _QWEN_SPECIAL_NAMES = (
 OWN_ENCODINGS: dict[str, EncodingSpec] = {
     "qwen": EncodingSpec(
         name="qwen",
-        pattern=r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""",
+        pattern=QWEN,
         specials={n: _QWEN_FIRST_SPECIAL + k for k, n in enumerate(_QWEN_SPECIAL_NAMES)},
     ),
 }

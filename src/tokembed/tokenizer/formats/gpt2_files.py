@@ -1,6 +1,6 @@
 """GPT-2's original pair of files: ``vocab.json`` (spelling → id) and ``merges.txt``.
 
-Both spell bytes with GPT-2's printable table (``_bytes_unicode``); the
+Both spell bytes with GPT-2's printable table (:mod:`~tokembed.tokenizer.bytes_unicode`); the
 pre-tokenizer is GPT-2's regex as Hugging Face's ByteLevel applies it
 (preset ``gpt2-hf``). ``merges.txt`` starts with a ``#version`` line, then one
 ``left right`` pair per line in rank order.
@@ -26,7 +26,7 @@ import regex
 from tokembed.tokenizer.formats._build import build_pretokenizer, build_tables, malformed
 from tokembed.tokenizer.formats._io import read_bytes, read_json
 from tokembed.tokenizer.formats.hf import tables_from_vocab
-from tokembed.tokenizer.pretokenize import PATTERNS
+from tokembed.tokenizer.patterns import PATTERNS
 from tokembed.tokenizer.tokenizer import Tokenizer
 
 __all__ = ["load_vocab_merges"]
@@ -63,7 +63,7 @@ def load_vocab_merges(folder: str | Path) -> Tokenizer:
     )
     return Tokenizer(
         pretokenizer=build_pretokenizer(
-            str(folder), [PATTERNS["gpt2-hf"]], name="gpt2-hf", engine="huggingface"
+            str(folder), [PATTERNS["gpt2-hf"]], name="gpt2-hf", dialect="huggingface"
         ),
         tables=build_tables(str(folder), pieces=pieces, merges=merges, specials=specials),
         name=folder.name or None,

@@ -11,7 +11,7 @@ single bytes; HF encodes ``"a\\x04b"`` like ``"ab"``): tokembed's encoder
 refuses it with ``UNREPRESENTABLE_BYTE``.
 
 Export writes one ``Split`` (Isolated) per pre-tokenizer stage, spelled for
-Oniguruma (``_onig``), followed by a regex-free ``ByteLevel``, so ``tokenizers.Tokenizer.from_file`` encodes like us.
+Oniguruma (:mod:`~tokembed.tokenizer.oniguruma`), followed by a regex-free ``ByteLevel``, so ``tokenizers.Tokenizer.from_file`` encodes like us.
 
 Example::
 
@@ -28,15 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from tokembed.errors import FormatError
+from tokembed.tokenizer.bytes_unicode import bytes_to_token_text, token_text_to_bytes
 from tokembed.tokenizer.formats._build import build_pretokenizer, build_tables, malformed
-from tokembed.tokenizer.formats._bytes_unicode import bytes_to_token_text, token_text_to_bytes
 from tokembed.tokenizer.formats._hf_components import (
     TOP_LEVEL_KEYS,
     check_component,
     pretokenizer_stages,
 )
 from tokembed.tokenizer.formats._io import read_json, write_atomic
-from tokembed.tokenizer.formats._onig import to_onig
+from tokembed.tokenizer.oniguruma import to_onig
 from tokembed.tokenizer.tokenizer import Tokenizer
 
 __all__ = ["export_hf", "from_hf_document", "is_hf_document", "load_hf", "tables_from_vocab"]
@@ -165,7 +165,7 @@ def from_hf_document(data: Any, *, source: str) -> Tokenizer:
         raise malformed(source, "model needs 'vocab' (object) and 'merges' (list)")
     pieces, id_merges = tables_from_vocab(source, vocab=vocab, merges=merges, specials=specials)
     return Tokenizer(
-        pretokenizer=build_pretokenizer(source, stages, engine="huggingface"),
+        pretokenizer=build_pretokenizer(source, stages, dialect="huggingface"),
         tables=build_tables(source, pieces=pieces, merges=id_merges, specials=specials),
         name=Path(source).parent.name or None,
         metadata={"source_format": "huggingface", "source": Path(source).name},

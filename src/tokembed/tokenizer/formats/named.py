@@ -143,7 +143,7 @@ def get_encoding(name: str, *, encoding: str | None = None) -> Tokenizer:
     except TokenizerError as exc:
         raise malformed(name, f"{exc.code}: {exc.message}", value=exc.value) from exc
     tok = Tokenizer(
-        pretokenizer=build_pretokenizer(spec.name, [spec.pattern], engine="tiktoken"),
+        pretokenizer=build_pretokenizer(spec.name, [spec.pattern], dialect="tiktoken"),
         tables=tables,
         name=spec.name,
         metadata={"source_format": "tiktoken", "encoding": spec.name, "source": name},

@@ -3,7 +3,7 @@
 Layout (version 1)::
 
     {"format": "tokembed.tokenizer", "version": 1, "name": ..., "metadata": {...},
-     "pretokenizer": {"name": ..., "stages": [regex, ...], "engine": "tiktoken"},
+     "pretokenizer": {"name": ..., "stages": [regex, ...], "dialect": "tiktoken"},
      "specials": {"<|endoftext|>": 100257, ...},
      "pieces": [[id, "hex bytes"], ...],          # ids that no merge produces
      "merges": [[left, right, result], ...],      # rank order
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tokembed.errors import FormatError
-from tokembed.tokenizer._dialect import ENGINES
+from tokembed.tokenizer.dialect import DIALECTS
 from tokembed.tokenizer.formats._build import build_pretokenizer, build_tables, malformed
 from tokembed.tokenizer.formats._io import read_json, write_atomic
 from tokembed.tokenizer.model import address_hash
@@ -162,12 +162,13 @@ def from_document(data: Any, *, source: str) -> Tokenizer:
         pieces[result] = pieces[left] + pieces[right]
         merges.append((left, right, result))
     tables = build_tables(source, pieces=pieces, merges=merges, specials=specials)
-    # Files written before the engine was recorded were split by tiktoken's reading.
-    name, engine = pre.get("name"), pre.get("engine", "tiktoken")
-    if engine not in ENGINES:
-        raise malformed(source, f"unknown pre-tokenizer engine {engine!r}", value=engine)
+    # Files written before the dialect was recorded were split by tiktoken's reading;
+    # earlier builds wrote it under the key "engine".
+    name, dialect = pre.get("name"), pre.get("dialect", pre.get("engine", "tiktoken"))
+    if dialect not in DIALECTS:
+        raise malformed(source, f"unknown pre-tokenizer dialect {dialect!r}", value=dialect)
     pretokenizer = build_pretokenizer(
-        source, pre["stages"], name=name if isinstance(name, str) else None, engine=engine
+        source, pre["stages"], name=name if isinstance(name, str) else None, dialect=dialect
     )
     actual = address_hash(tables, pretokenizer.stages)
     if data.get("address_hash") != actual:

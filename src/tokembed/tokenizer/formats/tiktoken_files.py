@@ -40,8 +40,7 @@ from typing import Any
 
 from tokembed.errors import FormatError, TokenizerError
 from tokembed.files.atomic import write_files_atomic
-from tokembed.tokenizer._native import load
-from tokembed.tokenizer.encode import DeferredTables
+from tokembed.tokenizer.compiled import DeferredTables, compiled_rank_tables
 from tokembed.tokenizer.formats._build import build_pretokenizer, malformed
 from tokembed.tokenizer.formats._derived_cache import cached_merges
 from tokembed.tokenizer.formats._io import read_bytes, read_json
@@ -120,12 +119,8 @@ def _rank_file_tables(data: bytes, specials: Mapping[str, int], source: str) -> 
 def _native_ranks(data: bytes, specials: Mapping[str, int]) -> Any | None:
     """Compiled rank tables when the file and specials surely load without error, else None
     (then the Python parser runs and raises the precise error, or loads a corner case)."""
-    native = load("_encode")
-    if native is None:
-        return None
-    try:
-        tables = native.Tables.from_ranks(data)
-    except ValueError:
+    tables = compiled_rank_tables(data)
+    if tables is None:
         return None
     # Dense ranks 0..n-1 (all real files): a special id conflicts iff it is below n.
     dense = tables.max_rank + 1 == tables.size
@@ -147,7 +142,7 @@ def load_tiktoken(path: str | Path, *, encoding: str | None = None) -> Tokenizer
     path = Path(path)
     data = read_bytes(path)
     spec = _spec_for(path, encoding, data)
-    pretokenizer = build_pretokenizer(str(path), [spec.pattern], engine="tiktoken")
+    pretokenizer = build_pretokenizer(str(path), [spec.pattern], dialect="tiktoken")
     metadata = {"source_format": "tiktoken", "encoding": spec.name, "source": path.name}
     native = _native_ranks(data, spec.specials)
     if native is not None:

@@ -7,8 +7,8 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokembed.tokenizer.formats._onig import from_onig, to_onig
-from tokembed.tokenizer.pretokenize import PATTERNS
+from tokembed.tokenizer.oniguruma import from_onig, to_onig
+from tokembed.tokenizer.patterns import PATTERNS
 
 tokenizers = pytest.importorskip("tokenizers")
 

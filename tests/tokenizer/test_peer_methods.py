@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from conftest import data_path, pud_text
 from tokembed.errors import TokenizerError, UsageError
 from tokembed.tokenizer import Tokenizer
-from tokembed.tokenizer._familiar import char_offsets, join_surrogate_pairs
+from tokembed.tokenizer._peer_methods import char_offsets
+from tokembed.tokenizer.encode import join_surrogate_pairs
 from tokembed.tokenizer.formats import export_hf, get_encoding, load_tokenizer
 
 

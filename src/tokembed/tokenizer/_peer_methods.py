@@ -1,4 +1,4 @@
-"""The parts of tiktoken's and HF tokenizers' APIs that need more than a lookup.
+"""The methods of tiktoken's and HF tokenizers' APIs that need more than a lookup.
 
 :class:`~tokembed.tokenizer.tokenizer.Tokenizer` exposes these under the peers'
 names (tiktoken's ``decode_with_offsets``, ``_encode_bytes``, ``encode_with_unstable``,
@@ -15,23 +15,22 @@ Example::
 from __future__ import annotations
 
 import bisect
-import re
 from collections.abc import Sequence
 from typing import Protocol
 
 from tokembed.errors import FormatError, UnknownTokenError, UsageError
-from tokembed.tokenizer._utf8 import lone_surrogate_error
+from tokembed.tokenizer.bytes_unicode import bytes_to_token_text, token_text_to_bytes
 from tokembed.tokenizer.encode import encode_chunk_reference
 from tokembed.tokenizer.model import BPETables
 from tokembed.tokenizer.pretokenize import Pretokenizer
 from tokembed.tokenizer.special import SpecialSet, split_on_specials
 
 __all__ = [
+    "CoreTokenizer",
     "char_offsets",
     "encode_bytes",
     "hf_vocab",
     "id_to_token",
-    "join_surrogate_pairs",
     "single_token",
     "token_to_id",
     "unstable_completions",
@@ -39,9 +38,9 @@ __all__ = [
 ]
 
 
-class Tokenizer(Protocol):
-    """What these helpers need of a tokenizer (``tokenizer.Tokenizer`` is one); a
-    protocol rather than an import keeps this module below ``tokenizer.py``."""
+class CoreTokenizer(Protocol):
+    """The encode/decode core these methods are built on (``tokenizer.Tokenizer`` has it);
+    a protocol rather than an import keeps this module below ``tokenizer.py``."""
 
     pretokenizer: Pretokenizer
     tables: BPETables
@@ -68,22 +67,7 @@ class Tokenizer(Protocol):
     def id_to_token(self, id: int) -> str | None: ...
 
 
-_LONE = re.compile("[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
 _WHITESPACE_BYTES = frozenset(b" \n\t")
-
-
-def join_surrogate_pairs(text: str) -> str:
-    """``text`` with each high+low surrogate pair replaced by the character it encodes.
-
-    JSON's ``"\\ud83d\\udc4d"`` decodes to such a pair; tiktoken encodes it as 👍 and so do we.
-
-    Raises:
-        TokenizerError(LONE_SURROGATE): a surrogate without its partner, at its offset in ``text``.
-    """
-    lone = _LONE.search(text)
-    if lone is not None:
-        raise lone_surrogate_error(text, lone.start())
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
 
 
 def _is_continuation(byte: int) -> bool:
@@ -105,7 +89,7 @@ def char_offsets(pieces: Sequence[bytes]) -> list[int]:
     return out
 
 
-def _last_chunk_tokens(tok: Tokenizer, text: str) -> tuple[list[int], int]:
+def _last_chunk_tokens(tok: CoreTokenizer, text: str) -> tuple[list[int], int]:
     """Ids of ``text`` (no specials) and how many of them the last pre-token chunk gave,
     extended backwards over tokens made only of spaces, tabs and newlines (a split there
     may vanish when text is appended)."""
@@ -115,7 +99,7 @@ def _last_chunk_tokens(tok: Tokenizer, text: str) -> tuple[list[int], int]:
     return ids, _extend_over_space(tok, ids, last)
 
 
-def _extend_over_space(tok: Tokenizer, ids: list[int], last: int) -> int:
+def _extend_over_space(tok: CoreTokenizer, ids: list[int], last: int) -> int:
     def spaces(i: int) -> bool:
         return set(tok.decode_single_token_bytes(i)) <= _WHITESPACE_BYTES
 
@@ -125,13 +109,13 @@ def _extend_over_space(tok: Tokenizer, ids: list[int], last: int) -> int:
     return last
 
 
-def _bpe_bytes(tok: Tokenizer, data: bytes) -> list[int]:
+def _bpe_bytes(tok: CoreTokenizer, data: bytes) -> list[int]:
     """BPE of ``data`` as one chunk (no pre-tokenization), or its single id if it is a piece."""
     single = tok._piece_ids.get(data)
     return [single] if single is not None else encode_chunk_reference(tok.tables, data)
 
 
-def encode_bytes(tok: Tokenizer, data: bytes) -> list[int]:
+def encode_bytes(tok: CoreTokenizer, data: bytes) -> list[int]:
     """Ids of bytes that may not be UTF-8, as tiktoken's ``_encode_bytes`` defines them:
     the valid prefix is encoded as text, then the bytes of its last chunk plus the
     invalid rest are merged as one chunk. ``decode_bytes`` returns ``data`` exactly."""
@@ -145,7 +129,7 @@ def encode_bytes(tok: Tokenizer, data: bytes) -> list[int]:
     return ids[:keep] + _bpe_bytes(tok, rest)
 
 
-def _covering(tok: Tokenizer, ids: list[int], n_bytes: int) -> tuple[int, ...]:
+def _covering(tok: CoreTokenizer, ids: list[int], n_bytes: int) -> tuple[int, ...]:
     seq: list[int] = []
     covered = 0
     for i in ids:
@@ -157,7 +141,7 @@ def _covering(tok: Tokenizer, ids: list[int], n_bytes: int) -> tuple[int, ...]:
 
 
 def unstable_completions(
-    tok: Tokenizer, text: str, allowed: frozenset[str]
+    tok: CoreTokenizer, text: str, allowed: frozenset[str]
 ) -> tuple[list[int], set[tuple[int, ...]]]:
     """Stable ids of ``text`` and the id sequences that could follow them once text is appended.
 
@@ -217,7 +201,7 @@ def workers(workers: int, num_threads: int | None) -> int:
     return num_threads
 
 
-def single_token(tok: Tokenizer, text_or_bytes: str | bytes) -> int:
+def single_token(tok: CoreTokenizer, text_or_bytes: str | bytes) -> int:
     """tiktoken's ``encode_single_token``: the id whose bytes or special name are exactly these."""
     data = text_or_bytes.encode("utf-8") if isinstance(text_or_bytes, str) else text_or_bytes
     found = tok._piece_ids.get(data)
@@ -233,10 +217,8 @@ def single_token(tok: Tokenizer, text_or_bytes: str | bytes) -> int:
     return found
 
 
-def id_to_token(tok: Tokenizer, id: int) -> str | None:
+def id_to_token(tok: CoreTokenizer, id: int) -> str | None:
     """HF's spelling of an id: its special name, or its bytes as byte-level characters."""
-    from tokembed.tokenizer.formats._bytes_unicode import bytes_to_token_text
-
     names = [n for n, sid in tok.tables.specials.items() if sid == id]
     if names:
         return names[0]
@@ -244,10 +226,8 @@ def id_to_token(tok: Tokenizer, id: int) -> str | None:
     return None if piece is None else bytes_to_token_text(piece)
 
 
-def token_to_id(tok: Tokenizer, token: str) -> int | None:
+def token_to_id(tok: CoreTokenizer, token: str) -> int | None:
     """The id of an HF spelling (special name or byte-level characters), or None."""
-    from tokembed.tokenizer.formats._bytes_unicode import token_text_to_bytes
-
     if token in tok.tables.specials:
         return tok.tables.specials[token]
     try:
@@ -256,7 +236,7 @@ def token_to_id(tok: Tokenizer, token: str) -> int | None:
         return None
 
 
-def hf_vocab(tok: Tokenizer) -> dict[str, int]:
+def hf_vocab(tok: CoreTokenizer) -> dict[str, int]:
     """HF's ``get_vocab``: spelling → id for every piece, special names included."""
     vocab = {tok.id_to_token(i) or "": i for i in tok.tables.pieces}
     vocab.update(tok.tables.specials)

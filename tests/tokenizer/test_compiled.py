@@ -1,4 +1,5 @@
-"""The compiled encoder (``_native/encode.c``) against the reference, tiktoken and HF tokenizers.
+"""The compiled encoder (``compiled.py`` on ``_native/encode_core.c``) against the reference,
+tiktoken and HF tokenizers.
 
 Explicit-merge mode and rank mode (a rank file's bytes → rank table with tiktoken's
 rule) are each compared with the pure-Python reference, with each other where both
@@ -22,13 +23,14 @@ from conftest import PUD_LANGS, data_path, pud_text
 from tokembed.errors import TokenizerError, UsageError
 from tokembed.tokenizer import BPETables, Pretokenizer, Tokenizer
 from tokembed.tokenizer._native import load
-from tokembed.tokenizer.encode import (
+from tokembed.tokenizer.compiled import (
     PARALLEL_MIN_BYTES,
-    FastEncoder,
-    encode_ordinary_reference,
-    native_tables,
+    CompiledEncoder,
+    compiled_tables,
     set_encode_threads,
 )
+from tokembed.tokenizer.encode import encode_chunk_reference, encode_ordinary_reference
+from tokembed.tokenizer.patterns import QWEN
 
 RANK_FILES = ("o200k_base", "cl100k_base", "r50k_base")
 
@@ -81,14 +83,14 @@ def test_merge_mode_equals_reference_on_pud(lang: str) -> None:
     _module()
     tok = pud_tokenizer()
     text = pud_text(lang)
-    enc = _encoder(native_tables(tok.tables))
+    enc = _encoder(compiled_tables(tok.tables))
     assert _chunked(enc, tok.pretokenizer, text) == tok.encode_ordinary_reference(text)
 
 
 @pytest.mark.parametrize("name", RANK_FILES)
 def test_rank_mode_equals_tiktoken_and_merge_mode_on_pud(name: str) -> None:
     peer, ranks, tok = _rank_file(name)
-    by_rank, by_merge = _encoder(ranks), _encoder(native_tables(tok.tables))
+    by_rank, by_merge = _encoder(ranks), _encoder(compiled_tables(tok.tables))
     for lang in PUD_LANGS:
         text = pud_text(lang)
         expected = peer.encode_ordinary(text)
@@ -106,7 +108,7 @@ def test_hf_vocabularies_equal_hf_tokenizers_on_pud(name: str) -> None:
     folder = data_path("tokenizers", name)
     _module()
     tok = load_tokenizer(folder)
-    assert tok.backend == "native"
+    assert tok.implementation == "compiled"
     json_file = folder / "tokenizer.json"
     if json_file.is_file():
         peer = HFTokenizer.from_file(str(json_file))
@@ -131,15 +133,14 @@ def test_qwen_rank_mode_equals_merge_mode_and_tiktoken() -> None:
     import tiktoken
 
     from tokembed.tokenizer.formats import load_tokenizer
-    from tokembed.tokenizer.formats.encodings import OWN_ENCODINGS
     from tokembed.tokenizer.formats.ranks import parse_ranks
 
     module = _module()
     path = data_path("tokenizers", "qwen.tiktoken")
     tok = load_tokenizer(path)
-    assert tok.pretokenizer.stages == (OWN_ENCODINGS["qwen"].pattern,)
-    assert tok.backend == "native"
-    assert tok._fast.native_split == bool(module.HAVE_SCAN)
+    assert tok.pretokenizer.stages == (QWEN,)
+    assert tok.implementation == "compiled"
+    assert tok._engine.scanner is not None
     peer = tiktoken.Encoding(
         "qwen",
         pat_str=tok.pretokenizer.stages[0],
@@ -147,7 +148,7 @@ def test_qwen_rank_mode_equals_merge_mode_and_tiktoken() -> None:
         special_tokens={},
     )
     by_rank = _encoder(module.Tables.from_ranks(path.read_bytes()))
-    by_merge = _encoder(native_tables(tok.tables))
+    by_merge = _encoder(compiled_tables(tok.tables))
     for lang in PUD_LANGS:
         text = pud_text(lang)
         ids = tok.encode_ordinary(text)
@@ -188,7 +189,7 @@ def test_hypothesis_texts_equal_reference_in_both_modes(parts: list[str], repeat
     assert _chunked(_encoder(ranks), tok.pretokenizer, text) == expected
     pud = pud_tokenizer()
     ref = encode_ordinary_reference(pud.tables, pud.pretokenizer, text)
-    assert _chunked(_encoder(native_tables(pud.tables)), pud.pretokenizer, text) == ref
+    assert _chunked(_encoder(compiled_tables(pud.tables)), pud.pretokenizer, text) == ref
 
 
 def _unordered_tables() -> BPETables:
@@ -206,7 +207,7 @@ def test_heap_and_small_loop_equal_reference_on_unordered_tables(unit: str, leng
     pre = Pretokenizer.preset(r"[^\n]+|\n")
     text = (unit * length)[: length * 2] + "\n" + unit * 5
     ref = encode_ordinary_reference(tables, pre, text)
-    assert _chunked(_encoder(native_tables(tables)), pre, text) == ref
+    assert _chunked(_encoder(compiled_tables(tables)), pre, text) == ref
 
 
 @pytest.mark.parametrize("name", RANK_FILES)
@@ -222,7 +223,7 @@ def test_long_pathological_chunks_in_rank_mode(name: str) -> None:
 def test_cache_limit_bounds_entries_and_keeps_ids() -> None:
     tok = pud_tokenizer()
     text = pud_text("de")
-    tables = native_tables(tok.tables)
+    tables = compiled_tables(tok.tables)
     expected = encode_ordinary_reference(tok.tables, tok.pretokenizer, text)
     small, none, big = (
         _encoder(tables, cache_limit=50),
@@ -248,7 +249,7 @@ def test_cache_limit_bounds_entries_and_keeps_ids() -> None:
 def test_long_chunks_are_not_cached() -> None:
     module = _module()
     tok = pud_tokenizer()
-    enc = _encoder(native_tables(tok.tables))
+    enc = _encoder(compiled_tables(tok.tables))
     pre = Pretokenizer.preset(r"[^\n]+|\n")
     enc.encode_chunks("x" * (module.CACHED_CHUNK + 1), ["x" * (module.CACHED_CHUNK + 1)])
     assert enc.cache_size == 0
@@ -257,7 +258,7 @@ def test_long_chunks_are_not_cached() -> None:
 
 
 def test_chunks_must_tile_the_text() -> None:
-    enc = _encoder(native_tables(pud_tokenizer().tables))
+    enc = _encoder(compiled_tables(pud_tokenizer().tables))
     with pytest.raises(ValueError, match="tile"):
         enc.encode_chunks("abc", ["ab"])
 
@@ -267,10 +268,10 @@ def test_missing_byte_raises_with_the_offset_of_today() -> None:
     tables = BPETables(pieces=pieces)
     module = _module()
     with pytest.raises(module.MissingByte) as raw:
-        _encoder(native_tables(tables)).encode_chunks("ok, Дом", ["ok", ",", " Дом"])
+        _encoder(compiled_tables(tables)).encode_chunks("ok, Дом", ["ok", ",", " Дом"])
     assert raw.value.args == (4,)  # byte offset of D0 in b"ok, \xd0\x94..."
     tok = Tokenizer(pretokenizer=Pretokenizer.preset("teaching"), tables=tables)
-    assert tok.backend == "native"
+    assert tok.implementation == "compiled"
     for encode in (tok.encode_ordinary, tok.encode_ordinary_reference, tok.encode_to_numpy):
         with pytest.raises(TokenizerError) as e:
             encode("ok, Дом")
@@ -281,7 +282,7 @@ def test_missing_byte_raises_with_the_offset_of_today() -> None:
 def test_batch_in_threads_equals_sequential() -> None:
     _module()
     tok = pud_tokenizer()
-    assert tok.backend == "native"
+    assert tok.implementation == "compiled"
     texts = [line for lang in PUD_LANGS for line in pud_text(lang).splitlines()[:40]]
     one = tok.encode_batch(texts, progress=False)
     two = tok.encode_batch(texts, workers=2, progress=False)
@@ -326,7 +327,7 @@ def test_rank_file_loads_without_merges_and_derives_them_once(
     path = data_path("tokenizers", "r50k_base.tiktoken")
     tok = load_tokenizer(path, encoding="r50k_base")
     assert tok._tables is None
-    assert tok.backend == "native"
+    assert tok.implementation == "compiled"
     assert tok.encode("hello world") == [31373, 995]
     assert tok._tables is None  # encoding needed no merge list
     eager = ranks_to_tables(parse_ranks(path.read_bytes()))
@@ -365,35 +366,32 @@ def test_deferred_tokenizer_pickles_with_its_tables() -> None:
 
 
 @pytest.mark.parametrize("preset", ["teaching", "r50k", "cl100k", "o200k", "gpt2-hf", "qwen"])
-@pytest.mark.parametrize("engine", ["tiktoken", "huggingface"])
-def test_compiled_split_equals_python_split(preset: str, engine: str) -> None:
+@pytest.mark.parametrize("dialect", ["tiktoken", "huggingface"])
+def test_compiled_split_equals_python_split(preset: str, dialect: str) -> None:
     """Whole texts split by scan.c give the ids of the Python pre-tokenizer's chunks
     (``qwen``: the pattern of Qwen's rank file, used here with our own tables)."""
-    from tokembed.tokenizer.formats.encodings import OWN_ENCODINGS
-
-    module = _module()
+    _module()
     tok = pud_tokenizer()
-    pattern = OWN_ENCODINGS[preset].pattern if preset == "qwen" else preset
-    pre = Pretokenizer.preset(pattern, engine=engine)  # type: ignore[arg-type]
-    fast = FastEncoder(tok.tables, pre)
-    assert fast.native_split == bool(module.HAVE_SCAN)
-    enc = fast.native_encoder()
+    pattern = QWEN if preset == "qwen" else preset
+    pre = Pretokenizer.preset(pattern, dialect=dialect)  # type: ignore[arg-type]
+    fast = CompiledEncoder(compiled_tables(tok.tables), pre)
+    assert fast.scanner is not None
+    enc = fast.encoder()
     for lang in PUD_LANGS:
         text = pud_text(lang) + " \n\n  x  \t\r\n 12345 'S 's ?!.. \u00a0\u2028"
-        assert fast.encode_ordinary(text) == _chunked(enc, pre, text), lang
+        assert fast.encode(text) == _chunked(enc, pre, text), lang
 
 
 @pytest.mark.slow
 def test_ruslit_in_both_modes(ruslit_text: str) -> None:
     """All of RusLit-40: o200k's rank mode against tiktoken, SmolLM2's merge mode against the
     reference on every unique chunk (merges never cross chunks, so that covers every position)."""
-    from tokembed.tokenizer.encode import encode_chunk_reference
     from tokembed.tokenizer.formats import load_tokenizer
 
     _module()
     peer, _, _ = _rank_file("o200k_base")
     o200k = load_tokenizer(data_path("tokenizers", "o200k_base.tiktoken"))
-    assert o200k._fast.native_split
+    assert o200k._engine.scanner is not None
     assert o200k.encode_ordinary(ruslit_text) == peer.encode_ordinary(ruslit_text)
     smol = load_tokenizer(data_path("tokenizers", "smollm2-135m"))
     chunks = smol.pretokenizer.split(ruslit_text)
@@ -404,7 +402,7 @@ def test_ruslit_in_both_modes(ruslit_text: str) -> None:
 def test_shared_cache_serves_every_encoder_of_its_tables() -> None:
     module = _module()
     tok = pud_tokenizer()
-    tables = native_tables(tok.tables)
+    tables = compiled_tables(tok.tables)
     shared = module.SharedCache(tables, cache_limit=1000)
     one, two = module.Encoder(tables, cache=shared), module.Encoder(tables, cache=shared)
     text = pud_text("es")
@@ -415,7 +413,7 @@ def test_shared_cache_serves_every_encoder_of_its_tables() -> None:
     assert _chunked(two, tok.pretokenizer, text) == expected
     assert one.cache_size == two.cache_size == 0  # their private caches stay unused
     with pytest.raises(ValueError, match="same tables"):
-        module.Encoder(native_tables(tok.tables), cache=shared)
+        module.Encoder(compiled_tables(tok.tables), cache=shared)
 
 
 # --- one long text over several threads (cut at the scanner's safe cuts) ------------------
@@ -434,14 +432,16 @@ def _parallel_tokenizer(name: str) -> Tokenizer:
 
 def _one_and_parallel(name: str, text: str, *, threads: int, min_bytes: int) -> tuple[Any, Any]:
     """(ids on one thread, ids with ``threads`` parts), and the parts' count checked >= 2."""
-    fast = _parallel_tokenizer(name)._fast
-    assert fast.native_split
+    tok = _parallel_tokenizer(name)
+    fast = tok._engine
+    assert fast.scanner is not None
+    text = tok._check(text)
     fast.threads, fast.parallel_min_bytes = 1, min_bytes
-    assert fast._parts(text) is None
-    one = fast.encode_ordinary(text)
+    assert fast.parts(text) is None
+    one = fast.encode(text)
     fast.threads = threads
     try:
-        return one, (fast.encode_ordinary(text), fast._parts(text))
+        return one, (fast.encode(text), fast.parts(text))
     finally:
         fast.threads, fast.parallel_min_bytes = None, PARALLEL_MIN_BYTES
 
@@ -457,8 +457,8 @@ def test_parallel_encode_equals_one_thread_on_all_pud(name: str) -> None:
         assert len(parts) == threads
         assert "".join(parts) == text
         assert many == one
-    fast = _parallel_tokenizer(name)._fast
-    assert fast.encode_ordinary_numpy(text).tolist() == one  # type: ignore[union-attr]
+    fast = _parallel_tokenizer(name)._engine
+    assert fast.encode_numpy(text).tolist() == one
 
 
 @pytest.mark.parametrize("name", ["o200k_base", "smollm2-135m"])
@@ -499,12 +499,13 @@ def test_parallel_encode_keeps_one_part_without_a_safe_cut() -> None:
 
 def test_parallel_encode_reports_a_lone_surrogate_like_one_thread() -> None:
     text = pud_text("en") + "\ud800" + pud_text("ru")
-    fast = _parallel_tokenizer("smollm2-135m")._fast
+    tok = _parallel_tokenizer("smollm2-135m")
+    fast = tok._engine
     errors = []
     for threads in (1, 4):
         fast.threads, fast.parallel_min_bytes = threads, 1
         with pytest.raises(TokenizerError) as info:
-            fast.encode_ordinary(text)
+            tok.encode_ordinary(text)
         errors.append((info.value.code, str(info.value)))
     fast.threads, fast.parallel_min_bytes = None, PARALLEL_MIN_BYTES
     assert errors[0] == errors[1]
@@ -518,18 +519,18 @@ def test_threads_option_rejects_non_positive_integers(bad: Any) -> None:
         set_encode_threads(bad)
     assert info.value.code == "INVALID_ARGUMENT"
     with pytest.raises(UsageError) as info:
-        FastEncoder(tok.tables, tok.pretokenizer, threads=bad)
+        CompiledEncoder(compiled_tables(tok.tables), tok.pretokenizer, threads=bad)
     assert info.value.code == "INVALID_ARGUMENT"
 
 
 def test_set_encode_threads_one_keeps_every_call_on_one_thread() -> None:
-    fast = _parallel_tokenizer("o200k_base")._fast
+    fast = _parallel_tokenizer("o200k_base")._engine
     text = "\n".join(pud_text(lang) for lang in PUD_LANGS)
     try:
         set_encode_threads(1)
-        assert fast._parts(text) is None
+        assert fast.parts(text) is None
         set_encode_threads(3)
-        assert len(fast._parts(text) or []) == 3
+        assert len(fast.parts(text) or []) == 3
     finally:
         set_encode_threads(None)
 
@@ -546,7 +547,7 @@ def test_parallel_encode_works_in_a_forked_child_after_the_parent_used_threads()
 
 
 def _encode_with_threads(tok: Tokenizer, text: str) -> list[int]:
-    fast = tok._fast
+    fast = tok._engine
     fast.threads = 2
-    assert fast._parts(text) is not None
-    return fast.encode_ordinary(text)
+    assert fast.parts(text) is not None
+    return fast.encode(text)

@@ -1,5 +1,6 @@
-/* Compiled twin of tokembed.tokenizer._merge_learner: BPE merges learned over the unique
- * chunks of a corpus, equal merge for merge to the pure-Python learner and the reference.
+/* The merge learner's core (no Python): BPE merges learned over the unique chunks of a
+ * corpus, equal merge for merge to the reference (train_reference.learn_merges_reference).
+ * learn_module.c binds it to Python.
  *
  * State:
  *   - every chunk as an int32 id array, rewritten in place as merges shorten it
@@ -22,11 +23,13 @@
  * chunks, the number of adjacent byte pairs in the corpus; learn() checks that this sum
  * fits in int64 (a corpus of about 9.2e18 bytes), so no count can overflow.
  */
-#include "common.h"
+#include "learn_core.h"
 
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common.h"
 
 typedef struct {
     int32_t a, b;      /* the pair */
@@ -52,7 +55,7 @@ typedef struct {
 
 #define EMPTY UINT64_MAX
 
-typedef struct {
+struct tk_learner {
     /* input (views held by the caller) */
     const int64_t *offsets;
     const int64_t *counts;
@@ -72,7 +75,9 @@ typedef struct {
     int64_t heap_len, cap_heap;
     int32_t *dirty;
     int64_t n_dirty, cap_dirty;
-} Learner;
+    int64_t learned; /* merges made so far: the stamp of the next one */
+};
+typedef struct tk_learner Learner;
 
 static inline uint64_t pack(int32_t a, int32_t b) { return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b; }
 
@@ -418,6 +423,7 @@ static int apply(Learner *L, int32_t p, int32_t new_id, int32_t stamp) {
 /* ---- set-up and tear-down ------------------------------------------------------------- */
 
 static void learner_free(Learner *L) {
+    if (!L) return;
     for (int32_t i = 0; i < L->n_slots; i++) free(L->slots[i].occ);
     free(L->slots);
     free(L->cells);
@@ -467,186 +473,69 @@ static int learner_init(Learner *L, const uint8_t *data, int64_t nbytes, int64_t
     return 0;
 }
 
-/* ---- Python entry point ------------------------------------------------------------------ */
+/* ---- the entry points ------------------------------------------------------------------ */
 
-static int int64_view(PyObject *obj, Py_buffer *view, const char *name) {
-    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
-    const char *f = view->format ? view->format : "B";
-    if (*f == '@' || *f == '=' || *f == '<') f++;
-    if (view->itemsize != 8 || (strcmp(f, "l") && strcmp(f, "q"))) {
-        PyErr_Format(PyExc_TypeError, "%s must be a contiguous int64 buffer, got format %s", name,
-                     view->format ? view->format : "B");
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
-
-/* Checks the table and that no count can overflow; sets a Python error and returns -1.
- * Stores in *room the number of adjacent positions over the unique chunks: every merge
- * shortens some chunk, so no more merges than that can be learned. */
-static int check_table(const int64_t *offsets, const int64_t *counts, int64_t n, int64_t nbytes,
-                       int64_t *room) {
+tk_learn_error tk_learn_check(const int64_t *offsets, const int64_t *counts, int64_t n,
+                              int64_t nbytes, int64_t *room) {
+    tk_learn_error err = {TK_LEARN_OK, 0, 0};
     if (n > INT32_MAX) {
-        PyErr_Format(PyExc_OverflowError, "%lld chunks: at most 2**31 - 1 are supported", (long long)n);
-        return -1;
+        err.code = TK_LEARN_TOO_MANY_CHUNKS;
+        err.value = n;
+        return err;
     }
     if (offsets[0] != 0 || offsets[n] != nbytes) {
-        PyErr_SetString(PyExc_ValueError, "offsets must start at 0 and end at len(data)");
-        return -1;
+        err.code = TK_LEARN_BAD_ENDS;
+        return err;
     }
     int64_t pairs = 0;
     *room = 0;
     for (int64_t w = 0; w < n; w++) {
         int64_t m = offsets[w + 1] - offsets[w], term;
         if (m < 0) {
-            PyErr_Format(PyExc_ValueError, "offsets decrease at chunk %lld", (long long)w);
-            return -1;
+            err.code = TK_LEARN_DECREASING;
+            err.chunk = w;
+            return err;
         }
         if (counts[w] <= 0) {
-            PyErr_Format(PyExc_ValueError, "chunk %lld has count %lld; counts must be positive",
-                         (long long)w, (long long)counts[w]);
-            return -1;
+            err.code = TK_LEARN_BAD_COUNT;
+            err.chunk = w;
+            err.value = counts[w];
+            return err;
         }
         if (m > 1) *room += m - 1;
         if (m > 1 && (__builtin_mul_overflow(counts[w], m - 1, &term) ||
                       __builtin_add_overflow(pairs, term, &pairs))) {
-            PyErr_SetString(PyExc_OverflowError,
-                            "the corpus holds more than 2**63 - 1 adjacent pairs: counts could overflow");
-            return -1;
+            err.code = TK_LEARN_COUNT_OVERFLOW;
+            return err;
         }
     }
-    return 0;
+    return err;
 }
 
-static PyObject *learn(PyObject *self, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"data", "offsets", "counts", "merges", "progress", "every", NULL};
-    PyObject *data_obj, *off_obj, *cnt_obj, *progress = Py_None;
-    Py_ssize_t merges, every = 64;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOn|On:learn", kwlist, &data_obj, &off_obj,
-                                     &cnt_obj, &merges, &progress, &every))
-        return NULL;
-    if (merges < 0) {
-        PyErr_Format(PyExc_ValueError, "merges must be >= 0, got %zd", merges);
-        return NULL;
-    }
-    if (every < 1) {
-        PyErr_Format(PyExc_ValueError, "every must be >= 1, got %zd", every);
+tk_learner *tk_learner_new(const uint8_t *data, int64_t nbytes, const int64_t *offsets,
+                           const int64_t *counts, int64_t n_chunks, int64_t merges) {
+    Learner *L = calloc(1, sizeof(Learner));
+    if (!L) return NULL;
+    L->offsets = offsets;
+    L->counts = counts;
+    L->n_chunks = n_chunks;
+    if (learner_init(L, data, nbytes, merges) < 0) {
+        tk_learner_free(L);
         return NULL;
     }
-    if (progress != Py_None && !PyCallable_Check(progress)) {
-        PyErr_SetString(PyExc_TypeError, "progress must be callable or None");
-        return NULL;
-    }
-    Py_buffer data, off, cnt;
-    if (PyObject_GetBuffer(data_obj, &data, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    if (int64_view(off_obj, &off, "offsets") < 0) {
-        PyBuffer_Release(&data);
-        return NULL;
-    }
-    if (int64_view(cnt_obj, &cnt, "counts") < 0) {
-        PyBuffer_Release(&data);
-        PyBuffer_Release(&off);
-        return NULL;
-    }
-    PyObject *result = NULL;
-    int32_t *learned = NULL;
-    Learner L;
-    memset(&L, 0, sizeof L);
-    L.offsets = off.buf;
-    L.counts = cnt.buf;
-    L.n_chunks = cnt.len / 8;
-    if (off.len / 8 != L.n_chunks + 1) {
-        PyErr_SetString(PyExc_ValueError, "offsets must have one entry more than counts");
-        goto done;
-    }
-    int64_t room;
-    if (check_table(L.offsets, L.counts, L.n_chunks, data.len, &room) < 0) goto done;
-    if (merges > room) merges = room; /* a huge request on a small corpus allocates nothing */
-    if (merges > INT32_MAX - 256) {
-        PyErr_Format(PyExc_OverflowError, "%zd merges: ids are int32, at most 2**31 - 257 merges",
-                     merges);
-        goto done;
-    }
-    learned = malloc((size_t)(merges ? merges : 1) * 2 * sizeof(int32_t));
-    if (!learned) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    int failed = 0, stop = 0;
-    Py_ssize_t k = 0, reported = 0;
-    PyThreadState *ts = PyEval_SaveThread();
-    if (learner_init(&L, data.buf, data.len, merges) < 0) failed = 1;
-    while (!failed && !stop && k < merges) {
-        int32_t p = pop_best(&L);
-        if (p < 0) break;
-        learned[2 * k] = L.slots[p].a;
-        learned[2 * k + 1] = L.slots[p].b;
-        if (apply(&L, p, (int32_t)(256 + k), (int32_t)k) < 0) failed = 1;
-        k++;
-        if (!failed && k % every == 0) { /* the GIL is taken only here, between merges */
-            PyEval_RestoreThread(ts);
-            if (PyErr_CheckSignals() < 0) stop = 1;
-            else if (progress != Py_None) {
-                PyObject *r = PyObject_CallFunction(progress, "n", k - reported);
-                reported = k;
-                if (!r) stop = 1;
-                Py_XDECREF(r);
-            }
-            ts = PyEval_SaveThread();
-        }
-    }
-    PyEval_RestoreThread(ts);
-    if (failed) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (stop) goto done;
-    if (progress != Py_None && k > reported) {
-        PyObject *r = PyObject_CallFunction(progress, "n", k - reported);
-        if (!r) goto done;
-        Py_DECREF(r);
-    }
-    result = PyList_New(k);
-    if (!result) goto done;
-    for (Py_ssize_t i = 0; i < k; i++) {
-        PyObject *pair = Py_BuildValue("(ii)", learned[2 * i], learned[2 * i + 1]);
-        if (!pair) {
-            Py_CLEAR(result);
-            goto done;
-        }
-        PyList_SET_ITEM(result, i, pair);
-    }
-done:
-    learner_free(&L);
-    free(learned);
-    PyBuffer_Release(&data);
-    PyBuffer_Release(&off);
-    PyBuffer_Release(&cnt);
-    return result;
+    return L;
 }
 
-PyDoc_STRVAR(learn_doc,
-             "learn(data, offsets, counts, merges, progress=None, every=64) -> list[tuple[int, int]]\n\n"
-             "BPE merges over a chunk table: chunk i is data[offsets[i]:offsets[i + 1]] (offsets and\n"
-             "counts are int64 buffers, chunks in first-encounter order) occurring counts[i] times.\n"
-             "Pair k makes id 256 + k; ties go to the pair met first in the corpus; stops early when\n"
-             "no pair is left. progress(n) is called with the GIL held after every `every` merges\n"
-             "(n = merges since the last call) and once at the end for the rest; the GIL is released\n"
-             "in between. Raises ValueError/TypeError for a malformed table, OverflowError when\n"
-             "counts could overflow int64, MemoryError, or what progress raises.");
+int tk_learner_step(tk_learner *L, int32_t *a, int32_t *b) {
+    int32_t p = pop_best(L);
+    if (p < 0) return 0;
+    *a = L->slots[p].a;
+    *b = L->slots[p].b;
+    int32_t k = (int32_t)L->learned++;
+    return apply(L, p, 256 + k, k) < 0 ? -1 : 1;
+}
 
-static PyMethodDef methods[] = {
-    {"learn", (PyCFunction)(void (*)(void))learn, METH_VARARGS | METH_KEYWORDS, learn_doc},
-    {NULL, NULL, 0, NULL},
-};
-
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT,
-    .m_name = "_learn",
-    .m_doc = "Compiled BPE merge learning (twin of _merge_learner).",
-    .m_size = -1,
-    .m_methods = methods,
-};
-
-PyMODINIT_FUNC PyInit__learn(void) { return PyModule_Create(&module); }
+void tk_learner_free(tk_learner *L) {
+    learner_free(L);
+    free(L);
+}

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tokembed.errors import FormatError
-from tokembed.tokenizer.formats._bytes_unicode import (
+from tokembed.tokenizer.bytes_unicode import (
     BYTE_TO_CHAR,
     bytes_to_token_text,
     token_text_to_bytes,

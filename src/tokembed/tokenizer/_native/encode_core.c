@@ -1,0 +1,410 @@
+/* The BPE encoder's core (see encode_core.h); encode_module.c binds it to Python. */
+#include "encode_core.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "encode_merge.h"
+#include "scan.h"
+
+/* ================================ tables ================================ */
+struct tk_tables {
+    int rank_mode;
+    uint32_t byte_id[256]; /* UINT32_MAX: no id */
+    tk_pair_map pairs;     /* merge mode */
+    uint32_t *merge_lr;    /* merge mode: (left, right, result) per rank */
+    size_t n_merges;
+    tk_piece_map pieces;   /* rank mode */
+    unsigned char *blob;
+    size_t n_pieces;
+    uint32_t max_rank;
+    uint32_t max_id; /* largest id either mode can output */
+};
+
+static tk_tables *tables_new(int rank_mode) {
+    tk_tables *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->rank_mode = rank_mode;
+    for (int b = 0; b < 256; b++) t->byte_id[b] = UINT32_MAX;
+    return t;
+}
+
+void tk_tables_free(tk_tables *t) {
+    if (!t) return;
+    free(t->pairs.slots);
+    free(t->merge_lr);
+    free(t->pieces.slots);
+    free(t->pieces.two);
+    free(t->blob);
+    free(t);
+}
+
+tk_tables *tk_tables_from_merges(const int64_t byte_id[256], const uint32_t *merges, size_t n) {
+    tk_tables *t = tables_new(0);
+    if (!t) return NULL;
+    for (int b = 0; b < 256; b++) {
+        if (byte_id[b] < 0) continue;
+        t->byte_id[b] = (uint32_t)byte_id[b];
+        if (t->byte_id[b] > t->max_id) t->max_id = t->byte_id[b];
+    }
+    t->n_merges = n;
+    t->merge_lr = malloc(3 * (n ? n : 1) * sizeof(uint32_t));
+    if (!t->merge_lr || tk_pair_map_init(&t->pairs, n) < 0) {
+        tk_tables_free(t);
+        return NULL;
+    }
+    memcpy(t->merge_lr, merges, 3 * n * sizeof(uint32_t));
+    for (size_t k = 0; k < n; k++) {
+        const uint32_t *lr = &merges[3 * k];
+        tk_pair_map_put(&t->pairs, lr[0], lr[1], (uint32_t)k, lr[2]); /* the first pair wins */
+        if (lr[2] > t->max_id) t->max_id = lr[2];
+    }
+    return t;
+}
+
+/* ---- rank files ------------------------------------------------------------- */
+static int b64_value(unsigned char c) {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+}
+
+/* Strict base64 (length a multiple of 4, '=' only as the last one or two
+ * characters); anything else is refused, and the caller's Python parser then
+ * decides (it raises MALFORMED_RANKS with the line, or accepts a corner case). */
+static long b64_decode(const unsigned char *p, size_t n, unsigned char *out) {
+    if (n == 0 || n % 4) return -1;
+    size_t pad = 0;
+    if (p[n - 1] == '=') pad++;
+    if (p[n - 2] == '=') pad++;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 4) {
+        int v[4];
+        for (int k = 0; k < 4; k++) {
+            if (i + k >= n - pad) {
+                v[k] = 0;
+                continue;
+            }
+            v[k] = b64_value(p[i + k]);
+            if (v[k] < 0) return -1;
+        }
+        uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+        out[o++] = (unsigned char)(w >> 16);
+        if (i + 4 < n || pad < 2) out[o++] = (unsigned char)(w >> 8);
+        if (i + 4 < n || pad < 1) out[o++] = (unsigned char)w;
+    }
+    return (long)o;
+}
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Returns 0, or the 1-based line of the first line this parser refuses. */
+static size_t parse_rank_file(tk_tables *t, const unsigned char *d, size_t n) {
+    size_t lines = 1;
+    for (size_t i = 0; i < n; i++) lines += d[i] == '\n';
+    uint32_t *offs = malloc(lines * sizeof(uint32_t)), *lens = malloc(lines * sizeof(uint32_t));
+    uint32_t *ranks = malloc(lines * sizeof(uint32_t));
+    t->blob = malloc(n / 4 * 3 + 4);
+    size_t bad = 0, count = 0, blob_len = 0, lineno = 0;
+    if (!offs || !lens || !ranks || !t->blob || n >= UINT32_MAX) {
+        bad = 1;
+        goto done;
+    }
+    for (size_t i = 0; i < n;) {
+        size_t e = i;
+        while (e < n && d[e] != '\n') e++;
+        lineno++;
+        size_t end = e;
+        if (end > i && d[end - 1] == '\r') end--;
+        size_t a = i;
+        while (a < end && (d[a] == ' ' || d[a] == '\t')) a++;
+        i = e + 1;
+        if (a == end) continue; /* blank line */
+        size_t b = a;
+        while (b < end && d[b] != ' ' && d[b] != '\t' && d[b] != '\r') b++;
+        size_t c = b;
+        while (c < end && (d[c] == ' ' || d[c] == '\t')) c++;
+        size_t f = c;
+        uint64_t rank = 0;
+        while (f < end && d[f] >= '0' && d[f] <= '9' && rank < UINT32_MAX) rank = rank * 10 + (d[f++] - '0');
+        long len = b64_decode(d + a, b - a, t->blob + blob_len);
+        if (c == b || f == c || f != end || rank >= UINT32_MAX || len <= 0) {
+            bad = lineno;
+            goto done;
+        }
+        offs[count] = (uint32_t)blob_len;
+        lens[count] = (uint32_t)len;
+        ranks[count] = (uint32_t)rank;
+        blob_len += (size_t)len;
+        count++;
+    }
+    if (count == 0) {
+        bad = lineno ? lineno : 1;
+        goto done;
+    }
+    if (tk_piece_map_init(&t->pieces, count, t->blob) < 0) {
+        bad = 1;
+        goto done;
+    }
+    for (size_t k = 0; k < count; k++) {
+        if (tk_piece_map_put(&t->pieces, offs[k], lens[k], ranks[k])) {
+            bad = 1; /* a repeated piece: let the Python parser name the line */
+            goto done;
+        }
+        if (lens[k] == 1) t->byte_id[t->blob[offs[k]]] = ranks[k];
+        if (ranks[k] > t->max_rank) t->max_rank = ranks[k];
+    }
+    qsort(ranks, count, sizeof(uint32_t), cmp_u32);
+    for (size_t k = 1; k < count; k++)
+        if (ranks[k] == ranks[k - 1]) {
+            bad = 1;
+            goto done;
+        }
+    t->n_pieces = count;
+    t->max_id = t->max_rank;
+done:
+    free(offs);
+    free(lens);
+    free(ranks);
+    return bad;
+}
+
+tk_tables *tk_tables_from_ranks(const unsigned char *data, size_t n, size_t *bad_line) {
+    tk_tables *t = tables_new(1);
+    if (!t) {
+        *bad_line = 1;
+        return NULL;
+    }
+    *bad_line = parse_rank_file(t, data, n);
+    if (*bad_line) {
+        tk_tables_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+int tk_tables_rank_mode(const tk_tables *t) { return t->rank_mode; }
+size_t tk_tables_size(const tk_tables *t) { return t->rank_mode ? t->n_pieces : t->n_merges; }
+uint32_t tk_tables_max_rank(const tk_tables *t) { return t->max_rank; }
+uint32_t tk_tables_max_id(const tk_tables *t) { return t->max_id; }
+int tk_tables_has_byte(const tk_tables *t, int byte) { return t->byte_id[byte] != UINT32_MAX; }
+
+/* ============================== shared cache ============================== */
+/* Split into shards by the chunk's hash, each with its own lock, so two threads rarely wait
+ * on each other, and a chunk merged by one thread is a hit for the others (private caches
+ * would make every thread pay for the same misses). */
+#define TK_SHARDS 64
+
+struct tk_shared_cache {
+    tk_cache shard[TK_SHARDS];
+    pthread_mutex_t lock[TK_SHARDS];
+};
+
+tk_shared_cache *tk_shared_cache_new(size_t limit) {
+    tk_shared_cache *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    for (int k = 0; k < TK_SHARDS; k++) {
+        pthread_mutex_init(&c->lock[k], NULL);
+        c->shard[k].limit = limit ? (limit + TK_SHARDS - 1) / TK_SHARDS : 0;
+    }
+    return c;
+}
+
+void tk_shared_cache_free(tk_shared_cache *c) {
+    if (!c) return;
+    for (int k = 0; k < TK_SHARDS; k++) {
+        tk_cache_free(&c->shard[k]);
+        pthread_mutex_destroy(&c->lock[k]);
+    }
+    free(c);
+}
+
+size_t tk_shared_cache_size(tk_shared_cache *c) {
+    size_t n = 0;
+    for (int k = 0; k < TK_SHARDS; k++) {
+        pthread_mutex_lock(&c->lock[k]);
+        n += c->shard[k].used;
+        pthread_mutex_unlock(&c->lock[k]);
+    }
+    return n;
+}
+
+/* ================================ encoder ================================ */
+struct tk_encoder {
+    const tk_tables *tables;
+    tk_shared_cache *shared; /* NULL: the private cache below */
+    tk_cache cache;
+    tk_memo memo;
+    tk_scratch scratch;
+    pthread_mutex_t lock;
+    uint32_t *out;
+    size_t out_len, out_cap;
+};
+
+tk_encoder *tk_encoder_new(const tk_tables *tables, tk_shared_cache *shared, size_t cache_limit) {
+    tk_encoder *e = calloc(1, sizeof *e);
+    if (!e) return NULL;
+    pthread_mutex_init(&e->lock, NULL);
+    e->tables = tables;
+    e->shared = shared;
+    if (!shared) e->cache.limit = cache_limit;
+    return e;
+}
+
+void tk_encoder_free(tk_encoder *e) {
+    if (!e) return;
+    tk_cache_free(&e->cache);
+    tk_memo_free(&e->memo);
+    tk_scratch_free(&e->scratch);
+    free(e->out);
+    pthread_mutex_destroy(&e->lock);
+    free(e);
+}
+
+static int out_append(tk_encoder *e, const uint32_t *ids, size_t m) {
+    if (tk_reserve((void **)&e->out, &e->out_cap, e->out_len + m, sizeof(uint32_t)) < 0) return -1;
+    memcpy(e->out + e->out_len, ids, m * sizeof(uint32_t));
+    e->out_len += m;
+    return 0;
+}
+
+/* Ids of data[0..n) appended to e->out. Returns 0, TK_MISSING_BYTE (at *bad), -1 (memory). */
+static int encode_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_t *bad) {
+    const tk_tables *t = e->tables;
+    if (n == 1) {
+        uint32_t id = t->byte_id[data[0]];
+        if (id == UINT32_MAX) {
+            *bad = 0;
+            return 1;
+        }
+        return out_append(e, &id, 1);
+    }
+    uint64_t h = 0;
+    tk_cache *cache = &e->cache;
+    pthread_mutex_t *lock = NULL;
+    if (e->shared && n <= TK_CACHED_CHUNK) {
+        h = tk_hash_bytes(data, n);
+        size_t k = (size_t)(h >> 58) % TK_SHARDS; /* high bits: the low ones pick the slot */
+        cache = &e->shared->shard[k];
+        lock = &e->shared->lock[k];
+    }
+    int cached = n <= TK_CACHED_CHUNK && cache->limit;
+    if (cached) {
+        if (!lock) h = tk_hash_bytes(data, n);
+        if (lock) pthread_mutex_lock(lock);
+        const tk_cache_slot *slot = tk_cache_get(cache, data, n, h);
+        int rc = slot ? out_append(e, cache->vals + slot->voff, slot->vlen) : 0;
+        if (lock) pthread_mutex_unlock(lock);
+        if (slot) return rc;
+    }
+    if (n >= (size_t)INT32_MAX) return -1;
+    tk_scratch *s = &e->scratch;
+    if (tk_scratch_reserve(s, n + 1) < 0) return -1;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t id = t->byte_id[data[i]];
+        if (id == UINT32_MAX) {
+            *bad = i;
+            return 1;
+        }
+        s->ids[i] = id;
+    }
+    size_t m;
+    if (t->rank_mode) {
+        if (n <= TK_SMALL)
+            m = tk_rankbpe_small(&t->pieces, &e->memo, data, n, s);
+        else if (tk_rankbpe_heap(&t->pieces, &e->memo, data, n, s, &m) < 0)
+            return -1;
+    } else {
+        if (n <= TK_SMALL)
+            m = tk_merge_small(&t->pairs, s, n);
+        else if (tk_merge_heap(&t->pairs, t->merge_lr, s, n, &m) < 0)
+            return -1;
+    }
+    if (cached) {
+        if (lock) pthread_mutex_lock(lock);
+        int rc = tk_cache_put(cache, data, n, h, s->ids, m);
+        if (lock) pthread_mutex_unlock(lock);
+        if (rc < 0) return -1;
+    }
+    return out_append(e, s->ids, m);
+}
+
+typedef struct {
+    tk_encoder *enc;
+    const unsigned char *text;
+    size_t missing_at; /* byte offset of a byte without an id */
+    int status;        /* 0 ok, TK_MISSING_BYTE, -1 no memory */
+} tk_job;
+
+static int emit_piece(void *ctx, size_t start, size_t end) {
+    tk_job *job = ctx;
+    size_t bad = 0;
+    int st = encode_chunk(job->enc, job->text + start, end - start, &bad);
+    if (st == TK_MISSING_BYTE) job->missing_at = start + bad;
+    job->status = st;
+    return st;
+}
+
+int tk_encode_pieces(tk_encoder *e, const unsigned char *text, const size_t *lens, size_t n_pieces,
+                     size_t *bad) {
+    int status = 0;
+    size_t base = 0;
+    pthread_mutex_lock(&e->lock);
+    e->out_len = 0;
+    for (size_t i = 0; i < n_pieces && status == 0; i++) {
+        if (lens[i] == 0) continue;
+        status = encode_chunk(e, text + base, lens[i], bad);
+        if (status == TK_MISSING_BYTE) *bad += base;
+        base += lens[i];
+    }
+    pthread_mutex_unlock(&e->lock);
+    return status;
+}
+
+int tk_encode_text(tk_encoder *e, int preset, int dialect, const unsigned char *text, size_t n,
+                   size_t *bad) {
+    tk_job job = {e, text, 0, 0};
+    pthread_mutex_lock(&e->lock);
+    e->out_len = 0;
+    tk_scan(preset, dialect, text, n, emit_piece, &job);
+    pthread_mutex_unlock(&e->lock);
+    *bad = job.missing_at;
+    return job.status;
+}
+
+int tk_encode_texts(tk_encoder *e, int preset, int dialect, const unsigned char *const *texts,
+                    const size_t *lens, size_t n_texts, size_t *ends, size_t *failed, size_t *bad) {
+    tk_job job = {e, NULL, 0, 0};
+    pthread_mutex_lock(&e->lock);
+    e->out_len = 0;
+    for (size_t i = 0; i < n_texts && job.status == 0; i++) {
+        job.text = texts[i];
+        tk_scan(preset, dialect, job.text, lens[i], emit_piece, &job);
+        ends[i] = e->out_len;
+        *failed = i;
+    }
+    pthread_mutex_unlock(&e->lock);
+    *bad = job.missing_at;
+    return job.status;
+}
+
+const uint32_t *tk_encoder_output(const tk_encoder *e, size_t *n) {
+    *n = e->out_len;
+    return e->out;
+}
+
+size_t tk_encoder_cache_size(const tk_encoder *e) { return e->cache.used; }
+uint64_t tk_encoder_cache_clears(const tk_encoder *e) { return e->cache.clears; }
+
+void tk_encoder_clear_cache(tk_encoder *e) {
+    pthread_mutex_lock(&e->lock);
+    tk_cache_clear(&e->cache);
+    pthread_mutex_unlock(&e->lock);
+}

@@ -1,0 +1,62 @@
+/* The BPE encoder (no Python): tables, a chunk cache shared between threads, and encoders.
+
+   Tables (immutable, shared between threads) come from an explicit merge list or from a
+   tiktoken rank file's contents, parsed here (tiktoken's rule: join the adjacent pair whose
+   bytes have the lowest rank; no merge list needed). An encoder holds scratch space, a small
+   memo and an output buffer; one thread uses it at a time (each call takes its lock), so
+   threads use one encoder each and may share one chunk cache. Each encode call replaces the
+   encoder's output with the ids of its input and returns 0, TK_MISSING_BYTE with *bad set to
+   the byte offset of a byte without an id, or -1 when memory runs out. */
+#ifndef TOKEMBED_ENCODE_CORE_H
+#define TOKEMBED_ENCODE_CORE_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define TK_MISSING_BYTE 1
+/* Longer chunks are not cached: they rarely repeat and would pin memory. */
+#define TK_CACHED_CHUNK 256
+
+typedef struct tk_tables tk_tables;
+typedef struct tk_shared_cache tk_shared_cache;
+typedef struct tk_encoder tk_encoder;
+
+/* Tables of an explicit merge list: byte_id[b] is the id of byte b (-1: none); merges holds
+   (left, right, result) per rank, every id below 2^31. NULL when memory runs out. */
+tk_tables *tk_tables_from_merges(const int64_t byte_id[256], const uint32_t *merges, size_t n);
+/* Tables of a rank file (strict base64, one "PIECE RANK" per line); NULL with *bad_line the
+   1-based line this parser refuses (1 as well when memory runs out or a piece or rank repeats:
+   the caller's own parser then names the problem). */
+tk_tables *tk_tables_from_ranks(const unsigned char *data, size_t n, size_t *bad_line);
+void tk_tables_free(tk_tables *t);
+int tk_tables_rank_mode(const tk_tables *t);
+size_t tk_tables_size(const tk_tables *t);      /* merges, or pieces of a rank file */
+uint32_t tk_tables_max_rank(const tk_tables *t); /* rank files */
+uint32_t tk_tables_max_id(const tk_tables *t);   /* the largest id the tables can give */
+int tk_tables_has_byte(const tk_tables *t, int byte);
+
+/* A chunk cache in shards, each with its own lock, holding about `limit` chunks in all. */
+tk_shared_cache *tk_shared_cache_new(size_t limit);
+void tk_shared_cache_free(tk_shared_cache *c);
+size_t tk_shared_cache_size(tk_shared_cache *c);
+
+/* An encoder of `tables` using `shared` (may be NULL: then a private cache of `cache_limit`
+   chunks). The tables and the cache must outlive it. NULL when memory runs out. */
+tk_encoder *tk_encoder_new(const tk_tables *tables, tk_shared_cache *shared, size_t cache_limit);
+void tk_encoder_free(tk_encoder *e);
+
+/* Pieces given by their byte lengths, which tile text. */
+int tk_encode_pieces(tk_encoder *e, const unsigned char *text, const size_t *lens, size_t n_pieces,
+                     size_t *bad);
+/* Valid UTF-8 text split by the compiled scanner (scan.h's preset and dialect). */
+int tk_encode_text(tk_encoder *e, int preset, int dialect, const unsigned char *text, size_t n,
+                   size_t *bad);
+/* Several texts, one after the other; ends[i] is the output length after text i. On a missing
+   byte, *failed is the text that holds it (*bad its offset there). */
+int tk_encode_texts(tk_encoder *e, int preset, int dialect, const unsigned char *const *texts,
+                    const size_t *lens, size_t n_texts, size_t *ends, size_t *failed, size_t *bad);
+/* The ids of the last call (valid until the next). */
+const uint32_t *tk_encoder_output(const tk_encoder *e, size_t *n);
+size_t tk_encoder_cache_size(const tk_encoder *e);
+uint64_t tk_encoder_cache_clears(const tk_encoder *e);
+void tk_encoder_clear_cache(tk_encoder *e);
+#endif

@@ -1,0 +1,664 @@
+/* tokembed.tokenizer._native._encode: the Python binding of encode_core (see encode_core.h).
+ *
+ *   Tables.from_merges(byte_ids, merges)   explicit merge ranks; byte_ids holds 256 ids,
+ *                                          None or -1 for a byte without one
+ *   Tables.from_ranks(data)                a tiktoken rank file's contents (tiktoken's rule)
+ *   SharedCache(tables, cache_limit=...)   one chunk cache for the encoders of many threads
+ *   Encoder(tables, cache_limit=..., cache=None)
+ *                                          one thread at a time (a lock): threads use one each
+ *     encode_chunks(text, chunks)          text split by the Python pre-tokenizer
+ *     encode_text(str, preset, dialect)    whole text, split by the compiled scanner
+ *     encode_texts(list[str], preset, dialect)  one list of ids per text
+ *
+ * This file converts types and releases the GIL around the core's calls. A byte without an
+ * id raises MissingByte(offset); callers check texts before they encode them. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "encode_core.h"
+
+static PyObject *MissingByte;
+
+/* ================================ Tables ================================ */
+typedef struct {
+    PyObject_HEAD
+    tk_tables *t;
+    PyObject **id_objs; /* id -> its int object, built on first list output */
+    uint32_t max_id;
+} TablesObject;
+
+static PyTypeObject TablesType;
+
+static void Tables_dealloc(TablesObject *self) {
+    if (self->id_objs) {
+        for (size_t i = 0; i <= self->max_id; i++) Py_XDECREF(self->id_objs[i]);
+        free(self->id_objs);
+    }
+    tk_tables_free(self->t);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *tables_object(tk_tables *t) {
+    if (!t) return PyErr_NoMemory();
+    TablesObject *obj = (TablesObject *)TablesType.tp_alloc(&TablesType, 0);
+    if (!obj) {
+        tk_tables_free(t);
+        return NULL;
+    }
+    obj->t = t;
+    obj->max_id = tk_tables_max_id(t);
+    return (PyObject *)obj;
+}
+
+/* Ids must fit in 31 bits (UINT32_MAX marks removed ids in the merge loops). */
+static int id_from(PyObject *o, uint32_t *out) {
+    long v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (v < 0 || v > INT32_MAX) {
+        PyErr_Format(PyExc_OverflowError, "id %ld is outside [0, 2^31)", v);
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int byte_ids_from(PyObject *byte_ids, int64_t out[256]) {
+    PyObject *seq = PySequence_Fast(byte_ids, "byte_ids must be a sequence");
+    if (!seq) return -1;
+    if (PySequence_Fast_GET_SIZE(seq) != 256) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_ValueError, "byte_ids must hold 256 entries");
+        return -1;
+    }
+    for (int b = 0; b < 256; b++) {
+        PyObject *o = PySequence_Fast_GET_ITEM(seq, b);
+        out[b] = -1;
+        if (o == Py_None) continue;
+        long v = PyLong_AsLong(o);
+        uint32_t id;
+        if (v == -1 && PyErr_Occurred()) goto fail;
+        if (v < 0) continue;
+        if (id_from(o, &id) < 0) goto fail;
+        out[b] = id;
+    }
+    Py_DECREF(seq);
+    return 0;
+fail:
+    Py_DECREF(seq);
+    return -1;
+}
+
+static PyObject *Tables_from_merges(PyObject *cls, PyObject *args) {
+    PyObject *byte_ids, *merges;
+    int64_t byte_id[256];
+    if (!PyArg_ParseTuple(args, "OO", &byte_ids, &merges) || byte_ids_from(byte_ids, byte_id) < 0)
+        return NULL;
+    PyObject *seq = PySequence_Fast(merges, "merges must be a sequence of (left, right, result)");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    uint32_t *lr = malloc(3 * (size_t)(n ? n : 1) * sizeof(uint32_t));
+    if (!lr) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *m = PySequence_Fast_GET_ITEM(seq, k);
+        if (!PyTuple_Check(m) || PyTuple_GET_SIZE(m) != 3) {
+            PyErr_SetString(PyExc_TypeError, "each merge must be a (left, right, result) tuple");
+            goto fail;
+        }
+        for (int f = 0; f < 3; f++)
+            if (id_from(PyTuple_GET_ITEM(m, f), &lr[3 * (size_t)k + f]) < 0) goto fail;
+    }
+    Py_DECREF(seq);
+    PyObject *out = tables_object(tk_tables_from_merges(byte_id, lr, (size_t)n));
+    free(lr);
+    return out;
+fail:
+    free(lr);
+    Py_DECREF(seq);
+    return NULL;
+}
+
+static PyObject *Tables_from_ranks(PyObject *cls, PyObject *args) {
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    tk_tables *t;
+    size_t bad;
+    Py_BEGIN_ALLOW_THREADS
+    t = tk_tables_from_ranks(view.buf, (size_t)view.len, &bad);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (!t) return PyErr_Format(PyExc_ValueError, "rank file refused at line %zu", bad);
+    return tables_object(t);
+}
+
+static PyObject *Tables_get_rank_mode(TablesObject *self, void *c) {
+    return PyBool_FromLong(tk_tables_rank_mode(self->t));
+}
+
+static PyObject *Tables_get_size(TablesObject *self, void *c) {
+    return PyLong_FromSize_t(tk_tables_size(self->t));
+}
+
+static PyObject *Tables_get_max_rank(TablesObject *self, void *c) {
+    return PyLong_FromUnsignedLong(tk_tables_max_rank(self->t));
+}
+
+static PyObject *Tables_missing_bytes(TablesObject *self, PyObject *unused) {
+    PyObject *out = PyList_New(0);
+    for (int b = 0; out && b < 256; b++)
+        if (!tk_tables_has_byte(self->t, b)) {
+            PyObject *v = PyLong_FromLong(b);
+            if (!v || PyList_Append(out, v) < 0) Py_CLEAR(out);
+            Py_XDECREF(v);
+        }
+    return out;
+}
+
+static PyMethodDef Tables_methods[] = {
+    {"from_merges", Tables_from_merges, METH_VARARGS | METH_CLASS,
+     "from_merges(byte_ids, merges): explicit merge tables (byte_ids: 256 ids, None or -1 for none)."},
+    {"from_ranks", Tables_from_ranks, METH_VARARGS | METH_CLASS,
+     "from_ranks(data): tiktoken rank-file tables; ValueError when the strict parser refuses it."},
+    {"missing_bytes", (PyCFunction)Tables_missing_bytes, METH_NOARGS, "Bytes without an id."},
+    {NULL}};
+
+static PyGetSetDef Tables_getset[] = {
+    {"rank_mode", (getter)Tables_get_rank_mode, NULL, "True for a rank file's tables.", NULL},
+    {"size", (getter)Tables_get_size, NULL, "Merges (merge mode) or pieces (rank mode).", NULL},
+    {"max_rank", (getter)Tables_get_max_rank, NULL, "Largest rank (rank mode).", NULL},
+    {NULL}};
+
+static PyObject *Tables_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    PyErr_SetString(PyExc_TypeError, "make Tables with Tables.from_merges or Tables.from_ranks");
+    return NULL;
+}
+
+static PyTypeObject TablesType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tokembed.tokenizer._native._encode.Tables",
+    .tp_basicsize = sizeof(TablesObject),
+    .tp_dealloc = (destructor)Tables_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Immutable BPE lookup tables (explicit merges or a rank file).",
+    .tp_methods = Tables_methods,
+    .tp_getset = Tables_getset,
+    .tp_new = Tables_new,
+};
+
+/* ============================== SharedCache ============================== */
+typedef struct {
+    PyObject_HEAD
+    TablesObject *tables;
+    tk_shared_cache *c;
+} SharedCacheObject;
+
+static PyTypeObject SharedCacheType;
+
+static int SharedCache_init(SharedCacheObject *self, PyObject *args, PyObject *kw) {
+    static char *names[] = {"tables", "cache_limit", NULL};
+    PyObject *tables;
+    Py_ssize_t limit = 1 << 20;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|$n", names, &TablesType, &tables, &limit))
+        return -1;
+    if (limit < 0) {
+        PyErr_SetString(PyExc_ValueError, "cache_limit must be >= 0");
+        return -1;
+    }
+    if (self->c) {
+        PyErr_SetString(PyExc_RuntimeError, "SharedCache is already initialised");
+        return -1;
+    }
+    self->c = tk_shared_cache_new((size_t)limit);
+    if (!self->c) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_INCREF(tables);
+    self->tables = (TablesObject *)tables;
+    return 0;
+}
+
+static void SharedCache_dealloc(SharedCacheObject *self) {
+    Py_XDECREF(self->tables);
+    tk_shared_cache_free(self->c);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *SharedCache_get_cache_size(SharedCacheObject *self, void *c) {
+    if (!self->c) return PyLong_FromLong(0);
+    size_t n;
+    Py_BEGIN_ALLOW_THREADS
+    n = tk_shared_cache_size(self->c);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromSize_t(n);
+}
+
+static PyGetSetDef SharedCache_getset[] = {
+    {"cache_size", (getter)SharedCache_get_cache_size, NULL, "Chunks in the cache.", NULL},
+    {NULL}};
+
+static PyTypeObject SharedCacheType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tokembed.tokenizer._native._encode.SharedCache",
+    .tp_basicsize = sizeof(SharedCacheObject),
+    .tp_dealloc = (destructor)SharedCache_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "SharedCache(tables, *, cache_limit=2**20): one chunk cache for many encoders.",
+    .tp_getset = SharedCache_getset,
+    .tp_init = (initproc)SharedCache_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ================================ Encoder ================================ */
+typedef struct {
+    PyObject_HEAD
+    TablesObject *tables;
+    SharedCacheObject *shared;
+    tk_encoder *e;
+} EncoderObject;
+
+static int ready(EncoderObject *self) {
+    if (self->e) return 0;
+    PyErr_SetString(PyExc_RuntimeError, "Encoder.__init__ was not called");
+    return -1;
+}
+
+/* One int object per id, shared by every list this table's encoders return:
+ * building a list is then a reference count per id instead of an allocation
+ * (ids above 256 are not among Python's cached small ints). Vocabularies with
+ * ids beyond this bound allocate as usual. */
+#define TK_ID_OBJECTS_MAX (1u << 22)
+
+static int ensure_id_objects(TablesObject *t) {
+    if (t->id_objs || t->max_id >= TK_ID_OBJECTS_MAX) return 0;
+    PyObject **objs = calloc((size_t)t->max_id + 1, sizeof(PyObject *));
+    if (!objs) return -1;
+    for (size_t i = 0; i <= t->max_id; i++) {
+        objs[i] = PyLong_FromSize_t(i);
+        if (!objs[i]) {
+            for (size_t k = 0; k < i; k++) Py_DECREF(objs[k]);
+            free(objs);
+            return -1;
+        }
+    }
+    t->id_objs = objs;
+    return 0;
+}
+
+static PyObject *ids_list(TablesObject *t, const uint32_t *ids, size_t n) {
+    if (ensure_id_objects(t) < 0) return PyErr_NoMemory();
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    if (!list) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *v;
+        if (t->id_objs && ids[i] <= t->max_id) {
+            v = t->id_objs[ids[i]];
+            Py_INCREF(v);
+        } else if (!(v = PyLong_FromUnsignedLong(ids[i]))) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, v);
+    }
+    return list;
+}
+
+static PyObject *ids_result(EncoderObject *self, int as_bytes) {
+    size_t n;
+    const uint32_t *ids = tk_encoder_output(self->e, &n);
+    if (as_bytes) return PyBytes_FromStringAndSize((const char *)ids, (Py_ssize_t)(n * sizeof(uint32_t)));
+    return ids_list(self->tables, ids, n);
+}
+
+static PyObject *job_error(int status, size_t offset) {
+    if (status == TK_MISSING_BYTE) {
+        PyObject *v = PyLong_FromSize_t(offset);
+        if (v) {
+            PyErr_SetObject(MissingByte, v);
+            Py_DECREF(v);
+        }
+        return NULL;
+    }
+    return PyErr_NoMemory();
+}
+
+/* UTF-8 length of a str without encoding it (chunks of a text whose UTF-8 is known). */
+static Py_ssize_t utf8_length(PyObject *s) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    if (PyUnicode_IS_ASCII(s)) return n;
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    Py_ssize_t bytes = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        bytes += 1 + (c >= 0x80) + (c >= 0x800) + (c >= 0x10000);
+    }
+    return bytes;
+}
+
+/* Chunks already split by the Python pre-tokenizer: str objects that tile ``text`` in order.
+ * The text is encoded to UTF-8 once; the chunks only give lengths. */
+static PyObject *Encoder_encode_chunks(EncoderObject *self, PyObject *args, PyObject *kw) {
+    static char *names[] = {"text", "chunks", "as_bytes", NULL};
+    PyObject *text, *chunks;
+    int as_bytes = 0;
+    if (ready(self) < 0 ||
+        !PyArg_ParseTupleAndKeywords(args, kw, "UO|$p", names, &text, &chunks, &as_bytes))
+        return NULL;
+    Py_ssize_t total;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &total);
+    if (!utf8) return NULL;
+    PyObject *seq = PySequence_Fast(chunks, "chunks must be a sequence of str");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    size_t *len = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(size_t));
+    if (!len) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t sum = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *c = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyUnicode_Check(c)) {
+            PyMem_Free(len);
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_TypeError, "chunks must be str");
+            return NULL;
+        }
+        len[i] = (size_t)utf8_length(c);
+        sum += (Py_ssize_t)len[i];
+    }
+    Py_DECREF(seq);
+    if (sum != total) {
+        PyMem_Free(len);
+        PyErr_SetString(PyExc_ValueError, "chunks do not tile the text");
+        return NULL;
+    }
+    int status;
+    size_t bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    status = tk_encode_pieces(self->e, (const unsigned char *)utf8, len, (size_t)n, &bad);
+    Py_END_ALLOW_THREADS
+    PyMem_Free(len);
+    if (status) return job_error(status, bad);
+    return ids_result(self, as_bytes);
+}
+
+static PyObject *Encoder_encode_text(EncoderObject *self, PyObject *args, PyObject *kw) {
+    static char *names[] = {"text", "preset", "dialect", "as_bytes", NULL};
+    PyObject *text;
+    int preset, dialect, as_bytes = 0;
+    if (ready(self) < 0 || !PyArg_ParseTupleAndKeywords(args, kw, "Uii|$p", names, &text, &preset,
+                                                        &dialect, &as_bytes))
+        return NULL;
+    Py_ssize_t n;
+    const char *p = PyUnicode_AsUTF8AndSize(text, &n);
+    if (!p) return NULL;
+    int status;
+    size_t bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    status = tk_encode_text(self->e, preset, dialect, (const unsigned char *)p, (size_t)n, &bad);
+    Py_END_ALLOW_THREADS
+    if (status) return job_error(status, bad);
+    return ids_result(self, as_bytes);
+}
+
+/* Many texts in one call (a batch slice): UTF-8 of each is taken with the GIL, then all are
+ * split and merged without it; one list of ids per text. */
+static PyObject *Encoder_encode_texts(EncoderObject *self, PyObject *args) {
+    PyObject *texts;
+    int preset, dialect;
+    if (ready(self) < 0 || !PyArg_ParseTuple(args, "Oii", &texts, &preset, &dialect)) return NULL;
+    PyObject *seq = PySequence_Fast(texts, "texts must be a sequence of str");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    const unsigned char **ptr = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(char *));
+    size_t *len = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(size_t));
+    size_t *ends = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(size_t));
+    PyObject *result = NULL;
+    if (!ptr || !len || !ends) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyUnicode_Check(t)) {
+            PyErr_SetString(PyExc_TypeError, "texts must be str");
+            goto done;
+        }
+        Py_ssize_t size;
+        ptr[i] = (const unsigned char *)PyUnicode_AsUTF8AndSize(t, &size);
+        if (!ptr[i]) goto done;
+        len[i] = (size_t)size;
+    }
+    int status;
+    size_t failed = 0, bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    status = tk_encode_texts(self->e, preset, dialect, ptr, len, (size_t)n, ends, &failed, &bad);
+    Py_END_ALLOW_THREADS
+    if (status) {
+        job_error(status, bad);
+        goto done;
+    }
+    size_t total;
+    const uint32_t *ids = tk_encoder_output(self->e, &total);
+    result = PyList_New(n);
+    for (Py_ssize_t i = 0; result && i < n; i++) {
+        size_t start = i ? ends[i - 1] : 0;
+        PyObject *one = ids_list(self->tables, ids + start, ends[i] - start);
+        if (!one) Py_CLEAR(result);
+        else PyList_SET_ITEM(result, i, one);
+    }
+done:
+    PyMem_Free(ptr);
+    PyMem_Free(len);
+    PyMem_Free(ends);
+    Py_DECREF(seq);
+    return result;
+}
+
+static PyObject *Encoder_clear_cache(EncoderObject *self, PyObject *unused) {
+    if (ready(self) < 0) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    tk_encoder_clear_cache(self->e);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *Encoder_get_cache_size(EncoderObject *self, void *c) {
+    return PyLong_FromSize_t(self->e ? tk_encoder_cache_size(self->e) : 0);
+}
+
+static PyObject *Encoder_get_cache_clears(EncoderObject *self, void *c) {
+    return PyLong_FromUnsignedLongLong(self->e ? tk_encoder_cache_clears(self->e) : 0);
+}
+
+static PyObject *Encoder_get_tables(EncoderObject *self, void *c) {
+    if (ready(self) < 0) return NULL;
+    Py_INCREF(self->tables);
+    return (PyObject *)self->tables;
+}
+
+static int Encoder_init(EncoderObject *self, PyObject *args, PyObject *kw) {
+    static char *names[] = {"tables", "cache_limit", "cache", NULL};
+    PyObject *tables, *shared = Py_None;
+    Py_ssize_t limit = 1 << 20;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|$nO", names, &TablesType, &tables, &limit,
+                                     &shared))
+        return -1;
+    if (limit < 0) {
+        PyErr_SetString(PyExc_ValueError, "cache_limit must be >= 0");
+        return -1;
+    }
+    if (shared != Py_None &&
+        (!PyObject_TypeCheck(shared, &SharedCacheType) ||
+         ((SharedCacheObject *)shared)->tables != (TablesObject *)tables)) {
+        PyErr_SetString(PyExc_ValueError, "cache must be a SharedCache of the same tables");
+        return -1;
+    }
+    if (self->e) {
+        PyErr_SetString(PyExc_RuntimeError, "Encoder is already initialised");
+        return -1;
+    }
+    tk_shared_cache *cache = shared == Py_None ? NULL : ((SharedCacheObject *)shared)->c;
+    self->e = tk_encoder_new(((TablesObject *)tables)->t, cache, (size_t)limit);
+    if (!self->e) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_INCREF(tables);
+    self->tables = (TablesObject *)tables;
+    if (shared != Py_None) {
+        Py_INCREF(shared);
+        self->shared = (SharedCacheObject *)shared;
+    }
+    return 0;
+}
+
+static void Encoder_dealloc(EncoderObject *self) {
+    tk_encoder_free(self->e); /* before the tables and cache it reads */
+    Py_XDECREF(self->tables);
+    Py_XDECREF(self->shared);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef Encoder_methods[] = {
+    {"encode_chunks", (PyCFunction)(void (*)(void))Encoder_encode_chunks, METH_VARARGS | METH_KEYWORDS,
+     "encode_chunks(text, chunks, *, as_bytes=False): ids of text split into chunks (list, or uint32 bytes)."},
+    {"encode_text", (PyCFunction)(void (*)(void))Encoder_encode_text, METH_VARARGS | METH_KEYWORDS,
+     "encode_text(text, preset, dialect, *, as_bytes=False): ids of a whole text split by scan.c."},
+    {"encode_texts", (PyCFunction)Encoder_encode_texts, METH_VARARGS,
+     "encode_texts(texts, preset, dialect): one list of ids per text, split by scan.c."},
+    {"clear_cache", (PyCFunction)Encoder_clear_cache, METH_NOARGS, "Forget every cached chunk."},
+    {NULL}};
+
+static PyGetSetDef Encoder_getset[] = {
+    {"cache_size", (getter)Encoder_get_cache_size, NULL, "Chunks in the cache.", NULL},
+    {"cache_clears", (getter)Encoder_get_cache_clears, NULL, "Times the cache was emptied.", NULL},
+    {"tables", (getter)Encoder_get_tables, NULL, "The Tables this encoder reads.", NULL},
+    {NULL}};
+
+static PyTypeObject EncoderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tokembed.tokenizer._native._encode.Encoder",
+    .tp_basicsize = sizeof(EncoderObject),
+    .tp_dealloc = (destructor)Encoder_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Encoder(tables, *, cache_limit=2**20, cache=None): BPE encoding, one thread at a time.",
+    .tp_methods = Encoder_methods,
+    .tp_getset = Encoder_getset,
+    .tp_init = (initproc)Encoder_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ============================== scan_text ============================== */
+/* Does code point c need a byte flagged in missing (256 flags, one per byte value)? */
+static inline int needs_missing(Py_UCS4 c, const unsigned char *m) {
+    if (c < 0x80) return m[c];
+    if (c < 0x800) return m[0xC0 | (c >> 6)] | m[0x80 | (c & 0x3F)];
+    if (c < 0x10000)
+        return m[0xE0 | (c >> 12)] | m[0x80 | ((c >> 6) & 0x3F)] | m[0x80 | (c & 0x3F)];
+    return m[0xF0 | (c >> 18)] | m[0x80 | ((c >> 12) & 0x3F)] | m[0x80 | ((c >> 6) & 0x3F)] |
+           m[0x80 | (c & 0x3F)];
+}
+
+#define TK_IS_SURROGATE(c) (((c) & 0xF800) == 0xD800)
+#define TK_BMP_BAD(bmp, c) (((bmp)[(c) >> 3] >> ((c) & 7)) & 1)
+
+/* scan_text(text, missing, bmp) -> (problem, offset), reading the str's code points in place:
+ * (1, i) for the first surrogate; else (2, i) for the first character whose UTF-8 holds a
+ * byte flagged in missing (256 flags); else (0, -1). bmp is the same answer for U+0000..U+FFFF
+ * as a bitmap (8192 bytes), or empty when no byte is missing. The compiled form of
+ * encode.TextCheck's search (the same answers as its Python form). */
+static PyObject *scan_text(PyObject *mod, PyObject *args) {
+    PyObject *text;
+    Py_buffer flags, bitmap;
+    if (!PyArg_ParseTuple(args, "Uy*y*", &text, &flags, &bitmap)) return NULL;
+    if (flags.len != 256 || (bitmap.len != 0 && bitmap.len != 8192)) {
+        PyBuffer_Release(&flags);
+        PyBuffer_Release(&bitmap);
+        PyErr_SetString(PyExc_ValueError, "missing must hold 256 flags and bmp 0 or 8192 bytes");
+        return NULL;
+    }
+    const unsigned char *m = flags.buf, *bmp = bitmap.buf;
+    int any = bitmap.len != 0;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), bad = -1, surrogate = -1;
+    Py_BEGIN_ALLOW_THREADS /* a str never changes, and the caller holds a reference to it */
+    if (kind == PyUnicode_1BYTE_KIND) { /* below U+0100: no surrogates */
+        const Py_UCS1 *p = data;
+        for (Py_ssize_t i = 0; any && i < n; i++)
+            if (TK_BMP_BAD(bmp, p[i])) {
+                bad = i;
+                break;
+            }
+    } else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *p = data;
+        Py_ssize_t i = 0;
+        for (; any && bad < 0 && i < n; i++) { /* until the first missing byte */
+            if (TK_IS_SURROGATE(p[i])) {
+                surrogate = i;
+                break;
+            }
+            if (TK_BMP_BAD(bmp, p[i])) bad = i;
+        }
+        if (surrogate < 0) /* the rest: surrogates only, in blocks the compiler can vectorize */
+            for (; i < n; i += 64) {
+                Py_ssize_t end = i + 64 < n ? i + 64 : n;
+                int found = 0;
+                for (Py_ssize_t k = i; k < end; k++) found |= TK_IS_SURROGATE(p[k]);
+                if (found) {
+                    while (!TK_IS_SURROGATE(p[i])) i++;
+                    surrogate = i;
+                    break;
+                }
+            }
+    } else {
+        const Py_UCS4 *p = data;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS4 c = p[i];
+            if (TK_IS_SURROGATE(c)) {
+                surrogate = i;
+                break;
+            }
+            if (any && bad < 0 && (c < 0x10000 ? TK_BMP_BAD(bmp, c) : needs_missing(c, m))) bad = i;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&flags);
+    PyBuffer_Release(&bitmap);
+    if (surrogate >= 0) return Py_BuildValue("(in)", 1, surrogate);
+    return bad >= 0 ? Py_BuildValue("(in)", 2, bad) : Py_BuildValue("(in)", 0, (Py_ssize_t)-1);
+}
+
+static PyMethodDef module_methods[] = {
+    {"scan_text", scan_text, METH_VARARGS,
+     "scan_text(text, missing, bmp) -> (problem, offset): 1 a surrogate, 2 a missing byte, 0 none."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_encode",
+    .m_doc = "Compiled BPE encoding (see compiled.py).",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC PyInit__encode(void) {
+    if (PyType_Ready(&TablesType) < 0 || PyType_Ready(&EncoderType) < 0 ||
+        PyType_Ready(&SharedCacheType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    MissingByte = PyErr_NewException("tokembed.tokenizer._native._encode.MissingByte", PyExc_ValueError, NULL);
+    if (!MissingByte || PyModule_AddObjectRef(m, "MissingByte", MissingByte) < 0 ||
+        PyModule_AddObjectRef(m, "Tables", (PyObject *)&TablesType) < 0 ||
+        PyModule_AddObjectRef(m, "Encoder", (PyObject *)&EncoderType) < 0 ||
+        PyModule_AddObjectRef(m, "SharedCache", (PyObject *)&SharedCacheType) < 0 ||
+        PyModule_AddIntConstant(m, "CACHED_CHUNK", TK_CACHED_CHUNK) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,174 @@
+/* tokembed.tokenizer._native._learn: the Python binding of learn_core (buffers in, pairs out;
+   the GIL is released while merges are learned). */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <string.h>
+
+#include "learn_core.h"
+
+static int int64_view(PyObject *obj, Py_buffer *view, const char *name) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
+    const char *f = view->format ? view->format : "B";
+    if (*f == '@' || *f == '=' || *f == '<') f++;
+    if (view->itemsize != 8 || (strcmp(f, "l") && strcmp(f, "q"))) {
+        PyErr_Format(PyExc_TypeError, "%s must be a contiguous int64 buffer, got format %s", name,
+                     view->format ? view->format : "B");
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+/* The Python error of a refused table. */
+static void table_error(tk_learn_error err) {
+    switch (err.code) {
+    case TK_LEARN_TOO_MANY_CHUNKS:
+        PyErr_Format(PyExc_OverflowError, "%lld chunks: at most 2**31 - 1 are supported",
+                     (long long)err.value);
+        break;
+    case TK_LEARN_BAD_ENDS:
+        PyErr_SetString(PyExc_ValueError, "offsets must start at 0 and end at len(data)");
+        break;
+    case TK_LEARN_DECREASING:
+        PyErr_Format(PyExc_ValueError, "offsets decrease at chunk %lld", (long long)err.chunk);
+        break;
+    case TK_LEARN_BAD_COUNT:
+        PyErr_Format(PyExc_ValueError, "chunk %lld has count %lld; counts must be positive",
+                     (long long)err.chunk, (long long)err.value);
+        break;
+    default:
+        PyErr_SetString(PyExc_OverflowError,
+                        "the corpus holds more than 2**63 - 1 adjacent pairs: counts could overflow");
+    }
+}
+
+/* progress(n) with the GIL held; 0, or -1 when it raised. */
+static int report(PyObject *progress, Py_ssize_t n) {
+    if (progress == Py_None || n == 0) return 0;
+    PyObject *r = PyObject_CallFunction(progress, "n", n);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
+static PyObject *learn(PyObject *self, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"data", "offsets", "counts", "merges", "progress", "every", NULL};
+    PyObject *data_obj, *off_obj, *cnt_obj, *progress = Py_None;
+    Py_ssize_t merges, every = 64;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOn|On:learn", kwlist, &data_obj, &off_obj,
+                                     &cnt_obj, &merges, &progress, &every))
+        return NULL;
+    if (merges < 0) {
+        PyErr_Format(PyExc_ValueError, "merges must be >= 0, got %zd", merges);
+        return NULL;
+    }
+    if (every < 1) {
+        PyErr_Format(PyExc_ValueError, "every must be >= 1, got %zd", every);
+        return NULL;
+    }
+    if (progress != Py_None && !PyCallable_Check(progress)) {
+        PyErr_SetString(PyExc_TypeError, "progress must be callable or None");
+        return NULL;
+    }
+    Py_buffer data, off, cnt;
+    if (PyObject_GetBuffer(data_obj, &data, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (int64_view(off_obj, &off, "offsets") < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    if (int64_view(cnt_obj, &cnt, "counts") < 0) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&off);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    int32_t *learned = NULL;
+    tk_learner *learner = NULL;
+    const int64_t *offsets = off.buf, *counts = cnt.buf;
+    int64_t n_chunks = cnt.len / 8, room;
+    if (off.len / 8 != n_chunks + 1) {
+        PyErr_SetString(PyExc_ValueError, "offsets must have one entry more than counts");
+        goto done;
+    }
+    tk_learn_error err = tk_learn_check(offsets, counts, n_chunks, data.len, &room);
+    if (err.code != TK_LEARN_OK) {
+        table_error(err);
+        goto done;
+    }
+    if (merges > room) merges = room; /* a huge request on a small corpus allocates nothing */
+    if (merges > INT32_MAX - 256) {
+        PyErr_Format(PyExc_OverflowError, "%zd merges: ids are int32, at most 2**31 - 257 merges",
+                     merges);
+        goto done;
+    }
+    learned = malloc((size_t)(merges ? merges : 1) * 2 * sizeof(int32_t));
+    if (!learned) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int failed = 0, stop = 0;
+    Py_ssize_t k = 0, reported = 0;
+    PyThreadState *ts = PyEval_SaveThread();
+    learner = tk_learner_new(data.buf, data.len, offsets, counts, n_chunks, merges);
+    failed = learner == NULL;
+    while (!failed && !stop && k < merges) {
+        int got = tk_learner_step(learner, &learned[2 * k], &learned[2 * k + 1]);
+        if (got == 0) break;
+        failed = got < 0;
+        k++;
+        if (!failed && k % every == 0) { /* the GIL is taken only here, between merges */
+            PyEval_RestoreThread(ts);
+            stop = PyErr_CheckSignals() < 0 || report(progress, k - reported) < 0;
+            reported = k;
+            ts = PyEval_SaveThread();
+        }
+    }
+    PyEval_RestoreThread(ts);
+    if (failed) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (stop || report(progress, k - reported) < 0) goto done;
+    result = PyList_New(k);
+    if (!result) goto done;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *pair = Py_BuildValue("(ii)", learned[2 * i], learned[2 * i + 1]);
+        if (!pair) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, i, pair);
+    }
+done:
+    tk_learner_free(learner);
+    free(learned);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&off);
+    PyBuffer_Release(&cnt);
+    return result;
+}
+
+PyDoc_STRVAR(learn_doc,
+             "learn(data, offsets, counts, merges, progress=None, every=64) -> list[tuple[int, int]]\n\n"
+             "BPE merges over a chunk table: chunk i is data[offsets[i]:offsets[i + 1]] (offsets and\n"
+             "counts are int64 buffers, chunks in first-encounter order) occurring counts[i] times.\n"
+             "Pair k makes id 256 + k; ties go to the pair met first in the corpus; stops early when\n"
+             "no pair is left. progress(n) is called with the GIL held after every `every` merges\n"
+             "(n = merges since the last call) and once at the end for the rest; the GIL is released\n"
+             "in between. Raises ValueError/TypeError for a malformed table, OverflowError when\n"
+             "counts could overflow int64, MemoryError, or what progress raises.");
+
+static PyMethodDef methods[] = {
+    {"learn", (PyCFunction)(void (*)(void))learn, METH_VARARGS | METH_KEYWORDS, learn_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_learn",
+    .m_doc = "Compiled BPE merge learning (the twin of train_reference.learn_merges_reference).",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__learn(void) { return PyModule_Create(&module); }

@@ -1,0 +1,287 @@
+"""The compiled encoder: one vocabulary and pre-tokenizer on the C core, with threads for long texts.
+
+:class:`CompiledEncoder` holds a vocabulary's compiled tables (``_native/_encode``: explicit
+merges, or a rank file's bytes → rank table under tiktoken's rule, which needs no merge
+list) and gives the ids of checked text (:class:`~.encode.TextCheck`). When the
+pre-tokenizer is one of the scanned patterns (:data:`~.patterns.SCANNED`), splitting
+happens in C too, and both run without the GIL; any other pre-tokenizer splits in Python
+and hands the chunks over. A sharded chunk → ids cache is shared by the threads that
+encode with one tokenizer: a chunk merged by one is a hit for the others.
+
+One long text may take several threads: when the scanner splits and the text's UTF-8 is at
+least :data:`PARALLEL_MIN_BYTES`, it is cut at the scanner's safe cuts (``tk_safe_cut``:
+a line feed after a non-space, before a character that is neither space nor ``/``; both
+sides split exactly like the whole) into up to ``threads`` parts, encoded at once and
+joined; the ids are those of one thread. :func:`set_encode_threads` sets the process
+default (``None``: ``min(os.cpu_count(), 4)``; ``1``: one thread, like tiktoken's
+``encode``); ``CompiledEncoder(threads=...)`` overrides it for one encoder.
+
+Example::
+
+    >>> set_encode_threads(1)   # one thread for every encode in this process
+    >>> set_encode_threads(None)  # back to min(cpu_count, 4)
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tokembed.errors import UsageError
+from tokembed.tokenizer._native import load
+from tokembed.tokenizer.dialect import DIALECTS
+from tokembed.tokenizer.model import BPETables
+from tokembed.tokenizer.patterns import scanner_id
+from tokembed.tokenizer.pretokenize import Pretokenizer
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+__all__ = [
+    "CACHE_LIMIT",
+    "PARALLEL_MIN_BYTES",
+    "CompiledEncoder",
+    "DeferredTables",
+    "compiled_rank_tables",
+    "compiled_tables",
+    "set_encode_threads",
+]
+
+# The shared cache holds chunks of up to 256 bytes with their ids (u32), so 1M entries
+# stay under ~300 MB even at that length; RusLit-40 fills ~217k.
+CACHE_LIMIT = 1 << 20
+# Texts shorter than this take one thread. The compiled encoder runs at tens of MB/s, so
+# 256 KiB is several milliseconds of work, while the extra cost of cutting (a UTF-8 copy, one
+# decode per part, a hand-off to a pool thread) is tens of microseconds: below about that
+# size the split would cost more than it saves.
+PARALLEL_MIN_BYTES = 1 << 18
+# Beyond 4 parts the shared cache's shards and memory bandwidth gain little per thread.
+_MAX_THREADS = 4
+# Characters of text handed to the scanner's safe-cut search at a time.
+_CUT_WINDOW = 1 << 12
+
+_default_threads: int | None = None
+_pool_lock = threading.Lock()
+_pool: Any = None
+
+
+def _check_threads(threads: int | None) -> None:
+    if threads is not None and (
+        isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
+    ):
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            f"threads must be None or an integer >= 1, got {threads!r}",
+            value=threads,
+            fix="pass threads=1 for one thread, or None for min(os.cpu_count(), 4)",
+        )
+
+
+def set_encode_threads(threads: int | None) -> None:
+    """Set how many threads one long ``encode_ordinary`` call may use, process-wide.
+
+    ``None`` (the default) means ``min(os.cpu_count(), 4)``; ``1`` keeps every call
+    on the calling thread (tiktoken's ``encode`` is single-threaded too). Ids never
+    depend on it. Raises UsageError INVALID_ARGUMENT for anything but None or an int >= 1.
+
+    Example::
+
+        >>> set_encode_threads(1); set_encode_threads(None)
+    """
+    global _default_threads
+    _check_threads(threads)
+    _default_threads = threads
+
+
+def _forget_pool() -> None:
+    # A forked child has none of the parent's pool threads, but the pool would count
+    # them as idle and queue work that never runs (DataLoader workers fork).
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _thread_pool() -> Any:
+    """One process-wide pool: its threads keep their per-thread compiled encoders."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _pool = ThreadPoolExecutor(_MAX_THREADS - 1, thread_name_prefix="tokembed-encode")
+        return _pool
+
+
+def compiled_tables(tables: BPETables) -> Any | None:
+    """The compiled encoder's tables for explicit merges, or None when it is not built
+    (or ids do not fit its 31-bit slots)."""
+    native = load("_encode")
+    if native is None:
+        return None
+    try:
+        return native.Tables.from_merges(tables.byte_ids, tables.merges)
+    except OverflowError:
+        return None
+
+
+def compiled_rank_tables(data: bytes) -> Any | None:
+    """The compiled encoder's tables for the contents of a ``.tiktoken`` rank file (tiktoken's
+    rule, no merge list), or None when it is not built or its strict parser refuses the file
+    (then the Python parser decides: it names the bad line, or reads a corner case)."""
+    native = load("_encode")
+    if native is None:
+        return None
+    try:
+        return native.Tables.from_ranks(data)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeferredTables:
+    """A rank file's compiled tables (``native``, from ``_encode.Tables.from_ranks``) to encode
+    with at once, and ``build``, a picklable function that makes the explicit
+    :class:`BPETables` (with exactly ``specials``) when something first needs them."""
+
+    native: Any
+    build: Callable[[], BPETables]
+    specials: Mapping[str, int]
+
+
+class CompiledEncoder:
+    """Ids from the C core (see the module docstring); ``tables`` are compiled tables
+    (:func:`compiled_tables`, or a :class:`DeferredTables`' ``native``).
+
+    Raises:
+        UsageError(INVALID_ARGUMENT): ``threads`` is not None or an integer >= 1.
+    """
+
+    implementation = "compiled"
+
+    def __init__(
+        self,
+        tables: Any,
+        pretokenizer: Pretokenizer,
+        *,
+        threads: int | None = None,
+        parallel_min_bytes: int = PARALLEL_MIN_BYTES,
+        cache_limit: int = CACHE_LIMIT,
+    ) -> None:
+        _check_threads(threads)
+        module = load("_encode")
+        assert module is not None, "compiled tables come from the compiled module"
+        self.threads = threads
+        self.parallel_min_bytes = parallel_min_bytes
+        self.pretokenizer = pretokenizer
+        self.tables = tables
+        self._module = module
+        # (preset, dialect) numbers when the compiled scanner splits this pre-tokenizer.
+        preset = scanner_id(pretokenizer.stages[0]) if len(pretokenizer.stages) == 1 else None
+        self.scanner = None if preset is None else (preset, DIALECTS.index(pretokenizer.dialect))
+        self._shared = module.SharedCache(tables, cache_limit=cache_limit)
+        self._local = threading.local()
+
+    def encoder(self) -> Any:
+        """This thread's compiled encoder (one per thread: each holds scratch space and a lock)."""
+        enc = getattr(self._local, "encoder", None)
+        if enc is None:
+            enc = self._module.Encoder(self.tables, cache=self._shared)
+            self._local.encoder = enc
+        return enc
+
+    def _run(self, text: str, *, as_bytes: bool) -> Any:
+        parts = self.parts(text)
+        if parts is not None:
+            return self._encode_parts(parts, as_bytes=as_bytes)
+        enc = self.encoder()
+        if self.scanner is not None:
+            return enc.encode_text(text, *self.scanner, as_bytes=as_bytes)
+        return enc.encode_chunks(text, self.pretokenizer.split(text), as_bytes=as_bytes)
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of a checked text."""
+        ids: list[int] = self._run(text, as_bytes=False)
+        return ids
+
+    def encode_numpy(self, text: str) -> NDArray[np.uint32]:
+        """The ids as a ``uint32`` array straight from the compiled encoder's buffer."""
+        return np.frombuffer(bytearray(self._run(text, as_bytes=True)), dtype=np.uint32)
+
+    def encode_many(self, texts: Sequence[str]) -> list[list[int]]:
+        """Ids of each checked text; one compiled call when the scanner splits."""
+        if self.scanner is None:
+            return [self.encode(text) for text in texts]
+        many: list[list[int]] = self.encoder().encode_texts(texts, *self.scanner)
+        return many
+
+    def _encode_parts(self, parts: list[str], *, as_bytes: bool) -> Any:
+        """Each part on its own thread (the first on this one), joined in order."""
+        assert self.scanner is not None
+        scanner = self.scanner
+
+        def one(part: str) -> Any:
+            return self.encoder().encode_text(part, *scanner, as_bytes=as_bytes)
+
+        pool = _thread_pool()
+        futures = [pool.submit(one, part) for part in parts[1:]]
+        first = one(parts[0])
+        rest = [f.result() for f in futures]
+        if as_bytes:
+            return b"".join([first, *rest])
+        out: list[int] = first
+        for ids in rest:
+            out += ids
+        return out
+
+    def parts(self, text: str) -> list[str] | None:
+        """``text`` cut at safe cuts into 2..threads parts, or None when one thread is due
+        (a short text, one thread allowed, no compiled scanner, or no safe cut at all)."""
+        if self.scanner is None or len(text) * 4 < self.parallel_min_bytes:
+            return None
+        threads = self.threads if self.threads is not None else _default_threads
+        k = min(os.cpu_count() or 1, _MAX_THREADS) if threads is None else threads
+        counter = load("_count")
+        if k < 2 or counter is None:
+            return None
+        if len(text) < self.parallel_min_bytes and len(text.encode()) < self.parallel_min_bytes:
+            return None
+        k = min(k, _MAX_THREADS)
+        cuts = [0]
+        for i in range(1, k):
+            cut = _safe_cut(counter, self.scanner[1], text, max(cuts[-1] + 1, len(text) * i // k))
+            if cut is None:
+                break
+            cuts.append(cut)
+        if len(cuts) < 2:
+            return None  # no safe cut (one giant line): one part
+        cuts.append(len(text))
+        return [text[a:b] for a, b in pairwise(cuts)]
+
+
+def _safe_cut(counter: Any, dialect: int, text: str, start: int) -> int | None:
+    """The first character index >= ``start`` (and > 1) where the scanner allows a cut, or None.
+
+    ``tk_safe_cut`` decides from the bytes around a position only (the line feed
+    before it, the characters on either side), so it runs on short windows of
+    the text, each starting on a character, instead of on the whole text's UTF-8.
+    """
+    while start < len(text):
+        lo = max(0, start - 2)
+        window = text[lo : lo + _CUT_WINDOW]
+        data = window.encode()
+        from_byte = len(window[: start - lo].encode())
+        cut = counter.safe_cut(data, dialect, from_byte)
+        if cut < len(data):
+            return lo + len(data[:cut].decode())
+        # Every position before the window's end was tried; the next window starts
+        # two characters earlier so the line feed and the character before it are seen.
+        start = lo + len(window)
+    return None
