@@ -150,3 +150,58 @@ def test_cli_group_out_of_range_is_a_usage_error(
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1
     assert "a group is a number from 1 to 12" in err
+
+
+@pytest.mark.parametrize("key", ["6.3", "two declared alias keys contain different values."])
+def test_cli_key_prints_one_scenario(key: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explain", key]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "id     6.3",
+        "title  Two declared alias keys contain different values",
+        "group  6 weight tying, checkpoint and output ownership",
+        f"code   DIVERGENT_ALIAS_VALUES (guarded): {CODES['DIVERGENT_ALIAS_VALUES']}",
+    ]
+    assert main(["lab", key, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data == {**scenario("6.3").to_dict(), "description": CODES["DIVERGENT_ALIAS_VALUES"]}
+
+
+def test_cli_key_prints_a_code_and_the_scenarios_it_guards(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["explain", "TIE_NOT_SHARED"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        "code         TIE_NOT_SHARED",
+        f"description  {CODES['TIE_NOT_SHARED']}",
+        "scenarios    1.3    Tied weights accepted from equal values",
+        "             3.4    Shared embedding assumed when the implementation uses separate tables",
+        "             6.1    Equal values are mistaken for one parameter",
+        "             12.2   Assuming tied weights when the implementation does not tie",
+    ]
+    assert main(["explain", "tie_not_shared", "--json"]) == 0  # codes in any case
+    data = json.loads(capsys.readouterr().out)
+    assert (data["code"], data["description"]) == ("TIE_NOT_SHARED", CODES["TIE_NOT_SHARED"])
+    assert [s["id"] for s in data["scenarios"]] == ["1.3", "3.4", "6.1", "12.2"]
+    assert main(["explain", "INVALID_ARGUMENT"]) == 0  # a code no scenario uses
+    assert capsys.readouterr().out.splitlines()[-1] == "scenarios    none in the failure lab"
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["explain", "13.1"], "no failure-lab scenario and no error code is named '13.1'"),
+        (["explain", "NOT_A_CODE"], "no failure-lab scenario and no error code"),
+        (["explain", "6.3", "--group", "6"], "give KEY or --group, not both"),
+    ],
+)
+def test_cli_unknown_key_is_a_coded_usage_error(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1
+    assert err.startswith("tokembed: INVALID_ARGUMENT: ")
+    assert says in err
+    if "--group" not in argv:
+        assert "run `tokembed explain` to list" in err
