@@ -17,6 +17,9 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("TOKEMBED_DATA", REPO.parent / "shared" / "data"))
 SPEC = DATA.parent / "spec"
 
+# The failure-lab marker's record (tests/_lab_marks.py), read by tests/audit/test_lab.py.
+pytest_plugins = ["_lab_marks"]
+
 PUD_LANGS = ("ar", "de", "en", "es", "fi", "fr", "hi", "id", "ko", "ru", "th", "tr", "zh")
 
 

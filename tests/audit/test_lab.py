@@ -1,72 +1,48 @@
 """The failure-lab registry agrees with the tests: every scenario has a registered code and a test asserting it.
 
-A test triggers a scenario when the first line of its docstring is
-``Failure lab: <title>`` (a parenthetical after the title is allowed). Each
-scenario must have a registered guard code, at least one such test, every such
-test must mention the code outside its docstring (it asserts it), and the
-tests recorded in the shipped data must be exactly the tests found here.
+A test triggers a scenario when it carries ``@pytest.mark.failure_lab("<id>")``
+(``tests/_lab_marks.py`` records the marked tests while pytest collects them).
+Each scenario must have a registered guard code and at least one marked test,
+every marked test must name the code outside its docstring (it asserts it),
+and no marker may name an id the registry does not have.
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import re
+import time
 from collections import Counter
-from functools import cache
 from pathlib import Path
 
 import pytest
 
+from _lab_marks import LabRecord, collect_in_subprocess, names_code, recorded
 from tokembed.audit import GROUP_SIZES, SCENARIOS, lab_coverage, scenario
 from tokembed.cli import main
 from tokembed.errors import CODES, UsageError
 
 REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "src" / "tokembed"
-_MARKER = "failure lab: "
 
 
-def _strings(node: ast.AST) -> set[str]:
-    """String constants of a test function, its decorators included and its docstring excluded."""
-    body = getattr(node, "body", [])
-    skip = None
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        skip = body[0].value
-    return {
-        n.value
-        for n in ast.walk(node)
-        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n is not skip
-    }
+@pytest.fixture(scope="module")
+def marks(pytestconfig: pytest.Config) -> dict[str, dict[str, bool]]:
+    """Scenario id -> {marked test's node id -> it names the code}, over the whole tests/ tree.
 
-
-def _title(doc: str) -> str | None:
-    first = doc.splitlines()[0].strip().lower() if doc else ""
-    if not first.startswith(_MARKER):
-        return None
-    return first.removeprefix(_MARKER).split(" (")[0].rstrip(".").strip()
-
-
-@cache
-def _marked() -> dict[str, dict[str, set[str]]]:
-    """Title -> {test node id -> string constants of that test}."""
-    found: dict[str, dict[str, set[str]]] = {}
-    for path in sorted((REPO / "tests").rglob("test_*.py")):
-        rel = path.relative_to(REPO).as_posix()
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        tests: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
-        for top in tree.body:
-            if isinstance(top, ast.FunctionDef | ast.AsyncFunctionDef):
-                tests.append((f"{rel}::{top.name}", top))
-            elif isinstance(top, ast.ClassDef):
-                for item in top.body:
-                    if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
-                        tests.append((f"{rel}::{top.name}::{item.name}", item))
-        for node_id, fn in tests:
-            title = _title(ast.get_docstring(fn) or "")
-            if fn.name.startswith("test_") and title is not None:
-                found.setdefault(title, {})[node_id] = _strings(fn)
-    return found
+    This session's own record when it collected every test file (``pytest tests``, with
+    or without ``-k``/``-m``, and each xdist worker of it); otherwise (this file run alone,
+    or beside a few others) a child pytest collects the tree. Never skipped.
+    """
+    record: LabRecord = recorded(pytestconfig)
+    if record.missing(REPO) or record.errors:
+        started = time.perf_counter()
+        record = collect_in_subprocess(REPO)
+        took = time.perf_counter() - started
+        print(f"failure lab: collected tests/ in a child pytest in {took:.1f} s")
+    assert record.missing(REPO) == [], "the collection did not reach these test files"
+    assert record.errors == [], "these test files did not collect"
+    return record.marks
 
 
 def test_eighty_four_scenarios_in_twelve_groups() -> None:
@@ -76,19 +52,20 @@ def test_eighty_four_scenarios_in_twelve_groups() -> None:
     assert [counts[g] for g in range(1, 13)] == list(GROUP_SIZES)
     expected = [f"{g}.{n}" for g, size in enumerate(GROUP_SIZES, 1) for n in range(1, size + 1)]
     assert [s.id for s in SCENARIOS] == expected  # every id once, in order
-    assert len({s.title.lower() for s in SCENARIOS}) == 84  # docstrings match case-insensitively
+    assert len({s.title.lower() for s in SCENARIOS}) == 84  # titles are looked up in any case
     assert not any(s.title.endswith(".") for s in SCENARIOS)
 
 
 @pytest.mark.parametrize("sid", [s.id for s in SCENARIOS])
-def test_scenario_has_a_registered_code_and_a_test_that_asserts_it(sid: str) -> None:
+def test_scenario_has_a_registered_code_and_a_marked_test_that_asserts_it(
+    sid: str, marks: dict[str, dict[str, bool]]
+) -> None:
     s = scenario(sid)
     assert s.code in CODES, f"{sid}: guard code {s.code} is not registered in errors.CODES"
-    tests = _marked().get(s.title.lower(), {})
-    assert tests, f"{sid}: no test starts its docstring with 'Failure lab: {s.title}'"
-    silent = sorted(t for t, strings in tests.items() if s.code not in strings)
+    tests = marks.get(sid, {})
+    assert tests, f"{sid}: no test carries @pytest.mark.failure_lab({sid!r})"
+    silent = sorted(node for node, names in tests.items() if not names)
     assert silent == [], f"{sid}: these tests never mention {s.code}"
-    assert s.tests == tuple(sorted(tests)), f"{sid}: record tests={tuple(sorted(tests))!r}"
 
 
 @pytest.mark.parametrize("code", sorted({s.code for s in SCENARIOS}))
@@ -103,9 +80,23 @@ def test_every_guard_code_is_raised_by_the_library(code: str) -> None:
     assert f'"{code}"' in text
 
 
-def test_no_marker_names_an_unknown_scenario() -> None:
-    titles = {s.title.lower() for s in SCENARIOS}
-    assert sorted(set(_marked()) - titles) == []  # a misspelled marker closes nothing
+def test_no_marker_names_an_unknown_scenario(marks: dict[str, dict[str, bool]]) -> None:
+    ids = {s.id for s in SCENARIOS}
+    unknown = {sid: sorted(tests) for sid, tests in marks.items() if sid not in ids}
+    assert unknown == {}  # a mistyped id closes nothing
+
+
+def test_a_test_names_a_code_only_outside_its_docstring() -> None:
+    def asserts(code: str) -> None:
+        """Mentions TIE_NOT_SHARED here too."""
+        assert code == "TIE_NOT_SHARED"
+
+    def only_documents() -> None:
+        """Raises TIE_NOT_SHARED."""
+
+    assert names_code(asserts, "TIE_NOT_SHARED")
+    assert not names_code(only_documents, "TIE_NOT_SHARED")
+    assert not names_code(asserts, "DIVERGENT_ALIAS_VALUES")
 
 
 def test_lookup_by_id_and_title() -> None:
@@ -124,11 +115,11 @@ def test_coverage_counts_add_up() -> None:
     assert whole.total.scenarios == 84
     assert [g.scenarios for g in whole.groups] == list(GROUP_SIZES)
     for g in (*whole.groups, whole.total):
-        assert g.guarded_and_tested + g.guarded_only + g.unguarded == g.scenarios
-    assert whole.total.guarded_and_tested == sum(g.guarded_and_tested for g in whole.groups)
+        assert g.guarded + g.unguarded == g.scenarios
+    assert whole.total.guarded == sum(g.guarded for g in whole.groups) == 84
     six = lab_coverage(group=6)
     assert [s.id for s in six.scenarios] == [f"6.{n}" for n in range(1, 13)]
-    assert (six.total.scenarios, six.total.guarded_and_tested) == (12, 12)
+    assert (six.total.scenarios, six.total.guarded) == (12, 12)
 
 
 def test_cli_table_json_and_group(capsys: pytest.CaptureFixture[str]) -> None:
@@ -138,13 +129,15 @@ def test_cli_table_json_and_group(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["total"] == lab_coverage().total.to_dict()
     first = data["scenarios"][0]
     assert (first["id"], first["code"], first["status"]) == (
-        "1.1", "IDENTITY_KIND_MISMATCH", "guarded+tested",
+        "1.1", "IDENTITY_KIND_MISMATCH", "guarded",
     )  # fmt: skip
+    assert "tests" not in first  # the package names no test files
     assert main(["--quiet", "lab", "--group", "12"]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert re.match(r"12\.1 +HEAD_VOCAB_MISMATCH +guarded\+tested +Output head and", lines[1])
-    assert lines[-1].split() == ["total", "4", "4", "4"]
+    assert re.match(r"12\.1 +HEAD_VOCAB_MISMATCH +guarded +Output head and", lines[1])
+    assert lines[-2].split() == ["12", "output", "head", "and", "weight", "tying", "4", "0", "4"]
+    assert lines[-1].split() == ["total", "4", "0", "4"]
 
 
 @pytest.mark.parametrize("bad", ["0", "13", "six"])
@@ -159,9 +152,56 @@ def test_cli_group_out_of_range_is_a_usage_error(
     assert "a group is a number from 1 to 12" in err
 
 
-if __name__ == "__main__":
-    # After adding or renaming a marked test: print the tests each scenario should record.
-    for s in SCENARIOS:
-        found = tuple(sorted(_marked().get(s.title.lower(), {})))
-        if found != s.tests:
-            print(f"{s.id}: {found!r}")
+@pytest.mark.parametrize("key", ["6.3", "two declared alias keys contain different values."])
+def test_cli_key_prints_one_scenario(key: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explain", key]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "id     6.3",
+        "title  Two declared alias keys contain different values",
+        "group  6 weight tying, checkpoint and output ownership",
+        f"code   DIVERGENT_ALIAS_VALUES (guarded): {CODES['DIVERGENT_ALIAS_VALUES']}",
+    ]
+    assert main(["lab", key, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data == {**scenario("6.3").to_dict(), "description": CODES["DIVERGENT_ALIAS_VALUES"]}
+
+
+def test_cli_key_prints_a_code_and_the_scenarios_it_guards(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["explain", "TIE_NOT_SHARED"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        "code         TIE_NOT_SHARED",
+        f"description  {CODES['TIE_NOT_SHARED']}",
+        "scenarios    1.3    Tied weights accepted from equal values",
+        "             3.4    Shared embedding assumed when the implementation uses separate tables",
+        "             6.1    Equal values are mistaken for one parameter",
+        "             12.2   Assuming tied weights when the implementation does not tie",
+    ]
+    assert main(["explain", "tie_not_shared", "--json"]) == 0  # codes in any case
+    data = json.loads(capsys.readouterr().out)
+    assert (data["code"], data["description"]) == ("TIE_NOT_SHARED", CODES["TIE_NOT_SHARED"])
+    assert [s["id"] for s in data["scenarios"]] == ["1.3", "3.4", "6.1", "12.2"]
+    assert main(["explain", "INVALID_ARGUMENT"]) == 0  # a code no scenario uses
+    assert capsys.readouterr().out.splitlines()[-1] == "scenarios    none in the failure lab"
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["explain", "13.1"], "no failure-lab scenario and no error code is named '13.1'"),
+        (["explain", "NOT_A_CODE"], "no failure-lab scenario and no error code"),
+        (["explain", "6.3", "--group", "6"], "give KEY or --group, not both"),
+    ],
+)
+def test_cli_unknown_key_is_a_coded_usage_error(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1
+    assert err.startswith("tokembed: INVALID_ARGUMENT: ")
+    assert says in err
+    if "--group" not in argv:
+        assert "run `tokembed explain` to list" in err

@@ -47,8 +47,9 @@ def _code(fn: Any, *args: Any, **kwargs: Any) -> str:
     return e.value.code
 
 
+@pytest.mark.failure_lab("6.1")
 def test_equal_values_are_mistaken_for_one_parameter() -> None:
-    """Failure lab: Equal values are mistaken for one parameter.
+    """Equal values are mistaken for one parameter.
 
     embed and lm_head hold equal values (a copy) while the config claims a tie.
     """
@@ -60,8 +61,9 @@ def test_equal_values_are_mistaken_for_one_parameter() -> None:
     assert _code(require_ties, model, claims=claims) == "TIE_NOT_SHARED"
 
 
+@pytest.mark.failure_lab("6.2")
 def test_a_checkpoint_stores_values_but_loses_the_alias_graph(tmp_path: Path) -> None:
-    """Failure lab: A checkpoint stores values but loses the alias graph.
+    """A checkpoint stores values but loses the alias graph.
 
     Two keys copied into two Parameters; the alias is never reapplied.
     """
@@ -75,8 +77,9 @@ def test_a_checkpoint_stores_values_but_loses_the_alias_graph(tmp_path: Path) ->
     verify_aliases(kept, graph)
 
 
+@pytest.mark.failure_lab("6.3")
 def test_two_declared_alias_keys_contain_different_values(tmp_path: Path) -> None:
-    """Failure lab: Two declared alias keys contain different values.
+    """Two declared alias keys contain different values.
 
     The file has embed and lm_head with different values; the model ties them.
     """
@@ -85,8 +88,9 @@ def test_two_declared_alias_keys_contain_different_values(tmp_path: Path) -> Non
     assert _code(load_checkpoint, TinyLM(tied=True), path) == "DIVERGENT_ALIAS_VALUES"
 
 
+@pytest.mark.failure_lab("6.4")
 def test_the_optimizer_is_built_before_an_alias_is_restored(tmp_path: Path) -> None:
-    """Failure lab: The optimizer is built before an alias is restored.
+    """The optimizer is built before an alias is restored.
 
     The optimizer keeps the replaced lm_head Parameter; forward uses the embedding.
     """
@@ -100,8 +104,9 @@ def test_the_optimizer_is_built_before_an_alias_is_restored(tmp_path: Path) -> N
     assert _code(check_registration, target, early) == "STALE_OPTIMIZER_PARAMETER"
 
 
+@pytest.mark.failure_lab("6.5")
 def test_one_tied_parameter_is_registered_twice_with_the_optimizer() -> None:
-    """Failure lab: One tied Parameter is registered twice with the optimizer.
+    """One tied Parameter is registered twice with the optimizer.
 
     Both role names of one tied weight end up in the param groups.
     """
@@ -111,8 +116,9 @@ def test_one_tied_parameter_is_registered_twice_with_the_optimizer() -> None:
     assert _code(check_registration, model, sgd) == "DUPLICATE_OPTIMIZER_REGISTRATION"
 
 
+@pytest.mark.failure_lab("6.6")
 def test_a_factorized_lexical_table_is_tied_directly_to_a_hidden_width_head() -> None:
-    """Failure lab: A factorized lexical table is tied directly to a hidden-width head.
+    """A factorized lexical table is tied directly to a hidden-width head.
 
     [V, D] lexical rows claimed tied to a [V, H] head (same V, D != H).
     """
@@ -125,8 +131,9 @@ def test_a_factorized_lexical_table_is_tied_directly_to_a_hidden_width_head() ->
     assert _code(tie, model, keep="input", pair=pair) == "TIE_WIDTH_MISMATCH"
 
 
+@pytest.mark.failure_lab("6.7")
 def test_source_and_target_tables_are_tied_from_equal_row_counts() -> None:
-    """Failure lab: Source and target tables are tied from equal row counts.
+    """Source and target tables are tied from equal row counts.
 
     Two [V, H] input tables bound to different tokenizers.
     """
@@ -159,9 +166,10 @@ def _partition_codes(rank: int, world_size: int) -> list[Any]:
     return [[(p.kind, p.code) for p in tied], [(p.code, p.detail) for p in permuted]]
 
 
+@pytest.mark.failure_lab("6.8")
 @pytest.mark.distributed
 def test_tensor_parallel_input_and_output_shards_use_different_row_intervals() -> None:
-    """Failure lab: Tensor-parallel input and output shards use different row intervals.
+    """Tensor-parallel input and output shards use different row intervals.
 
     Rank r's head rows are rank R-1-r's embedding rows; every local shape is valid.
     """
@@ -214,9 +222,10 @@ def _replica_run(rank: int, world_size: int, mode: str) -> Any:
     return (pair.code, pair.detail.split(":")[0])
 
 
+@pytest.mark.failure_lab("6.9")
 @pytest.mark.distributed
 def test_pipeline_replicas_reduce_values_but_not_the_two_gradient_paths() -> None:
-    """Failure lab: Pipeline replicas reduce values but not the two gradient paths.
+    """Pipeline replicas reduce values but not the two gradient paths.
 
     Each stage steps only its own role's gradient; a reconciled run stays equal.
     """
@@ -227,9 +236,10 @@ def test_pipeline_replicas_reduce_values_but_not_the_two_gradient_paths() -> Non
     assert run_ranks(_replica_run, 2, "reconciled")[0][0] is None
 
 
+@pytest.mark.failure_lab("6.10")
 @pytest.mark.distributed
 def test_pipeline_replica_values_match_while_optimizer_moments_differ() -> None:
-    """Failure lab: Pipeline replica values match while optimizer moments differ.
+    """Pipeline replica values match while optimizer moments differ.
 
     Values broadcast after unreconciled steps: equal tensors, different Adam moments.
     """
@@ -239,9 +249,10 @@ def test_pipeline_replica_values_match_while_optimizer_moments_differ() -> None:
     )
 
 
+@pytest.mark.failure_lab("6.11")
 @pytest.mark.distributed
 def test_the_reconciled_pipeline_gradient_is_reduced_twice() -> None:
-    """Failure lab: The reconciled pipeline gradient is reduced twice.
+    """The reconciled pipeline gradient is reduced twice.
 
     The embedding group doubles as the data-parallel group: the sum is taken twice.
     """
@@ -251,8 +262,9 @@ def test_the_reconciled_pipeline_gradient_is_reduced_twice() -> None:
     )
 
 
+@pytest.mark.failure_lab("6.12")
 def test_input_and_output_roles_create_independent_quantized_packs_and_call_them_tied() -> None:
-    """Failure lab: Input and output roles create independent quantized packs and call them tied.
+    """Input and output roles create independent quantized packs and call them tied.
 
     Each role quantized from its own copy (one of them trained on): two physical tables.
     """

@@ -22,8 +22,9 @@ def _code(*args: object, **kwargs: object) -> tuple[str, object]:
     return e.value.code, e.value.value
 
 
+@pytest.mark.failure_lab("12.1")
 def test_an_untied_head_of_another_vocabulary_is_refused() -> None:
-    """Failure lab: Output head and input embedding vocabulary dimensions disagree.
+    """Output head and input embedding vocabulary dimensions disagree.
 
     The embedding grew to 12 rows; the untied head still scores 11 ids.
     """
@@ -36,8 +37,9 @@ def test_an_untied_head_of_another_vocabulary_is_refused() -> None:
     check_output_head(grown, model.lm_head, vocab_size=11)  # a declared output vocabulary
 
 
+@pytest.mark.failure_lab("12.4")
 def test_a_transposed_head_is_refused() -> None:
-    """Failure lab: Using transposed weight layout incorrectly.
+    """Using transposed weight layout incorrectly.
 
     A custom head stores W as [d, V] and computes hidden @ W; nn.Linear stores [V, d].
     """
@@ -61,8 +63,9 @@ def test_a_transposed_head_is_refused() -> None:
     assert e.value.code == "INVALID_ARGUMENT"
 
 
+@pytest.mark.failure_lab("12.3")
 def test_tables_of_other_vocabularies_are_not_tied() -> None:
-    """Failure lab: Tying incompatible source, target, and output tables.
+    """Tying incompatible source, target, and output tables.
 
     Source, target and output tables of one shape, two vocabularies.
     """

@@ -140,9 +140,10 @@ def _clip_then_check(rank: int, world: int, full: torch.Tensor, mode: str) -> ob
         return (e.code, e.value)
 
 
+@pytest.mark.failure_lab("5.5")
 @pytest.mark.distributed
 def test_local_clipping_is_not_global_clipping() -> None:
-    """Failure lab: Local clipping is called global clipping.
+    """Local clipping is called global clipping.
 
     Two row shards each clipped to norm 1 by clip_grad_norm_ leave a global norm near sqrt(2).
     """

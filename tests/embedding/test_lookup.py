@@ -298,8 +298,9 @@ def test_three_row_learning_step() -> None:
 # --- input scale ----------------------------------------------------------------------------------
 
 
+@pytest.mark.failure_lab("7.2")
 def test_input_scale_applied_once_and_recorded() -> None:
-    """Failure lab: Applying sqrt(d_model) twice."""
+    """Applying sqrt(d_model) twice."""
     emb = TokenEmbedding(11, 16, input_scale=math.sqrt(16))
     ids = torch.tensor([[1, 3]])
     out = emb(ids)
@@ -335,10 +336,11 @@ def test_lookup_refusals(bad: object, code: str) -> None:
     assert e.value.code == code
 
 
+@pytest.mark.failure_lab("2.3")
 def test_one_hot_guard_is_an_opt_in_policy() -> None:
     # Integer one-hot selectors are also a valid id batch (rows 0 and 1), so only a
     # table built with one_hot_guard=True refuses them; nn.Embedding never does.
-    """Failure lab: One-hot vectors passed into nn.Embedding."""
+    """One-hot vectors passed into nn.Embedding."""
     selectors = F.one_hot(torch.tensor([[1, 2, 6]]), 8)
     guarded = _spec_embedding(padding_idx=0, one_hot_guard=True)
     with pytest.raises(EmbeddingError) as e:
@@ -350,8 +352,9 @@ def test_one_hot_guard_is_an_opt_in_policy() -> None:
     assert small(torch.tensor([[0, 1, 0]])).shape == (1, 3, 2)
 
 
+@pytest.mark.failure_lab("4.2")
 def test_pad_convention_naming_is_switchable() -> None:
-    """Failure lab: pad_id=-1 passed into embedding lookup."""
+    """pad_id=-1 passed into embedding lookup."""
     named = TokenEmbedding(8, 3)
     with pytest.raises(IndexError) as e:
         named(torch.tensor([[1, -1]]))
@@ -382,8 +385,9 @@ def test_media_features_cast_to_ids_are_refused() -> None:
     assert e.value.code in ("ID_OUT_OF_RANGE", "PAD_ID_INVALID")
 
 
+@pytest.mark.failure_lab("2.4")
 def test_already_embedded_rows_are_not_ids() -> None:
-    """Failure lab: Already embedded floats passed into nn.Embedding.
+    """Already embedded floats passed into nn.Embedding.
 
     [B, L, d] rows from one table handed to another lookup: refused like nn.Embedding does.
     """
@@ -397,8 +401,9 @@ def test_already_embedded_rows_are_not_ids() -> None:
         nn.Embedding(8, 3)(rows)
 
 
+@pytest.mark.failure_lab("2.5")
 def test_media_features_cast_to_in_range_ids_have_no_address() -> None:
-    """Failure lab: Media features cast to IDs.
+    """Media features cast to IDs.
 
     Cast features can land inside [0, V); only the address binding tells them from ids.
     """
@@ -478,12 +483,13 @@ def test_bind_address_checks_row_count_against_tokenizer() -> None:
 # --- PAD policy --------------------------------------------------------------------------------------
 
 
+@pytest.mark.failure_lab("4.3")
 @pytest.mark.parametrize(
     ("batch_pad", "table_pad"),
     [(0, None), (None, 0), (0, 2), (-1, 0)],
 )
 def test_batch_and_table_pad_ids_must_agree(batch_pad: int | None, table_pad: int | None) -> None:
-    """Failure lab: PAD row updates unexpectedly."""
+    """PAD row updates unexpectedly."""
     emb = TokenEmbedding(8, 3, padding_idx=table_pad)
     batch = AddressedIds(ids=torch.tensor([[1, 2]]), address_hash=HASH_A, pad_id=batch_pad)
     with pytest.raises(EmbeddingError) as e:
@@ -498,8 +504,9 @@ def test_padding_idx_must_be_a_row(padding_idx: int) -> None:
     assert e.value.code == "PAD_ID_INVALID"
 
 
+@pytest.mark.failure_lab("7.7")
 def test_zero_pad_row_policy() -> None:
-    """Failure lab: Assuming padding_idx forces a permanent zero row."""
+    """Assuming padding_idx forces a permanent zero row."""
     nonzero = torch.tensor(SPEC_TABLE)
     nonzero[0] = 1.0
     with pytest.raises(EmbeddingError) as e:  # supplied weights bypass the constructor's zeroing
@@ -568,8 +575,9 @@ def test_config_refusals(policy: dict[str, object], code: str) -> None:
     assert _code(e) == code
 
 
+@pytest.mark.failure_lab("5.2")
 def test_global_scope_needs_counts() -> None:
-    """Failure lab: Frequency scaling uses an undeclared count scope."""
+    """Frequency scaling uses an undeclared count scope."""
     emb = TokenEmbedding(8, 3, scale_grad_by_freq=True, count_scope="global")
     with pytest.raises(EmbeddingError) as e:
         emb(_ids())

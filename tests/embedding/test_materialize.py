@@ -177,8 +177,9 @@ def test_growth_preserves_the_old_prefix_bit_for_bit() -> None:
     assert e.value.code == "SHAPE_MISMATCH"
 
 
+@pytest.mark.failure_lab("7.6")
 def test_growth_prefix_check_sees_changed_bits() -> None:
-    """Failure lab: Vocabulary growth overwrites old rows."""
+    """Vocabulary growth overwrites old rows."""
     old = _table()
     new = torch.cat([old, torch.zeros(2, 4)])
     check_growth_prefix(old, new)

@@ -83,8 +83,9 @@ def test_mlp_projector_is_linear_gelu_linear() -> None:
     assert not any(p.requires_grad for p in proj.parameters())
 
 
+@pytest.mark.failure_lab("8.1")
 def test_d_media_mistaken_for_d_model() -> None:
-    """Failure lab: mistaking d_media for d_model.
+    """Mistaking d_media for d_model.
 
     A contract built with the encoder's 1024 as the model width is refused by a
     4096-wide model, and model-width rows fed back in are refused by width (with the
@@ -109,8 +110,9 @@ def test_d_media_mistaken_for_d_model() -> None:
     assert "already projected?" in e.value.message
 
 
+@pytest.mark.failure_lab("8.2")
 def test_right_width_wrong_semantic_space() -> None:
-    """Failure lab: projector maps to the correct width but wrong semantic space.
+    """Projector maps to the correct width but wrong semantic space.
 
     Vicuna-7B and Llama-2-7B are both 4096 wide; a connector aligned to one does not
     feed the other.
@@ -121,8 +123,9 @@ def test_right_width_wrong_semantic_space() -> None:
     assert e.value.value == ("vicuna-7b-v1.5", "llama-2-7b")
 
 
+@pytest.mark.failure_lab("8.3")
 def test_projector_from_another_encoder() -> None:
-    """Failure lab: projector trained for one encoder is used with another encoder.
+    """Projector trained for one encoder is used with another encoder.
 
     DINOv2-L features are also 1024 wide; another layer of the same CLIP is another
     feature distribution too; undeclared features cannot be vouched for.
@@ -150,8 +153,9 @@ def _small(trainability: Trainability) -> MediaProjector:
     return MediaProjector(contract)
 
 
+@pytest.mark.failure_lab("8.4")
 def test_trainability_contrary_to_the_setup() -> None:
-    """Failure lab: projector frozen or trained contrary to the setup.
+    """Projector frozen or trained contrary to the setup.
 
     LLaVA's first stage trains the connector alone; a frozen connector, or one left
     out of the optimizer, silently reproduces another set-up. A connector declared

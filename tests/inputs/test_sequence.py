@@ -66,8 +66,9 @@ def test_text_and_image_batch_assembles_exactly() -> None:
     )
 
 
+@pytest.mark.failure_lab("11.1")
 def test_text_and_media_concatenated_along_the_feature_axis() -> None:
-    """Failure lab: text and media concatenated along the feature axis.
+    """Text and media concatenated along the feature axis.
 
     [B, n, d] + [B, n, d] on dim=-1 is [B, n, 2d]: a valid tensor, another object.
     """
@@ -89,8 +90,9 @@ def test_text_and_media_concatenated_along_the_feature_axis() -> None:
     assert e.value.code == "X0_FEATURE_AXIS_CONCAT"
 
 
+@pytest.mark.failure_lab("11.2")
 def test_rows_have_correct_shape_but_wrong_order() -> None:
-    """Failure lab: rows have correct shape but wrong order.
+    """Rows have correct shape but wrong order.
 
     Training put the image before the question; text first gives the same
     [B, 5, d_model] with every row in another place.
@@ -106,8 +108,9 @@ def test_rows_have_correct_shape_but_wrong_order() -> None:
     assert e.value.code == "X0_ROW_ORDER_MISMATCH"
 
 
+@pytest.mark.failure_lab("11.3")
 def test_row_type_metadata_lost() -> None:
-    """Failure lab: row-type metadata lost.
+    """Row-type metadata lost.
 
     A bare tensor segment, or a state passed on without its row types, no longer
     says which rows are image, text or PAD.
@@ -123,8 +126,9 @@ def test_row_type_metadata_lost() -> None:
     assert e.value.code == "X0_ROW_TYPES_MISSING"
 
 
+@pytest.mark.failure_lab("11.4")
 def test_geometry_metadata_dropped_at_concat() -> None:
-    """Failure lab: geometry metadata dropped at concat.
+    """Geometry metadata dropped at concat.
 
     Image rows without their patch coordinates, or a state without its geometry,
     are refused.
@@ -140,8 +144,9 @@ def test_geometry_metadata_dropped_at_concat() -> None:
     assert e.value.code == "X0_GEOMETRY_MISSING"
 
 
+@pytest.mark.failure_lab("11.5")
 def test_ragged_media_padded_without_media_masks() -> None:
-    """Failure lab: ragged media batches padded without media masks.
+    """Ragged media batches padded without media masks.
 
     pad_sequence fills the shorter item with zero rows; without a mask they would be
     projected and attended to as evidence.

@@ -28,8 +28,9 @@ def test_appended_merge_and_special_are_append_only() -> None:
     assert change.merged == ((301, (256, BANG)),)  # evidence: "hi!" was two old ids
 
 
+@pytest.mark.failure_lab("3.6")
 def test_reordered_vocabulary_is_never_called_append_only() -> None:
-    """Failure lab: a reordered vocabulary is called append-only."""
+    """A reordered vocabulary is called append-only."""
     # Same pieces and merges, ids of "hi" and "!!" swapped: every shape stays valid.
     new = make([(H, I, 257), (BANG, BANG, 256)], {"<|end|>": 300})
     change = classify_change(base(), new)
@@ -101,8 +102,9 @@ def test_equal_size_other_assignment_has_another_vocab_digest() -> None:
     assert ordered_vocab_digest(swapped) != ordered_vocab_digest(base())
 
 
+@pytest.mark.failure_lab("1.2")
 def test_equal_size_tables_are_not_address_compatible() -> None:
-    """Failure lab: Equal vocabulary size admitted as address compatibility.
+    """Equal vocabulary size admitted as address compatibility.
 
     A table bound to one tokenizer refuses ids from another of the same V.
     """

@@ -50,8 +50,9 @@ def test_frozen_old_rows_do_not_move_and_new_rows_train(tied: bool, bias: bool) 
         check_frozen(table, old, digest)
 
 
+@pytest.mark.failure_lab("3.11")
 def test_masking_only_the_lookup_gradient_does_not_freeze_tied_rows() -> None:
-    """Failure lab: only the sparse lookup gradient is masked to freeze old tied rows."""
+    """Only the sparse lookup gradient is masked to freeze old tied rows."""
     model, opt = _migrated(tied=True)
     table = model.model.embed_tokens.weight
     old = torch.arange(V0)

@@ -49,8 +49,9 @@ def test_mean_rows_stay_within_the_bound_in_every_context() -> None:
     assert report.logits_preserved
 
 
+@pytest.mark.failure_lab("3.8")
 def test_preserved_logits_do_not_mean_preserved_probabilities() -> None:
-    """Failure lab: old raw logits are preserved, so old probabilities are assumed preserved."""
+    """Old raw logits are preserved, so old probabilities are assumed preserved."""
     table, hidden, _ = _setup()
     z = hidden @ table.T - 20.0  # a trained model with strongly negative logits
     new = torch.cat([z, torch.zeros(64, 5, dtype=torch.float64)], dim=1)  # zero rows: logit 0

@@ -72,8 +72,9 @@ def test_manifest_binds_tokenizers_tables_and_optimizer_state() -> None:
     assert back == manifest
 
 
+@pytest.mark.failure_lab("3.14")
 def test_new_tokenizer_with_old_model_is_rejected_even_when_most_ids_fit() -> None:
-    """Failure lab: T1/M0 is admitted because most IDs are still in range."""
+    """T1/M0 is admitted because most IDs are still in range."""
     manifest, _, old = _release()
     # 301 of T1's 303 ids are rows of M0: the pair is still refused.
     assert old["model.embed_tokens.weight"].shape[0] == 301
@@ -96,8 +97,9 @@ def test_version_pair_matrix() -> None:
         admit_pair(permuted, tokenizer=permuted.old.tokenizer, model=permuted.new.model)
 
 
+@pytest.mark.failure_lab("3.15")
 def test_rollback_of_the_model_alone_is_refused() -> None:
-    """Failure lab: rollback restores M0 while retaining T1 IDs or candidate cache state."""
+    """Rollback restores M0 while retaining T1 IDs or candidate cache state."""
     manifest, _, _ = _release()
     old, new = manifest.old, manifest.new
     with pytest.raises(CheckpointError) as err:
@@ -120,8 +122,9 @@ def _pack(table: torch.Tensor, group: int = 4) -> tuple[torch.Tensor, torch.Tens
     return q.reshape(rows, -1), scales
 
 
+@pytest.mark.failure_lab("3.13")
 def test_packed_bytes_appended_without_new_group_metadata_are_refused() -> None:
-    """Failure lab: quantized bytes are appended without regenerating group metadata."""
+    """Quantized bytes are appended without regenerating group metadata."""
     manifest, model, old = _release()
     name = "lm_head.weight"
     old_q, old_scales = _pack(old[name])  # 301 rows -> 76 groups of 4 (3 padding rows)

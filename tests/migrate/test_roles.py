@@ -44,8 +44,9 @@ def test_target_vocabulary_migrates_and_source_table_stays() -> None:
     assert torch.equal(model.src_embed.weight, src)
 
 
+@pytest.mark.failure_lab("3.3")
 def test_source_and_target_tables_swapped_are_refused() -> None:
-    """Failure lab: source and target embedding tables swapped."""
+    """Source and target embedding tables swapped."""
     model = Seq2Seq(20, 20)  # equal sizes: shapes cannot tell the tables apart
     swapped = VocabRoles(input="src_embed.weight", output="generator.weight", bias="generator.bias")
     with pytest.raises(CheckpointError) as err:
@@ -57,8 +58,9 @@ def test_source_and_target_tables_swapped_are_refused() -> None:
     assert model.src_embed.weight.shape[0] == 20  # nothing written
 
 
+@pytest.mark.failure_lab("3.5")
 def test_target_generator_built_with_the_source_vocabulary_is_refused() -> None:
-    """Failure lab: target Generator initialized with V_src."""
+    """Target Generator initialized with V_src."""
     model = Seq2Seq(30, 20, generator_rows=30)
     with pytest.raises(CheckpointError) as err:
         check_bindings(model, BINDINGS, {SRC: 30, TGT: 20})

@@ -59,8 +59,9 @@ def test_not_injective_is_refused() -> None:
     assert err.value.code == "ROW_MAP_INVALID"
 
 
+@pytest.mark.failure_lab("3.1")
 def test_table_smaller_than_its_tokenizer_is_refused() -> None:
-    """Failure lab: tokenizer vocabulary and embedding row count mismatch."""
+    """Tokenizer vocabulary and embedding row count mismatch."""
     with pytest.raises(CheckpointError) as err:
         row_map(classify_change(base(), base()), old_rows=300)
     assert (err.value.code, err.value.value) == ("ROW_COUNT_MISMATCH", (300, 301))
@@ -75,8 +76,9 @@ def test_pretokenizer_change_needs_a_declared_overlap() -> None:
     assert len(row_map(change, accept_overlap=True).pairs) == 301
 
 
+@pytest.mark.failure_lab("3.7")
 def test_hand_added_edge_between_different_symbols_is_refused() -> None:
-    """Failure lab: an approximate initializer is recorded as an exact row copy."""
+    """An approximate initializer is recorded as an exact row copy."""
     new = make([(H, I, 256), (BANG, BANG, 257), (256, BANG, 301)], {"<|end|>": 300})
     rows = row_map(classify_change(base(), new))
     check_row_map(rows, base(), new)

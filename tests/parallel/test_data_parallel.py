@@ -115,8 +115,9 @@ def _checks(rank: int, world: int) -> dict[str, str]:
     }
 
 
+@pytest.mark.failure_lab("5.13")
 def test_tensor_times_data_parallel_step_and_ownership_failures() -> None:
-    """Failure lab: Tensor-parallel and data-parallel groups are conflated."""
+    """Tensor-parallel and data-parallel groups are conflated."""
     expected = {
         "same_group": "GROUP_CONFLATION",
         "overlap": "GROUP_CONFLATION",
@@ -128,8 +129,9 @@ def test_tensor_times_data_parallel_step_and_ownership_failures() -> None:
     assert run_ranks(_checks, 4) == [expected] * 4
 
 
+@pytest.mark.failure_lab("5.7")
 def test_double_averaging_is_refused_before_any_gradient_exists() -> None:
-    """Failure lab: Data-parallel AVG and loss averaging divide twice."""
+    """Data-parallel AVG and loss averaging divide twice."""
     with pytest.raises(ParallelError) as e:
         GradientReduction(collective="avg", loss_normalization="global_mean")
     assert e.value.code == "DOUBLE_AVERAGING"

@@ -158,8 +158,9 @@ def test_parity_check_rejects_double_averaging() -> None:
             _check(case, ref, dtype="fp32", kind="adamw", vocab=VOCAB)
 
 
+@pytest.mark.failure_lab("5.11")
 def test_group_and_ownership_mistakes_are_refused_in_a_whole_model() -> None:
-    """Failure lab: A non-owner rank steps a row shard."""
+    """A non-owner rank steps a row shard."""
     for result in world_results(4):
         refusals = result["tp_dp"]["refusals"]
         assert refusals["tp_as_dp"] == "GROUP_CONFLATION"

@@ -74,8 +74,9 @@ def test_routed_lookup_matches_single_process(world: int) -> None:
         assert r["after"] == (1, 3, 2)
 
 
+@pytest.mark.failure_lab("5.10")
 def test_lost_origin_positions_are_refused() -> None:
-    """Failure lab: Origin-position metadata is lost during routing."""
+    """Origin-position metadata is lost during routing."""
     rows = torch.arange(6.0).reshape(3, 2)
     good = torch.tensor([[0, 2], [0, 0], [0, 1]])
     assert restore_origin_order(rows, good, rank=0).tolist() == [[2, 3], [4, 5], [0, 1]]

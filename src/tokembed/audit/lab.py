@@ -1,13 +1,12 @@
 """The failure lab as data: 84 named ways a model's input state breaks while every shape stays valid.
 
 Each :class:`Scenario` has an id ``"<group>.<n>"``, its group, its title (the
-scenario's stable review marker, as written), the code of the guard that
-rejects it and the tests that trigger it. Coverage is computed from what ships
-with the package: a scenario is *guarded* when its code is registered in
-:data:`tokembed.errors.CODES` and *tested* when tests are recorded for it.
-The test suite keeps the record honest (each recorded test exists, starts its
-docstring with ``Failure lab: <title>`` and asserts the code); nothing here
-reads test files.
+scenario's stable name, as written) and the code of the guard that rejects it.
+A scenario is *guarded* when its code is registered in
+:data:`tokembed.errors.CODES`; that is all the package can know about itself.
+The tests that trigger a scenario carry ``@pytest.mark.failure_lab("<id>")``
+and assert its code; the test suite collects them and fails when a scenario
+has none. Nothing here reads test files.
 
 Example::
 
@@ -36,7 +35,7 @@ __all__ = [
     "scenario",
 ]
 
-ScenarioStatus = Literal["guarded+tested", "guarded only", "unguarded"]
+ScenarioStatus = Literal["guarded", "unguarded"]
 
 # Scenarios per group, in group order: 4+5+15+4+13+12+11+4+4+3+5+4 = 84.
 GROUP_SIZES: tuple[int, ...] = (4, 5, 15, 4, 13, 12, 11, 4, 4, 3, 5, 4)
@@ -50,9 +49,8 @@ class Scenario:
         id: ``"<group>.<n>"``, e.g. ``"6.3"``.
         group: the group number, 1 to 12.
         group_name: the group's name.
-        title: the scenario's marker name (docstrings and lookups match it case-insensitively).
+        title: the scenario's name (lookups match it case-insensitively).
         code: the stable error code of the guard that rejects it.
-        tests: pytest node ids of the tests that trigger it and assert the code.
     """
 
     id: str
@@ -60,7 +58,6 @@ class Scenario:
     group_name: str
     title: str
     code: str
-    tests: tuple[str, ...]
 
     @property
     def guarded(self) -> bool:
@@ -69,9 +66,7 @@ class Scenario:
 
     @property
     def status(self) -> ScenarioStatus:
-        if not self.guarded:
-            return "unguarded"
-        return "guarded+tested" if self.tests else "guarded only"
+        return "guarded" if self.guarded else "unguarded"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,14 +75,13 @@ class Scenario:
             "group_name": self.group_name,
             "title": self.title,
             "code": self.code,
-            "tests": list(self.tests),
             "status": self.status,
         }
 
 
 def _build() -> tuple[Scenario, ...]:
     out = []
-    for sid, code, title, tests in ROWS:
+    for sid, code, title in ROWS:
         group = int(sid.split(".")[0])
         out.append(
             Scenario(
@@ -96,7 +90,6 @@ def _build() -> tuple[Scenario, ...]:
                 group_name=GROUP_NAMES[group],
                 title=title,
                 code=code,
-                tests=tests,
             )
         )
     return tuple(out)
@@ -120,7 +113,7 @@ def scenario(key: str) -> Scenario:
             "INVALID_ARGUMENT",
             f"no failure-lab scenario has id or title {key!r}",
             value=key,
-            fix="use an id such as '6.3' (tokembed lab lists them)",
+            fix="give an id or a title from SCENARIOS (`tokembed explain` lists them)",
         )
     return found
 
@@ -132,8 +125,7 @@ class GroupCoverage:
     group: int
     name: str
     scenarios: int
-    guarded_and_tested: int
-    guarded_only: int
+    guarded: int
     unguarded: int
 
     def to_dict(self) -> dict[str, Any]:
@@ -141,8 +133,7 @@ class GroupCoverage:
             "group": self.group,
             "name": self.name,
             "scenarios": self.scenarios,
-            "guarded_and_tested": self.guarded_and_tested,
-            "guarded_only": self.guarded_only,
+            "guarded": self.guarded,
             "unguarded": self.unguarded,
         }
 
@@ -163,17 +154,16 @@ class LabCoverage:
         }
 
     def format(self) -> str:
-        """A table: one line per scenario, then coverage per group and in total."""
+        """A table: one line per scenario, then the counts per group and in total."""
         width = max((len(s.code) for s in self.scenarios), default=4)
-        lines = [f"{'id':<5}  {'code':<{width}}  {'status':<14}  title"]
+        lines = [f"{'id':<5}  {'code':<{width}}  {'status':<9}  title"]
         for s in self.scenarios:
-            lines.append(f"{s.id:<5}  {s.code:<{width}}  {s.status:<14}  {s.title}")
+            lines.append(f"{s.id:<5}  {s.code:<{width}}  {s.status:<9}  {s.title}")
         lines.append("")
-        lines.append("group                                            tested  guarded  of")
+        lines.append(f"{'group':<48}  guarded  unguarded  scenarios")
         for g in (*self.groups, self.total):
             label = "total" if g.group == 0 else f"{g.group:>2} {g.name}"
-            guarded = g.guarded_and_tested + g.guarded_only
-            lines.append(f"{label:<48} {g.guarded_and_tested:>6}  {guarded:>7}  {g.scenarios:>2}")
+            lines.append(f"{label:<48}  {g.guarded:>7}  {g.unguarded:>9}  {g.scenarios:>9}")
         return "\n".join(lines)
 
 
@@ -183,8 +173,7 @@ def _count(group: int, name: str, rows: tuple[Scenario, ...]) -> GroupCoverage:
         group=group,
         name=name,
         scenarios=len(rows),
-        guarded_and_tested=statuses.count("guarded+tested"),
-        guarded_only=statuses.count("guarded only"),
+        guarded=statuses.count("guarded"),
         unguarded=statuses.count("unguarded"),
     )
 

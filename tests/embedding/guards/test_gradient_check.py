@@ -53,8 +53,9 @@ def test_torch_backward_dense_and_sparse_pass() -> None:
     assert_within(table.grad, expected, bound)
 
 
+@pytest.mark.failure_lab("5.1")
 def test_overwritten_duplicates_are_refused() -> None:
-    """Failure lab: Duplicate IDs overwrite instead of accumulate."""
+    """Duplicate IDs overwrite instead of accumulate."""
     table = torch.zeros(5, 4, dtype=torch.float64, requires_grad=True)
     _AssignBackward.apply(table, IDS).backward(_upstream())
     assert table.grad is not None

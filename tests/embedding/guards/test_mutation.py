@@ -19,8 +19,9 @@ def _table() -> torch.Tensor:
     return torch.tensor([[3.0, 4.0], [0.3, 0.4], [6.0, 8.0], [1.0, 0.0]])  # row norms 5, .5, 10, 1
 
 
+@pytest.mark.failure_lab("7.8")
 def test_a_max_norm_lookup_changes_the_table_it_reads() -> None:
-    """Failure lab: Ignoring max_norm as a forward mutation.
+    """Ignoring max_norm as a forward mutation.
 
     An evaluation pass, under no_grad, with no optimizer, rewrites rows 0 and 2.
     """

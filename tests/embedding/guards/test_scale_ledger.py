@@ -18,8 +18,9 @@ def _ledger(init: Initializer, v: int = 32_000, d: int = 512) -> ScaleLedger:
     )
 
 
+@pytest.mark.failure_lab("7.3")
 def test_sqrt_d_gives_unit_variance_only_when_sigma_squared_is_1_over_d() -> None:
-    """Failure lab: Treating sqrt(d_model) as an initializer-independent law."""
+    """Treating sqrt(d_model) as an initializer-independent law."""
     gpt2 = _ledger(Initializer(name="normal", std=0.02))
     assert gpt2.output_variance == pytest.approx(512 * 0.02**2, rel=1e-15)  # 0.2048
     with pytest.raises(EmbeddingError) as e:
@@ -36,8 +37,9 @@ def test_sqrt_d_gives_unit_variance_only_when_sigma_squared_is_1_over_d() -> Non
     default.check_claim(output_variance=512.0)
 
 
+@pytest.mark.failure_lab("7.4")
 def test_rectangular_xavier_variance_is_not_1_over_d() -> None:
-    """Failure lab: Calling rectangular Xavier variance 1/d_model."""
+    """Calling rectangular Xavier variance 1/d_model."""
     xavier = _ledger(Initializer(name="xavier_uniform"))
     with pytest.raises(EmbeddingError) as e:
         xavier.check_claim(coordinate_variance=1 / 512)
