@@ -137,7 +137,10 @@ def _parse(p: Path) -> tuple[dict[str, Any], list[tuple[str, tuple[int, ...], st
         infos = []
         for _ in range(n_tensors):
             name = s.string()
-            dims = [s.take("<Q") for _ in range(s.take("<I"))]
+            n_dims = s.take("<I")
+            if not 1 <= n_dims <= 4:  # GGML_MAX_DIMS
+                raise _bad(p, f"tensor {name!r} has {n_dims} dimensions")
+            dims = [s.take("<Q") for _ in range(n_dims)]
             kind, offset = s.take("<I"), s.take("<Q")
             try:
                 type_name = quant_type(kind).name
@@ -148,14 +151,48 @@ def _parse(p: Path) -> tuple[dict[str, Any], list[tuple[str, tuple[int, ...], st
         if not isinstance(align, int) or isinstance(align, bool) or align < 1:
             raise _bad(p, f"alignment {align!r}")
         start = -(-f.tell() // align) * align
+    _check_extents(p, infos, start, size)
     return fields, infos, start
+
+
+def _check_extents(
+    p: Path, infos: list[tuple[str, tuple[int, ...], str, int]], start: int, size: int
+) -> None:
+    """Every tensor's bytes lie inside the file, one after another, none overlapping another.
+
+    A file truncated anywhere in its data (by half, by one byte) fails here, before any
+    reader trusts a tensor it lists.
+    """
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    extents = []
+    names: set[str] = set()
+    for name, shape, type_name, offset in infos:
+        if name in names:
+            raise _bad(p, f"tensor {name!r} is listed twice")
+        names.add(name)
+        block, nbytes = GGML_QUANT_SIZES[GGMLQuantizationType[type_name]]
+        count = 1
+        for d in shape:
+            count *= d
+        if shape and shape[-1] % block:
+            raise _bad(p, f"tensor {name!r} {list(shape)} is not whole {type_name} blocks")
+        extents.append((start + offset, start + offset + count // block * nbytes, name))
+    end = start
+    for begin, stop, name in sorted(extents):
+        if begin < end:
+            raise _bad(p, f"tensor {name!r} overlaps the tensor before it")
+        end = stop
+    if end > size:
+        raise _bad(p, f"tensor data ends at byte {end}, the file has {size} (truncated)")
 
 
 def read_gguf_header(path: str | Path) -> GGUFHeader:
     """Fields and tensor infos of a GGUF file.
 
     Raises:
-        CheckpointError MALFORMED_CHECKPOINT: not GGUF, an unknown version or value type, truncated.
+        CheckpointError MALFORMED_CHECKPOINT: not GGUF, an unknown version or value type,
+            truncated (a tensor's bytes end past the file), overlapping tensors.
         UsageError INVALID_ARGUMENT: the ``gguf`` package is not installed.
     """
     p = Path(path)

@@ -32,7 +32,13 @@ from torch import nn
 from tokembed.checkpoint.alias import alias_graph
 from tokembed.errors import CheckpointError
 
-__all__ = ["PREFIX", "check_registration", "optimizer_tensors", "restore_optimizer"]
+__all__ = [
+    "PREFIX",
+    "check_optimizer_state",
+    "check_registration",
+    "optimizer_tensors",
+    "restore_optimizer",
+]
 
 PREFIX = "optimizer/"
 
@@ -122,23 +128,36 @@ def optimizer_tensors(
     return tensors, meta
 
 
-def restore_optimizer(
+# Per-parameter state that torch's optimizers keep as 0-dim tensors (Adam's and others'
+# ``step``, ASGD's ``eta`` and ``mu``). Every other state tensor is a moment shaped like
+# its parameter: a 0-dim one would broadcast silently in the next step.
+_SCALAR_STATE = frozenset({"step", "eta", "mu"})
+
+
+def _moment_problem(moment: str, shape: tuple[int, ...], param: torch.Tensor) -> str | None:
+    if shape == tuple(param.shape):
+        return None
+    if not shape and moment in _SCALAR_STATE:
+        return None
+    return f"is {list(shape)}, the parameter is {list(param.shape)}"
+
+
+def check_optimizer_state(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     meta: Mapping[str, Any],
-    read: Callable[[str], torch.Tensor],
-    keys: set[str],
+    shapes: Mapping[str, tuple[int, ...]],
 ) -> None:
-    """Load per-logical-parameter state into ``optimizer`` (built after aliases were restored).
+    """Check saved optimizer state against ``optimizer`` without changing either.
 
-    ``read(key)`` returns a saved tensor; ``keys`` are the saved tensor keys. Each
-    parameter's old state is dropped before its saved state is read, so at most
-    one set of moments exists at a time.
+    ``shapes`` maps each saved tensor key (``optimizer/<name>/<state key>``) to its
+    shape, as the file's header records it.
 
     Raises:
         CheckpointError STALE_OPTIMIZER_PARAMETER / DUPLICATE_OPTIMIZER_REGISTRATION.
         CheckpointError OPTIMIZER_STATE_MISMATCH: another optimizer class, other
-            groups or members, or a moment of another shape.
+            groups or members, a moment of another shape, or a 0-dim moment where
+            the parameter is not 0-dim (only ``step``-like counters are scalars).
     """
     names = check_registration(model, optimizer)
     saved_groups = meta.get("param_groups", [])
@@ -152,8 +171,49 @@ def restore_optimizer(
             value=(meta.get("class"), theirs),
             fix="build the optimizer like the saved one: same class, same groups in the same order",
         )
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            prefix = f"{PREFIX}{names[id(param)]}/"
+            for key in sorted(k for k in shapes if k.startswith(prefix)):
+                moment = key[len(prefix) :]
+                problem = _moment_problem(moment, tuple(shapes[key]), param)
+                if problem is not None:
+                    raise CheckpointError(
+                        "OPTIMIZER_STATE_MISMATCH",
+                        f"{moment} of {names[id(param)]!r} {problem}",
+                        value=(names[id(param)], moment),
+                        fix="load optimizer state saved for this model's shapes",
+                    )
+
+
+def restore_optimizer(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    meta: Mapping[str, Any],
+    read: Callable[[str], torch.Tensor],
+    keys: set[str],
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
+) -> None:
+    """Load per-logical-parameter state into ``optimizer`` (built after aliases were restored).
+
+    ``read(key)`` returns a saved tensor; ``keys`` are the saved tensor keys;
+    ``shapes`` their shapes when the caller knows them without reading (a file's
+    header). Everything is checked (:func:`check_optimizer_state`) before the
+    optimizer changes, so a refusal leaves its state as it was. Each parameter's
+    old state is dropped before its saved state is read, so at most one set of
+    moments exists at a time.
+
+    Raises:
+        CheckpointError STALE_OPTIMIZER_PARAMETER / DUPLICATE_OPTIMIZER_REGISTRATION.
+        CheckpointError OPTIMIZER_STATE_MISMATCH: as :func:`check_optimizer_state`.
+    """
+    saved_keys = [k for k in keys if k.startswith(PREFIX)]
+    if shapes is None:
+        shapes = {k: tuple(read(k).shape) for k in saved_keys}
+    check_optimizer_state(model, optimizer, meta, shapes)
+    names = check_registration(model, optimizer)
     scalars = meta.get("scalars", {})
-    for group, saved in zip(optimizer.param_groups, saved_groups, strict=True):
+    for group, saved in zip(optimizer.param_groups, meta.get("param_groups", []), strict=True):
         for key, value in saved["options"].items():
             if key in group and isinstance(group[key], tuple):
                 value = tuple(value)
@@ -164,19 +224,10 @@ def restore_optimizer(
             optimizer.state.pop(param, None)
             prefix = f"{PREFIX}{name}/"
             state: dict[str, Any] = dict(scalars.get(name, {}))
-            for key in (k for k in keys if k.startswith(prefix)):
+            for key in (k for k in saved_keys if k.startswith(prefix)):
                 value = read(key)
-                moment = key[len(prefix) :]
-                if value.dim() > 0 and value.shape != param.shape:
-                    raise CheckpointError(
-                        "OPTIMIZER_STATE_MISMATCH",
-                        f"{moment} of {name!r} is {list(value.shape)}, the parameter is "
-                        f"{list(param.shape)}",
-                        value=(name, moment),
-                        fix="load optimizer state saved for this model's shapes",
-                    )
                 if value.dim() > 0:  # moments follow the parameter's device and dtype
                     value = value.to(device=param.device, dtype=param.dtype)
-                state[moment] = value
+                state[key[len(prefix) :]] = value
             if state:
                 optimizer.state[param] = state
