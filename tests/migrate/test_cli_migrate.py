@@ -147,3 +147,18 @@ def test_migrate_smollm2_gguf_with_added_specials(
     model = AutoModelForCausalLM.from_pretrained(tmp_path / "out")
     assert model.lm_head.weight is model.model.embed_tokens.weight
     assert model.model.embed_tokens.weight.shape == (49152 + len(ADDED), 576)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e308"])
+def test_a_non_finite_bias_value_is_a_coded_usage_error_before_any_work(
+    setup: dict[str, Path], value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["migrate", "--old", str(setup["old"]), "--new", str(setup["new"]), str(setup["model"])]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main([*argv, "-o", str(setup["out"]), "--bias", "prior", f"--bias-value={value}"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tokembed: INVALID_ARGUMENT: argument --bias-value: ")
+    assert err.count("\n") == 1
+    assert not setup["out"].exists()

@@ -35,6 +35,7 @@ __all__ = [
     "add_quiet",
     "add_tokenizer_option",
     "as_json",
+    "finite_float",
     "input_files",
     "load_tokenizer",
     "load_tokenizers",
@@ -51,10 +52,11 @@ TOKENIZER_HELP = (
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse that reports a usage mistake in one line (exit 2), without the usage block."""
+    """argparse that reports a usage mistake as one coded line (exit 2), without the usage block."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"tokembed: usage: {message} (see `{self.prog} --help`)\n")
+        # One line with a code, like every other failure (exit 2: a usage mistake).
+        self.exit(2, f"tokembed: INVALID_ARGUMENT: {message} — see `{self.prog} --help`\n")
 
 
 def add_tokenizer_option(
@@ -211,6 +213,25 @@ def as_json(data: Any) -> str:
     import json
 
     return json.dumps(data, indent=2, ensure_ascii=False)
+
+
+def finite_float(text: str) -> float:
+    """An argparse type: a finite float that float32 can hold (``nan``, ``inf``, ``1e308`` are not).
+
+    Values written into model tables are float32 or narrower; a number beyond that range
+    would be written as infinity.
+    """
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or abs(value) > 3.4028234663852886e38:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a finite number a float32 table can hold (|x| <= 3.4e38)"
+        )
+    return value
 
 
 def _pattern_preset(text: str) -> str:

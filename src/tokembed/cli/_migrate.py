@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tokembed.cli._common import add_quiet
+from tokembed.cli._common import add_quiet, finite_float
 
 __all__ = ["register"]
 
@@ -31,7 +31,9 @@ def _add_migrate(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument(
         "--bias", default="mean", choices=("mean", "zeros", "prior"), help="new bias entries"
     )
-    p.add_argument("--bias-value", type=float, default=0.0, help="value for --bias prior")
+    p.add_argument(
+        "--bias-value", type=finite_float, default=0.0, help="value for --bias prior (finite)"
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of random initializers")
     p.add_argument(
         "--accept-overlap",
