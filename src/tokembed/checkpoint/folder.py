@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -50,7 +49,7 @@ from tokembed.checkpoint.alias import alias_graph
 from tokembed.checkpoint.checkpoint import save_checkpoint
 from tokembed.checkpoint.ties import TieKind, TiePair, TieReport
 from tokembed.errors import UsageError
-from tokembed.files.atomic import check_output, write_bytes_atomic
+from tokembed.files.atomic import check_output, temp_folder, write_bytes_atomic
 
 __all__ = ["folder_tie_report", "save_model_folder"]
 
@@ -160,13 +159,12 @@ def save_model_folder(
     if config is not None:
         files["config.json"] = config.to_json_string().encode()
     files.update(extra)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    tmp = temp_folder(target)  # found by the stale-temp cleanup if this process is killed
     try:
         save_checkpoint(model, tmp / "model.safetensors", tokenizer=address_hash)
         for name, data in files.items():
             write_bytes_atomic(tmp / name, data)
-        os.chmod(tmp, 0o755)  # mkdtemp makes 0o700; a model folder is as readable as a file
+        os.chmod(tmp, 0o755)  # made 0o700; a model folder is as readable as a file
         os.rename(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -6,9 +6,11 @@ A reader sees the old file or the complete new one, never a partial write, becau
 the last one renamed is the set's commit point: a reader that checks it (a sidecar
 recording its partner's hash) sees either the whole new set or refuses.
 
-Temporary files are named ``.tokembed-tmp-<pid>-<random>-<name>``. A write killed
-before its rename leaves one behind; the next write into that folder removes those
-whose process is gone (or that are older than a day, in case the pid was reused).
+Every temporary path the project creates — files here, folders from
+:func:`temp_folder` (a model folder written whole, then renamed) — is named
+``.tokembed-tmp-<pid>-<random>-<name>``. A write killed before its rename leaves one
+behind; the next write into that folder removes those whose process is gone (or that
+are older than a day, in case the pid was reused).
 
 Outputs are checked before anything is written: a path that is one of the command's
 inputs, a folder, or a device, FIFO or socket is refused, so bad arguments never destroy
@@ -39,6 +41,7 @@ __all__ = [
     "check_output",
     "remove_stale_temps",
     "replace_with",
+    "temp_folder",
     "write_atomic",
     "write_bytes_atomic",
     "write_files_atomic",
@@ -99,6 +102,26 @@ def _temp_name(target: Path) -> Path:
     return target.with_name(
         f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}-{target.name[:_NAME_ROOM]}"
     )
+
+
+def temp_folder(target: Path) -> Path:
+    """A new empty folder beside ``target`` for building it whole before one rename.
+
+    Named like every temporary path of the project, so :func:`remove_stale_temps`
+    finds it if the writing process is killed; stale ones in ``target``'s folder are
+    removed first.
+
+    Raises:
+        UsageError: as :func:`write_files_atomic` (the OS refused to create it).
+    """
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temps(target.parent)
+        tmp = _temp_name(target)
+        os.mkdir(tmp, 0o700)
+    except OSError as exc:
+        raise output_error(exc, target) from None
+    return tmp
 
 
 def _fsync_folder(folder: Path) -> None:

@@ -31,7 +31,9 @@ import glob
 import gzip
 import hashlib
 import io
+import os
 import re
+import stat
 import sys
 import sysconfig
 import zlib
@@ -105,12 +107,40 @@ class SourceText:
 
 
 def _not_found(arg: str, what: str) -> UsageError:
+    if _exists(Path(arg)) and not Path(arg).is_dir():  # a socket or block device
+        return UsageError(
+            "FILE_UNREADABLE",
+            f"{arg} is a socket or block device, not a file of text",
+            value=arg,
+            fix="pass files, folders, globs, pipes or '-' for standard input",
+        )
     return UsageError(
         "FILE_NOT_FOUND",
         f"{what}: {arg}",
         value=arg,
         fix="pass existing files, folders, globs or '-' for standard input",
     )
+
+
+def _exists(path: Path) -> bool:
+    try:
+        os.stat(path)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _is_stream(path: Path) -> bool:
+    """A FIFO (``<(cmd)``, ``mkfifo``) or a character device (``/dev/null``): read like stdin."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
+def _readable(path: Path) -> bool:
+    return path.is_file() or _is_stream(path)
 
 
 def _walk(folder: Path) -> Iterator[Path]:
@@ -126,14 +156,17 @@ def _walk(folder: Path) -> Iterator[Path]:
 def expand_paths(paths_or_globs: Iterable[str | Path]) -> list[str]:
     """Files named by the arguments, in order (folders recursive and sorted, globs sorted).
 
+    A FIFO or character device (``<(cmd)``, ``/dev/null``) is read like a file.
+
     Raises:
         UsageError(FILE_NOT_FOUND): an argument names nothing, or a glob matches no file.
+        UsageError(FILE_UNREADABLE): an argument is a socket or block device.
     """
     out: list[str] = []
     for item in paths_or_globs:
         arg = str(item)
         path = Path(arg)
-        if arg == STDIN or path.is_file():
+        if arg == STDIN or _readable(path):
             out.append(arg)
         elif path.is_dir():
             out += [str(p) for p in _walk(path)]
@@ -214,7 +247,7 @@ def read_source(
         MeasureError(INPUT_NOT_UTF8): the text is not UTF-8 (message: file and byte offset).
     """
     name = str(name)
-    if name != STDIN and not Path(name).is_file():
+    if name != STDIN and not _readable(Path(name)):
         raise _not_found(name, "no such file")
     try:
         stored = (stdin or sys.stdin.buffer).read() if name == STDIN else Path(name).read_bytes()
