@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import struct
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from tokembed.errors import CheckpointError, UsageError
+from tokembed.files.os_errors import input_error
 
 __all__ = [
     "CHECKPOINT_META_KEY",
@@ -163,9 +165,13 @@ def read_safetensors_header(path: str | os.PathLike[str]) -> dict[str, Any]:
             or any of the checks above fails.
     """
     p = Path(path)
-    if not p.exists():
-        raise UsageError("FILE_NOT_FOUND", f"no such checkpoint: {p}", value=str(p))
-    if not p.is_file():
+    try:
+        mode = os.stat(p).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        raise UsageError("FILE_NOT_FOUND", f"no such checkpoint: {p}", value=str(p)) from None
+    except OSError as exc:  # a folder on the way may not be searched, a name too long
+        raise input_error(exc, p) from None
+    if not stat.S_ISREG(mode):
         raise UsageError(
             "FILE_UNREADABLE",
             f"{p} is not a regular file (a folder, FIFO or device)",
@@ -182,10 +188,8 @@ def read_safetensors_header(path: str | os.PathLike[str]) -> dict[str, Any]:
             if length > size - 8 or length > _MAX_HEADER:
                 raise malformed_checkpoint(p, f"header claims {length} bytes, file has {size}")
             raw = f.read(length)
-    except PermissionError:
-        raise UsageError(
-            "FILE_UNREADABLE", f"{p} may not be read by this user", value=str(p)
-        ) from None
+    except OSError as exc:
+        raise input_error(exc, p) from None
     try:
         header = json.loads(raw)
     except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser goes

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from tokembed.errors import MeasureError, UsageError
+from tokembed.files.os_errors import input_error
 
 __all__ = [
     "DEFAULT_CORPUS_BYTES",
@@ -107,12 +108,13 @@ class SourceText:
 
 
 def _not_found(arg: str, what: str) -> UsageError:
-    if _exists(Path(arg)) and not Path(arg).is_dir():  # a socket or block device
+    if _mode(Path(arg)) is not None and not Path(arg).is_dir():  # there, but not text
         return UsageError(
             "FILE_UNREADABLE",
-            f"{arg} is a socket or block device, not a file of text",
+            f"{arg} is not a regular file (a socket or device, or a pipe where byte ranges "
+            "are needed)",
             value=arg,
-            fix="pass files, folders, globs, pipes or '-' for standard input",
+            fix="pass regular files, folders, globs, or '-' for standard input",
         )
     return UsageError(
         "FILE_NOT_FOUND",
@@ -122,25 +124,24 @@ def _not_found(arg: str, what: str) -> UsageError:
     )
 
 
-def _exists(path: Path) -> bool:
-    try:
-        os.stat(path)
-    except (OSError, ValueError):
-        return False
-    return True
+def _mode(path: Path) -> int | None:
+    """``path``'s stat mode; None when nothing is there. A refusal to look is coded.
 
-
-def _is_stream(path: Path) -> bool:
-    """A FIFO (``<(cmd)``, ``mkfifo``) or a character device (``/dev/null``): read like stdin."""
+    ``Path.is_file`` raises PermissionError for a path under a folder that may not be
+    searched; that becomes FILE_UNREADABLE here instead of a traceback.
+    """
     try:
-        mode = os.stat(path).st_mode
-    except (OSError, ValueError):
-        return False
-    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+        return os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError, ValueError):
+        return None
+    except OSError as exc:
+        raise input_error(exc, path) from None
 
 
 def _readable(path: Path) -> bool:
-    return path.is_file() or _is_stream(path)
+    """A regular file, a FIFO (``<(cmd)``, ``mkfifo``) or a character device (``/dev/null``)."""
+    mode = _mode(path)
+    return mode is not None and (stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISCHR(mode))
 
 
 def _walk(folder: Path) -> Iterator[Path]:
@@ -168,7 +169,7 @@ def expand_paths(paths_or_globs: Iterable[str | Path]) -> list[str]:
         path = Path(arg)
         if arg == STDIN or _readable(path):
             out.append(arg)
-        elif path.is_dir():
+        elif _mode(path) is not None and stat.S_ISDIR(_mode(path) or 0):
             out += [str(p) for p in _walk(path)]
         elif _GLOB_CHARS & set(arg):
             matches = sorted(m for m in glob.glob(arg, recursive=True) if Path(m).is_file())
