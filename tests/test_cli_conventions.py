@@ -188,6 +188,11 @@ def test_measure_reads_stdin(tiktoken_cache: Path, capsys: pytest.CaptureFixture
         # ... headers that no reader may trust, ...
         (["verify", "OVERLAP"], 1, "MALFORMED_CHECKPOINT: "),
         (["ties", "CORPUS"], 1, "MALFORMED_CHECKPOINT: "),
+        # ... limits: ids are 32-bit (issue 25.7), ...
+        (["train", "CORPUS", "--merges", "99999999999999999999", "-o", "t.json"], 2,
+         "tokembed: INVALID_ARGUMENT: "),
+        (["train", "CORPUS", "--merges", "5", "--special", "<|x|>=4294967296", "-o", "t.json"],
+         2, "tokembed: INVALID_ARGUMENT: "),
         # ... and a plot format refused before the work.
         (["audit", "CONFIG", "-t", "r50k_base", "--plot", "p.bmp"], 2,
          "tokembed: INVALID_ARGUMENT: cannot write a plot as .bmp"),
