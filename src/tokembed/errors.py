@@ -65,6 +65,7 @@ CODES: dict[str, str] = {
     "EMPTY_CORPUS": "a corpus has no text to train on or to measure",
     "UNKNOWN_PIECE": "bytes or a name given to encode_single_token are not one token",
     "SCHEDULER_UNREACHABLE": "no Dask scheduler answers at the address given for counting chunks",
+    "LOCAL_CLUSTER_NOT_STARTED": "a local Dask cluster's worker processes could not start (code from stdin, or a script without the __main__ guard)",
     # --- file formats ------------------------------------------------------
     "MALFORMED_RANKS": "a tiktoken rank file has a bad line, bad base64 or duplicate rank/bytes",
     "MALFORMED_TOKENIZER_FILE": "a tokenizer file is not valid JSON of the expected shape",
