@@ -382,6 +382,7 @@ def build_report(
     title: str = "tokembed report",
     notes: Sequence[str] = (),
     measurements: Sequence[Measurement] | None = None,
+    progress: bool = False,
 ) -> ReportData:
     """Measure ``tokenizers`` on ``corpora`` and collect every report section.
 
@@ -392,7 +393,9 @@ def build_report(
     the measured ones. The memory table uses each model's own V and width from its
     config; ``width`` fills in for tokenizers without one; Llama-3.1-8B is the
     reference row. ``measurements`` already taken of ``tokenizers`` on ``corpora``
-    (the demo's) are used as they are instead of measuring again.
+    (the demo's) are used as they are instead of measuring again. ``progress`` shows
+    bars counting the bytes each tokenizer (and the curve) has encoded (stderr, only on
+    a terminal).
 
     Raises:
         UsageError(INVALID_ARGUMENT): ``curve_tokenizer`` is not a key of ``tokenizers``.
@@ -407,7 +410,7 @@ def build_report(
             fix=f"choose one of {sorted(tokenizers)}",
         )
     if measurements is None:
-        measurements = compare(tokenizers, corpora, words=words)
+        measurements = compare(tokenizers, corpora, words=words, progress=progress)
     premiums = premiums_by_side(measurements, reference=reference) if reference else {}
     curve: list[CurvePoint] = []
     svg, address = "", None
@@ -415,7 +418,12 @@ def build_report(
         tok = tokenizers[curve_tokenizer]
         address = tok.address_hash
         curve = compression_curve(
-            tok, curve_corpora or corpora, merge_counts, words=words, name=curve_tokenizer
+            tok,
+            curve_corpora or corpora,
+            merge_counts,
+            words=words,
+            name=curve_tokenizer,
+            progress=progress,
         )
         svg = plot_curve(
             curve,
