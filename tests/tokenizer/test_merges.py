@@ -107,11 +107,11 @@ def test_heap_merge_equals_the_plain_rule(case: tuple[BPETables, list[int]]) -> 
 def test_a_special_id_beyond_32_bits_is_refused_wherever_it_comes_from(tmp_path: Path) -> None:
     import json
 
-    from tokembed.errors import TokembedError, TokenizerError
+    from tokembed.errors import FormatError, TokembedError
     from tokembed.tokenizer.formats import export_hf, load_tokenizer
     from tokembed.tokenizer.model import ID_LIMIT, BPETables
 
-    with pytest.raises(TokenizerError) as e:
+    with pytest.raises(FormatError) as e:
         BPETables.byte_level(merges=[], specials={"<|x|>": ID_LIMIT})
     assert e.value.code == "SPECIAL_ID_UNREPRESENTABLE"
     BPETables.byte_level(merges=[], specials={"<|x|>": ID_LIMIT - 1})  # the largest id still fits

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tokembed.errors import TokenizerError
+from tokembed.errors import FormatError, TokenizerError
 
 __all__ = ["ID_LIMIT", "BPETables", "address_hash"]
 
@@ -105,7 +105,7 @@ class BPETables:
                 )
         for name, sid in self.specials.items():
             if sid >= ID_LIMIT:
-                raise TokenizerError(
+                raise FormatError(  # the code's one class, as the exports raise it
                     "SPECIAL_ID_UNREPRESENTABLE",
                     f"special token {name!r} has id {sid}, outside [0, 2**32): ids are stored "
                     "as 32-bit integers (the compiled encoder, encode_to_numpy, every export)",
