@@ -7,7 +7,8 @@ inside functions and under ``TYPE_CHECKING``. The rules:
 * no import cycle between modules, inside a package or across packages;
 * a ``_private`` module is private to the package that holds it and that
   package's subpackages;
-* nothing imports the CLI.
+* nothing imports the CLI;
+* every public module has its test module, or docs/design.md says where its tests are.
 """
 
 from __future__ import annotations
@@ -170,3 +171,37 @@ def test_nothing_imports_the_cli() -> None:
         m for m in _modules() if _part(m) != "cli" for t in _imports(m) if _part(t) == "cli"
     )
     assert users == []
+
+
+def _tested_elsewhere() -> set[str]:
+    """Modules docs/design.md lists, in its table of tests that live elsewhere."""
+    text = (REPO / "docs" / "design.md").read_text(encoding="utf-8")
+    section = text.split("### Tests mirror the package tree", 1)[1].split("\n## ", 1)[0]
+    listed: set[str] = set()
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            first = line.split("|")[1]
+            listed |= {part.strip().strip("`") for part in first.split(",")}
+    return listed
+
+
+def test_tests_mirror_the_package_tree() -> None:
+    elsewhere = _tested_elsewhere()
+    unmirrored = []
+    for path in _modules().values():
+        rel = path.relative_to(SRC / "tokembed")
+        private = any(part.startswith("_") for part in rel.parts)
+        if private or rel.parts[0] == "cli":
+            continue
+        mirror = REPO / "tests" / rel.parent / f"test_{rel.stem}.py"
+        if not mirror.exists() and rel.as_posix() not in elsewhere:
+            unmirrored.append(rel.as_posix())
+    assert unmirrored == []
+    # The table names only modules that exist and are not mirrored already.
+    stale = sorted(
+        m
+        for m in elsewhere
+        if not (SRC / "tokembed" / m).exists()
+        or (REPO / "tests" / Path(m).parent / f"test_{Path(m).stem}.py").exists()
+    )
+    assert stale == []

@@ -38,11 +38,12 @@ def test_the_hash_save_checkpoint_records_is_found_in_the_folder(tmp_path: Path)
     assert recorded_address_hash(headers) == (HASH, path)
 
 
-def test_a_hash_under_its_own_metadata_key_is_read_too(tmp_path: Path) -> None:
+def test_only_the_checkpoint_record_counts(tmp_path: Path) -> None:
+    # A bare metadata key is no record: only save_checkpoint's versioned record names a hash.
     save_file(
         {"w": torch.zeros(1)}, str(tmp_path / "m.safetensors"), {"tokembed.address_hash": HASH}
     )
-    assert folder_address_hash(tmp_path) == HASH
+    assert folder_address_hash(tmp_path) is None
 
 
 def test_no_record_no_folder_and_a_damaged_file(tmp_path: Path) -> None:

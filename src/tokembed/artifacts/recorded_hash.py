@@ -31,9 +31,6 @@ from tokembed.artifacts.safetensors_header import checkpoint_metadata, read_safe
 __all__ = ["ADDRESS_HASH_FIELD", "address_hash_of", "folder_address_hash", "recorded_address_hash"]
 
 ADDRESS_HASH_FIELD = "address_hash"
-# Files migrated before migrations were written through save_checkpoint carry the hash
-# as a metadata key of its own; they are still read, so their tokenizer is still checked.
-_OWN_KEY = "tokembed.address_hash"
 
 
 def address_hash_of(tokenizer: Any) -> str | None:
@@ -67,7 +64,6 @@ def recorded_address_hash(
     for file, header in headers.items():
         meta = checkpoint_metadata(header, file)
         found = meta.get(ADDRESS_HASH_FIELD) if meta else None
-        found = found or (header.get("__metadata__") or {}).get(_OWN_KEY)
         if found:
             return str(found), file
     return None

@@ -158,7 +158,8 @@ class RowShardedTable(RowIntervals, ShardedLookup, nn.Module):
     def local_lookup(self, local_ids: torch.Tensor) -> torch.Tensor:
         """Look up rows of this shard by LOCAL index in ``[0, vocab_end - vocab_start)``.
 
-        ``local_ids`` [*] -> [*, d]. No collective, no renormalization.
+        ``local_ids`` [*] -> [*, d]: the owner's side of a routed lookup. No collective;
+        ``max_norm`` renormalizes the rows looked up, as ``nn.Embedding`` would.
 
         Raises:
             ParallelError GLOBAL_ID_ON_LOCAL_SHARD: an index is outside the
@@ -178,6 +179,7 @@ class RowShardedTable(RowIntervals, ShardedLookup, nn.Module):
                 fix=f"map global ids with id - {self.vocab_start} after proving ownership, "
                 "or call the module itself with global ids",
             ) from error
+        self._renorm(local_ids.reshape(-1))
         return F.embedding(local_ids, self.weight, padding_idx=self.local_padding_idx)
 
     def extra_repr(self) -> str:

@@ -37,7 +37,6 @@ from typing import Unpack
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from tokembed.embedding.addressed import AddressedIds
 from tokembed.embedding.lookup_checks import scale_lookup
@@ -150,18 +149,11 @@ class RowRoutedEmbedding(RowShardedTable):
 
     def _serve(self, requests: torch.Tensor) -> torch.Tensor:
         """Owner side: requests [M, 2] of (global id, origin position) -> rows [M, d]."""
-        ids = requests[:, 0]  # [M]
-        # Internal invariant (owners are computed by forward, not given by callers):
-        # prove ownership before subtracting the shard start, or a wrong route would
-        # silently read another row of this shard.
-        assert bool(((ids >= self.vocab_start) & (ids < self.vocab_end)).all()), (
-            f"rank {self.rank} was routed rows outside [{self.vocab_start}, {self.vocab_end})"
-        )
-        local = ids - self.vocab_start  # [M], ownership proven above
-        self._renorm(local)
         if self.ownership.rows == 0:
             return self.weight.new_zeros((0, 0)) @ self.weight  # [0, d], connected
-        return F.embedding(local, self.weight, padding_idx=self.local_padding_idx)
+        # An id routed to the wrong owner lands outside [0, rows) once the shard start is
+        # subtracted: the local lookup refuses it instead of reading another row.
+        return self.local_lookup(requests[:, 0] - self.vocab_start)  # [M, d]
 
     def forward(self, ids: torch.Tensor | AddressedIds) -> torch.Tensor:
         """This rank's global ids [*] -> embeddings [*, d], rows fetched from their owners."""

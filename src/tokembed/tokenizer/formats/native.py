@@ -162,9 +162,7 @@ def from_document(data: Any, *, source: str) -> Tokenizer:
         pieces[result] = pieces[left] + pieces[right]
         merges.append((left, right, result))
     tables = build_tables(source, pieces=pieces, merges=merges, specials=specials)
-    # Files written before the dialect was recorded were split by tiktoken's reading;
-    # earlier builds wrote it under the key "engine".
-    name, dialect = pre.get("name"), pre.get("dialect", pre.get("engine", "tiktoken"))
+    name, dialect = pre.get("name"), pre.get("dialect")
     if dialect not in DIALECTS:
         raise malformed(source, f"unknown pre-tokenizer dialect {dialect!r}", value=dialect)
     pretokenizer = build_pretokenizer(
