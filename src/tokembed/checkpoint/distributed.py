@@ -31,6 +31,7 @@ Example::
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -69,7 +70,14 @@ from tokembed.checkpoint.optimizer import (
 from tokembed.embedding.materialize import is_safe_cast
 from tokembed.errors import CheckpointError, EmbeddingError, TokembedError
 
-__all__ = ["load_distributed", "model_pieces", "save_distributed"]
+__all__ = [
+    "dcp_to_file",
+    "dcp_to_model_folder",
+    "file_to_dcp",
+    "load_distributed",
+    "model_pieces",
+    "save_distributed",
+]
 
 
 def _rows_of(model: nn.Module) -> dict[str, tuple[int, int]]:
@@ -112,28 +120,29 @@ def model_pieces(
     for name, tensor in tensors.items():
         param = owners.get(name, name)
         table = rows.get(param)
-        # Optimizer state sits at the table's rows only when it is shaped like the table.
-        shaped = local_tensor(tensor).shape == local_tensor(model.get_parameter(param)).shape
-        if table is not None and name != param and not shaped:
-            table = None
+        if table is not None and name != param:
+            # Optimizer state sits at the table's rows only when it is shaped like the table.
+            shaped = local_tensor(tensor).shape == local_tensor(model.get_parameter(param)).shape
+            table = table if shaped else None
         pieces.append(_piece(name, tensor, table))
     return pieces
 
 
-def _layout(model: nn.Module) -> dict[str, Any]:
+def _layout(model: nn.Module, aliases: dict[str, str]) -> dict[str, Any]:
+    """The tables' layout at save time (informational: a folder loads at any layout)."""
     tables: dict[str, Any] = {}
-    for name, table in row_tables(model).items():
-        param = model.get_parameter(name)
-        tables[name] = {
-            "num_embeddings": table["num_embeddings"],
-            "rows": [table["start"], table["end"]],
-            "world_size": table["world_size"],
-            "placement": placement(param) or "local rows",
-        }
     for name, module in model.named_modules():
-        weight = module._parameters.get("weight")
         key = f"{name}.weight" if name else "weight"
-        if isinstance(module, nn.Embedding) and key not in tables and placement(weight):
+        weight = module._parameters.get("weight")
+        if key in aliases or weight is None:
+            continue
+        if getattr(module, "vocab_start", None) is not None:  # a row-sharded table
+            tables[key] = {
+                "num_embeddings": int(module.num_embeddings),
+                "intervals": [list(iv) for iv in module.intervals],
+                "placement": placement(weight) or "local rows",
+            }
+        elif isinstance(module, nn.Embedding) and placement(weight):
             tables[key] = {
                 "num_embeddings": int(module.num_embeddings),
                 "placement": placement(weight),
@@ -171,7 +180,7 @@ def save_distributed(
         "aliases": aliases,
         "address_hash": address_hash_of(tokenizer),
         "optimizer": opt_meta,
-        "layout": _layout(model),
+        "layout": _layout(model, aliases),
         "config": config.to_dict() if hasattr(config, "to_dict") else None,
     }
     pieces = model_pieces(model, tensors, owners=owners)
@@ -444,3 +453,160 @@ def _install(
             state.update({m: d for p, m, d in moments.values() if p is param})
             if state:
                 optimizer.state[param] = state
+
+
+def dcp_to_file(
+    folder: str | os.PathLike[str],
+    path: str | os.PathLike[str],
+    *,
+    optimizer: bool = True,
+    inputs: Iterable[str | os.PathLike[str]] = (),
+) -> Path:
+    """Convert a DCP checkpoint folder into one single-file safetensors checkpoint.
+
+    The tensors keep their names (a tie stays one tensor under its canonical name),
+    and the record keeps the alias map, the tokenizer's address hash and (with
+    ``optimizer=True``) the optimizer state and its description, so
+    :func:`~tokembed.checkpoint.load_checkpoint` restores the same model either way.
+    Runs in one process; the folder is checked (as :func:`load_distributed` does)
+    before anything is written.
+
+    Example::
+
+        >>> dcp_to_file("step-100", "step-100.safetensors")  # doctest: +SKIP
+
+    Raises:
+        UsageError OUTPUT_EXISTS: ``path`` is one of ``inputs`` or a folder.
+        CheckpointError MALFORMED_CHECKPOINT / CHECKPOINT_SHARD_MISSING: a damaged folder.
+    """
+    from tokembed.artifacts.dcp_io import read_dcp_tensor
+    from tokembed.artifacts.safetensors_header import CHECKPOINT_META_KEY, CHECKPOINT_VERSION
+    from tokembed.artifacts.safetensors_writer import write_safetensors
+    from tokembed.files.atomic import check_output, replace_with
+
+    root = Path(folder)
+    meta = read_dcp_metadata(root)
+    record = read_dcp_record(root, metadata=meta) or {}
+    target = check_output(Path(path), inputs=[str(p) for p in [root, *inputs]])
+    names = [n for n in sorted(meta.state_dict_metadata) if optimizer or not n.startswith(PREFIX)]
+    tensors = {n: read_dcp_tensor(root, n, metadata=meta) for n in names}
+    header = {
+        "version": CHECKPOINT_VERSION,
+        "aliases": record.get("aliases", {}),
+        "tensors": {
+            k: {"shape": list(v.shape), "dtype": str(v.dtype).removeprefix("torch.")}
+            for k, v in tensors.items()
+        },
+        "address_hash": record.get("address_hash"),
+        "shards": {},
+        "optimizer": record.get("optimizer") if optimizer else None,
+    }
+    metadata = {"format": "pt", CHECKPOINT_META_KEY: json.dumps(header, sort_keys=True)}
+    target.parent.mkdir(parents=True, exist_ok=True)
+    replace_with(target, lambda tmp: write_safetensors(tmp, tensors, metadata=metadata))
+    return target
+
+
+def dcp_to_model_folder(
+    folder: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    inputs: Iterable[str | os.PathLike[str]] = (),
+) -> Path:
+    """Convert a DCP checkpoint into a model folder: ``model.safetensors`` + ``config.json``.
+
+    The weights (no optimizer state) become the folder's single-file checkpoint
+    with its alias map, so a tie stays one tensor; ``config.json`` is the model
+    config recorded at save time (absent when the model had none). The folder is
+    what :func:`~tokembed.checkpoint.save_model_folder` writes, read by
+    ``transformers`` ``from_pretrained`` and by :func:`file_to_dcp`.
+
+    Raises:
+        UsageError OUTPUT_EXISTS: ``out`` exists or is one of ``inputs``.
+        As :func:`dcp_to_file`.
+    """
+    import shutil
+
+    from tokembed.files.atomic import (
+        check_new_folder,
+        new_temp_folder,
+        publish_folder,
+        write_bytes_atomic,
+    )
+
+    root = Path(folder)
+    record = read_dcp_record(root) or {}
+    target = check_new_folder(Path(out), inputs=[root, *(Path(p) for p in inputs)])
+    tmp = new_temp_folder(target)
+    try:
+        dcp_to_file(root, tmp / "model.safetensors", optimizer=False)
+        if record.get("config") is not None:
+            text = json.dumps(record["config"], indent=2, sort_keys=True) + "\n"
+            write_bytes_atomic(tmp / "config.json", text.encode())
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    publish_folder(tmp, target)
+    return target
+
+
+def file_to_dcp(
+    source: str | os.PathLike[str],
+    folder: str | os.PathLike[str],
+    *,
+    inputs: Iterable[str | os.PathLike[str]] = (),
+) -> Path:
+    """Convert a single-file checkpoint, or a model folder, into a DCP checkpoint folder.
+
+    ``source`` is a safetensors checkpoint (ours, with its record, or a foreign
+    file: then no aliases are recorded) or a folder holding ``model.safetensors``
+    (and ``config.json``, kept in the record). Tensors are read one at a time
+    while they are written. The result loads at any world size with
+    :func:`~tokembed.checkpoint.load_checkpoint`.
+
+    Raises:
+        UsageError OUTPUT_EXISTS / FILE_NOT_FOUND.
+        CheckpointError MALFORMED_CHECKPOINT: a damaged file.
+    """
+    from safetensors import safe_open
+
+    from tokembed.artifacts.safetensors_header import (
+        checkpoint_metadata,
+        read_safetensors_header,
+    )
+
+    src = Path(source)
+    config = None
+    if src.is_dir():
+        if (src / "config.json").is_file():
+            config = json.loads((src / "config.json").read_text(encoding="utf-8"))
+        src = src / "model.safetensors"
+    header = read_safetensors_header(src)
+    meta = checkpoint_metadata(header, src) or {}
+    dtypes = {
+        "F64": torch.float64, "F32": torch.float32, "F16": torch.float16,
+        "BF16": torch.bfloat16, "I64": torch.int64, "I32": torch.int32,
+        "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool,
+    }  # fmt: skip
+    pieces = []
+    for name, entry in sorted(header.items()):
+        if name == "__metadata__":
+            continue
+        shape = tuple(int(n) for n in entry["shape"])
+        empty = torch.empty(shape, dtype=dtypes[entry["dtype"]], device="meta")
+        pieces.append(TensorPiece(name=name, shape=shape, offset=(0,) * len(shape), tensor=empty))
+
+    with safe_open(str(src), framework="pt") as handle:
+
+        def produce(piece: TensorPiece) -> torch.Tensor:
+            tensor: torch.Tensor = handle.get_tensor(piece.name)
+            return tensor
+
+        record = {
+            "aliases": meta.get("aliases", {}),
+            "address_hash": meta.get("address_hash"),
+            "optimizer": meta.get("optimizer"),
+            "layout": {"world_size": 1, "tables": {}},
+            "config": config,
+        }
+        return write_dcp(folder, pieces, record=record, produce=produce, inputs=[source, *inputs])
