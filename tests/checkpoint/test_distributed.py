@@ -6,7 +6,9 @@ depend on nothing but its own history: the sharded run is the single-process run
 bit for bit, and every comparison here is ``torch.equal``. It is saved at 2 ranks,
 loaded at 2, at 4 and in one process (weights and optimizer moments), and converted
 to a single-file checkpoint and a model folder and back. A per-rank file written by
-older versions still loads into its own row layout and is refused in another. The bad-input tests run in
+older versions still loads into its own row layout and is refused in another. The
+folder migrated offline to 140 rows (tokembed.migrate.offline) loads at 4 ranks
+equal to migrating the model in one process. The bad-input tests run in
 one process on a folder saved there: each refusal is a coded one-line error and the
 model keeps its values.
 """
@@ -38,6 +40,7 @@ from tokembed.checkpoint import (
     tie_report,
 )
 from tokembed.errors import TokembedError
+from tokembed.migrate import RowMap, VocabRoles, migrate_checkpoint, migrate_model
 from tokembed.parallel import VocabParallelEmbedding, VocabParallelLMHead
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "parallel"))
@@ -46,6 +49,11 @@ from _harness import backend_for, rank_device, run_ranks
 V, D, STEPS = 131, 8, 3
 HASH = "sha256:" + "7" * 64
 OTHER_HASH = "sha256:" + "8" * 64
+NEW_HASH = "sha256:" + "9" * 64
+# 131 -> 140 rows: old rows 0 and 130 trade places, 9 rows are new (initialized to the mean).
+NEW_V = 140
+ROWS = RowMap(old_rows=V, new_rows=NEW_V, source=(130, *range(1, 130), 0, *[-1] * 9))
+ROLES = VocabRoles(input="emb.weight", output="head.weight", tied=True)
 
 
 def _table() -> torch.Tensor:
@@ -59,10 +67,10 @@ def _goal(rows: tuple[int, int]) -> torch.Tensor:
 class Plain(nn.Module):
     """The single-process model: one table, the head tied to it."""
 
-    def __init__(self, *, tied: bool = True) -> None:
+    def __init__(self, *, tied: bool = True, vocab: int = V) -> None:
         super().__init__()
-        self.emb = nn.Embedding(V, D, dtype=torch.float64)
-        self.head = nn.Linear(D, V, bias=False, dtype=torch.float64)
+        self.emb = nn.Embedding(vocab, D, dtype=torch.float64)
+        self.head = nn.Linear(D, vocab, bias=False, dtype=torch.float64)
         if tied:
             self.head.weight = self.emb.weight
 
@@ -71,12 +79,22 @@ class Sharded(nn.Module):
     """The same model with the table's rows split over the ranks of ``group``."""
 
     def __init__(
-        self, *, tied: bool = True, device: torch.device | None = None, group: Any = None
+        self,
+        *,
+        tied: bool = True,
+        device: torch.device | None = None,
+        group: Any = None,
+        vocab: int = V,
     ) -> None:
         super().__init__()
-        self.emb = VocabParallelEmbedding(V, D, dtype=torch.float64, device=device, group=group)
+        self.emb = VocabParallelEmbedding(vocab, D, dtype=torch.float64, device=device, group=group)
         self.head = VocabParallelLMHead(
-            D, V, tie_to=self.emb if tied else None, dtype=torch.float64, device=device, group=group
+            D,
+            vocab,
+            tie_to=self.emb if tied else None,
+            dtype=torch.float64,
+            device=device,
+            group=group,
         )
 
 
@@ -166,13 +184,22 @@ def _legacy_file(rank: int, model: nn.Module, path: Path) -> dict[str, Any]:
     return {"retied": retied, "equal": torch.equal(same.emb.weight.cpu(), weight), "code": code}
 
 
-def _load_at(rank: int, world_size: int, folder: str) -> dict[str, Any]:
-    target = Sharded(tied=False, device=rank_device())
-    load_checkpoint(target, folder, tokenizer=HASH)
+def _load_at(
+    rank: int, world_size: int, folder: str, vocab: int = V, tokenizer: str = HASH
+) -> dict[str, Any]:
+    target = Sharded(tied=False, device=rank_device(), vocab=vocab)
+    load_checkpoint(target, folder, tokenizer=tokenizer)
     opt = torch.optim.AdamW(target.parameters(), lr=0.05, weight_decay=0.1)
-    load_checkpoint(target, folder, optimizer=opt, tokenizer=HASH)
+    load_checkpoint(target, folder, optimizer=opt, tokenizer=tokenizer)
     dist.barrier()
     return _facts(target, opt)
+
+
+def _load_both_at(rank: int, world_size: int, folder: str, migrated: str) -> list[dict[str, Any]]:
+    return [
+        _load_at(rank, world_size, folder),
+        _load_at(rank, world_size, migrated, NEW_V, NEW_HASH),
+    ]
 
 
 def _reference() -> dict[str, Any]:
@@ -218,10 +245,22 @@ def test_saved_at_two_ranks_loads_at_two_at_four_and_in_one_process(tmp_path: Pa
         "optimizer/emb.weight/step",
     ]  # the tie is one entry, and so is its optimizer state
 
-    four = run_ranks(_load_at, 4, str(folder), backend=backend_for(4))
-    assert [r["rows"] for r in four] == [(0, 33), (33, 66), (66, 99), (99, 131)]
-    for result in four:
+    # Migrated offline, table by table: loaded at 4 ranks it is the one-process migration.
+    migrated = tmp_path / "step-3-v2"
+    migrate_checkpoint(folder, migrated, ROWS, roles=ROLES, old_hash=HASH, new_hash=NEW_HASH)
+    grown = Plain(tied=False)
+    load_checkpoint(grown, folder, tokenizer=HASH)
+    grown_opt = torch.optim.AdamW(grown.parameters(), lr=0.05, weight_decay=0.1)
+    load_checkpoint(grown, folder, optimizer=grown_opt, tokenizer=HASH)
+    migrate_model(grown, ROWS, roles=ROLES, optimizer=grown_opt)
+    want_migrated = _facts(grown, grown_opt)
+
+    four = run_ranks(_load_both_at, 4, str(folder), str(migrated), backend=backend_for(4))
+    assert [r[0]["rows"] for r in four] == [(0, 33), (33, 66), (66, 99), (99, 131)]
+    assert [r[1]["rows"] for r in four] == [(0, 35), (35, 70), (70, 105), (105, 140)]
+    for result, result_migrated in four:
         _assert_rows(result, want)
+        _assert_rows(result_migrated, want_migrated)
 
     one = Plain(tied=False)
     report = load_checkpoint(one, folder, tokenizer=HASH)
