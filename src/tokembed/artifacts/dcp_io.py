@@ -312,11 +312,13 @@ def read_dcp(
     (read when not given). Values are cast to each piece's dtype (check casts first).
 
     Raises:
-        CheckpointError MALFORMED_CHECKPOINT: a piece names a tensor the folder lacks.
+        CheckpointError MALFORMED_CHECKPOINT: a piece names a tensor the folder lacks,
+            or a data file's bytes are damaged (the pieces read so far hold new values).
         EmbeddingError SHAPE_MISMATCH: a piece's global shape is not the saved one.
         As :func:`~tokembed.artifacts.dcp_metadata.read_dcp_metadata`.
     """
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
 
     root = Path(folder)
     meta = read_dcp_metadata(root) if metadata is None else metadata
@@ -338,13 +340,24 @@ def read_dcp(
                 fix="load into the architecture the checkpoint was saved from",
             )
     _, load_planner = _planners()
-    with _quiet():
-        dcp.load(
-            {},
-            storage_reader=dcp.FileSystemReader(root),
-            planner=load_planner(wanted),
-            no_dist=True,
-        )
+    try:
+        with _quiet():
+            dcp.load(
+                {},
+                storage_reader=dcp.FileSystemReader(root),
+                planner=load_planner(wanted),
+                no_dist=True,
+            )
+    except TokembedError:
+        raise
+    except (Exception, CheckpointException) as error:  # damaged bytes in a data file
+        raise CheckpointError(
+            "MALFORMED_CHECKPOINT",
+            f"{root}: a data file is damaged ({type(error).__name__}: {str(error)[:200]})",
+            value=str(root),
+            fix="load an intact copy of the checkpoint (the data files carry no checksum: "
+            "keep copies verified by the file system or the transfer)",
+        ) from None
 
 
 def read_dcp_tensor(

@@ -117,13 +117,9 @@ def _load_metadata(folder: Path) -> Any:
 
     try:
         meta = _MetadataUnpickler(io.BytesIO(path.read_bytes())).load()
-    except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError) as error:
+    except Exception as error:  # a damaged pickle raises anything a constructor may raise
         raise _malformed(
-            folder, f"{METADATA_NAME} is damaged ({type(error).__name__}: {error})"
-        ) from None
-    except (AttributeError, ImportError, IndexError, KeyError, RecursionError) as error:
-        raise _malformed(
-            folder, f"{METADATA_NAME} is damaged ({type(error).__name__}: {error})"
+            folder, f"{METADATA_NAME} is damaged ({type(error).__name__}: {str(error)[:200]})"
         ) from None
     if not isinstance(meta, Metadata) or not isinstance(meta.state_dict_metadata, dict):
         raise _malformed(folder, f"{METADATA_NAME} does not hold DCP metadata")
@@ -157,6 +153,7 @@ def _check_files(folder: Path, meta: Any, indices: list[Any]) -> None:
     if not isinstance(storage, dict):
         raise _malformed(folder, f"{METADATA_NAME} names no data files")
     sizes: dict[str, int | None] = {}
+    ends: dict[str, int] = {}
     for index in indices:
         info = storage.get(index)
         if info is None:
@@ -168,6 +165,7 @@ def _check_files(folder: Path, meta: Any, indices: list[Any]) -> None:
             path = folder / name
             sizes[name] = path.stat().st_size if path.is_file() else None
         have, need = sizes[name], int(info.offset) + int(info.length)
+        ends[name] = max(ends.get(name, 0), need)
         if have is None or have < need:
             raise CheckpointError(
                 "CHECKPOINT_SHARD_MISSING",
@@ -177,6 +175,14 @@ def _check_files(folder: Path, meta: Any, indices: list[Any]) -> None:
                 value=name,
                 fix="copy every data file of the checkpoint folder (one per saving rank), "
                 "or load an intact checkpoint",
+            )
+    for name, end in ends.items():
+        # DCP writes each data file as its items back to back: a longer file is another save's.
+        if sizes[name] != end:
+            raise _malformed(
+                folder,
+                f"data file {name} holds {sizes[name]} bytes, {end} are recorded "
+                "(a file of another save)",
             )
 
 
@@ -192,12 +198,20 @@ def read_dcp_metadata(folder: str | os.PathLike[str]) -> Any:
         UsageError FILE_NOT_FOUND: no such folder.
         CheckpointError MALFORMED_CHECKPOINT: no ``.metadata``, a damaged one, one that
             holds other objects than DCP's metadata, a chunk outside its tensor, a
-            chunk without a data file, or a data file name outside the folder.
+            chunk without a data file, a data file name outside the folder, or a data
+            file longer than its recorded chunks (one of another save).
         CheckpointError CHECKPOINT_SHARD_MISSING: a data file is absent or truncated.
     """
     root = Path(folder)
     meta = _load_metadata(root)
-    _check_files(root, meta, _check_chunks(root, meta))
+    try:
+        _check_files(root, meta, _check_chunks(root, meta))
+    except (CheckpointError, UsageError):
+        raise
+    except Exception as error:  # fields of the wrong type inside an unpickled Metadata
+        raise _malformed(
+            root, f"{METADATA_NAME} is damaged ({type(error).__name__}: {str(error)[:200]})"
+        ) from None
     return meta
 
 
