@@ -17,6 +17,7 @@ from tokembed.errors import (
     TokenizerError,
     UnknownTokenError,
     UsageError,
+    require_choice,
 )
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "tokembed"
@@ -48,6 +49,19 @@ def test_error_carries_code_value_and_fix() -> None:
     assert (err.code, err.value, err.exit_code) == ("FILE_NOT_FOUND", "x.txt", 2)
     assert str(err) == "FILE_NOT_FOUND: no such corpus — check the path"
     assert isinstance(err, TokembedError)
+
+
+def test_require_choice_names_what_was_asked_and_the_value() -> None:
+    require_choice("bare", ("space", "bare"), "leading-space policy", fix="use 'space'")
+    with pytest.raises(UsageError) as err:
+        require_choice("tab", ("space", "bare"), "leading-space policy", fix="use 'space'")
+    assert (err.value.code, err.value.value, err.value.fix) == (
+        "INVALID_ARGUMENT",
+        "tab",
+        "use 'space'",
+    )
+    assert err.value.message == "unknown leading-space policy 'tab'"
+    assert isinstance(err.value, ValueError)
 
 
 def test_unregistered_code_is_an_internal_bug() -> None:

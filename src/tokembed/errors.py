@@ -20,6 +20,8 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 __all__ = [
     "BUILTIN_OF",
     "CODES",
@@ -35,6 +37,7 @@ __all__ = [
     "TokenizerError",
     "UnknownTokenError",
     "UsageError",
+    "require_choice",
 ]
 
 # Registry of stable codes, grouped by the package that raises them.
@@ -343,6 +346,26 @@ class AuditError(TokembedError):
 
 class HandoffError(TokembedError):
     """Rows handed to a model's first layer (positions, media, projected or assembled rows) break their contract."""
+
+
+def require_choice(value: object, choices: Container[object], what: str, *, fix: str) -> None:
+    """Refuse ``value`` unless it is one of ``choices`` (an option or configuration field).
+
+    The one rule behind every "unknown join rule", "unknown regex dialect" ...: the
+    message names ``what`` was asked for and the value as given.
+
+    Example::
+
+        >>> require_choice("tab", ("space", "bare"), "leading-space policy", fix="use 'space'")
+        Traceback (most recent call last):
+        ...
+        tokembed.errors.UsageError: INVALID_ARGUMENT: unknown leading-space policy 'tab' — use 'space'
+
+    Raises:
+        UsageError INVALID_ARGUMENT: ``value`` is not in ``choices``.
+    """
+    if value not in choices:
+        raise UsageError("INVALID_ARGUMENT", f"unknown {what} {value!r}", value=value, fix=fix)
 
 
 def _rebuild(

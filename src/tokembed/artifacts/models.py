@@ -12,6 +12,10 @@ Two ways the project turns a model on disk into a module, both through
   parameter names, shapes and tie declarations without memory or weights, for
   checks that compare a config's claims with what the files store.
 
+:func:`parameter_owner` resolves a dotted parameter name to the module that
+registers it; checkpoints (re-pointing aliases), tying conversions and migration
+(replacing tables) all re-register Parameters through it.
+
 Example::
 
     >>> model = load_model(Path("SmolLM2-135M-Instruct.Q4_1.gguf"))  # doctest: +SKIP
@@ -34,7 +38,7 @@ from tokembed.errors import UsageError
 if TYPE_CHECKING:
     from torch import nn
 
-__all__ = ["instantiate_from_config", "load_model"]
+__all__ = ["instantiate_from_config", "load_model", "parameter_owner"]
 
 
 def load_model(path: str | os.PathLike[str]) -> nn.Module:
@@ -103,3 +107,36 @@ def instantiate_from_config(folder: str | os.PathLike[str]) -> nn.Module:
     with torch.device("meta"):
         model: nn.Module = cls(config)
     return model
+
+
+def parameter_owner(model: nn.Module, name: str) -> tuple[nn.Module, str]:
+    """The module that registers the Parameter ``name``, and the attribute it is under.
+
+    ``name`` is dotted as ``named_parameters(remove_duplicate=False)`` spells it,
+    so a tied alias (``lm_head.weight``) resolves to its own module, not to the
+    canonical one: assigning a new Parameter there re-points that alias only.
+
+    Example::
+
+        >>> from torch import nn
+        >>> seq = nn.Sequential(nn.Linear(2, 2))
+        >>> parameter_owner(seq, "0.weight")[1]
+        'weight'
+
+    Raises:
+        UsageError INVALID_ARGUMENT: no submodule has that path, or it registers
+            no Parameter under that attribute.
+    """
+    path, _, attr = name.rpartition(".")
+    try:
+        module = model.get_submodule(path) if path else model
+    except AttributeError:
+        module = None
+    if module is None or module._parameters.get(attr) is None:
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            f"{name!r} is not a parameter of the model",
+            value=name,
+            fix="name parameters as model.named_parameters(remove_duplicate=False) does",
+        )
+    return module, attr

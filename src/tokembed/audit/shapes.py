@@ -110,11 +110,7 @@ class ShapeLedger:
                 fix=f"check the axis order of {name!r}; each symbol names one size per ledger",
             )
 
-    def record(self, name: str, tensor_or_shape: Any, dims: Sequence[Dim]) -> None:
-        """Record ``name`` with the shape of ``tensor_or_shape`` under the symbols ``dims``.
-
-        An ``int`` in ``dims`` is a fixed size; a ``str`` is a symbol (bound here if new).
-        """
+    def _check_new(self, name: str) -> None:
         if name in self._entries:
             raise UsageError(
                 "INVALID_ARGUMENT",
@@ -122,6 +118,13 @@ class ShapeLedger:
                 value=name,
                 fix="give each stage its own name",
             )
+
+    def record(self, name: str, tensor_or_shape: Any, dims: Sequence[Dim]) -> None:
+        """Record ``name`` with the shape of ``tensor_or_shape`` under the symbols ``dims``.
+
+        An ``int`` in ``dims`` is a fixed size; a ``str`` is a symbol (bound here if new).
+        """
+        self._check_new(name)
         shape, dims_t = _shape_of(tensor_or_shape), tuple(dims)
         where = f"{name} {list(shape)} as {list(dims_t)}"
         if len(shape) != len(dims_t):
@@ -145,13 +148,7 @@ class ShapeLedger:
 
     def expect(self, name: str, dims: Sequence[Dim]) -> None:
         """Declare ``name`` with axes ``dims`` and no observed shape (an expected ledger)."""
-        if name in self._entries:
-            raise UsageError(
-                "INVALID_ARGUMENT",
-                f"the ledger already records {name!r}",
-                value=name,
-                fix="give each stage its own name",
-            )
+        self._check_new(name)
         self._entries[name] = LedgerEntry(name=name, dims=tuple(dims), shape=None)
 
     @classmethod

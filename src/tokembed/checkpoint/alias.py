@@ -28,7 +28,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from tokembed.errors import CheckpointError
+from tokembed.artifacts.models import parameter_owner
+from tokembed.errors import CheckpointError, UsageError
 
 __all__ = [
     "AliasGraph",
@@ -158,19 +159,15 @@ def alias_graph(model: nn.Module) -> AliasGraph:
 
 
 def _owner(model: nn.Module, name: str) -> tuple[nn.Module, str]:
-    path, _, leaf = name.rpartition(".")
     try:
-        module = model.get_submodule(path) if path else model
-    except AttributeError:
-        module = None
-    if module is None or leaf not in module._parameters:
+        return parameter_owner(model, name)
+    except UsageError:
         raise CheckpointError(
             "MALFORMED_CHECKPOINT",
             f"the alias graph names {name!r}, which is not a parameter of the model",
             value=name,
             fix="build the model whose parameter names the checkpoint records",
-        )
-    return module, leaf
+        ) from None
 
 
 def apply_aliases(model: nn.Module, graph: AliasGraph) -> list[str]:

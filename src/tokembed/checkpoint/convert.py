@@ -38,6 +38,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from tokembed.artifacts.models import parameter_owner
 from tokembed.checkpoint.optimizer import check_registration
 from tokembed.errors import CheckpointError, UsageError
 from tokembed.files.atomic import write_atomic
@@ -95,11 +96,6 @@ def role_pair(model: nn.Module, pair: tuple[str, str] | None = None) -> tuple[st
     return found[0], found[1]
 
 
-def _owner(model: nn.Module, name: str) -> tuple[nn.Module, str]:
-    path, _, leaf = name.rpartition(".")
-    return (model.get_submodule(path) if path else model), leaf
-
-
 def _set_config_tie(model: nn.Module, tied: bool) -> bool:
     config = getattr(model, "config", None)
     if config is None or not hasattr(config, "tie_word_embeddings"):
@@ -134,7 +130,7 @@ def untie(
             value=(inp, out),
             fix="untie only a tied pair",
         )
-    module, leaf = _owner(model, out)
+    module, leaf = parameter_owner(model, out)
     clone = nn.Parameter(shared.detach().clone(), requires_grad=shared.requires_grad)
     setattr(module, leaf, clone)
     state = "none"
@@ -188,7 +184,7 @@ def _check_tieable(
             value=(tuple(a.shape), tuple(b.shape)),
             fix="tie only tables of one vocabulary, width and dtype",
         )
-    in_mod, out_mod = _owner(model, inp)[0], _owner(model, out)[0]
+    in_mod, out_mod = parameter_owner(model, inp)[0], parameter_owner(model, out)[0]
     hashes = vocabularies or (_address_hash(in_mod), _address_hash(out_mod))
     both_inputs = not isinstance(out_mod, nn.Linear)
     unproven = both_inputs and (hashes[0] is None or hashes[1] is None)
@@ -251,7 +247,7 @@ def tie(
             canonical.copy_(other)
         elif keep == "mean":
             canonical.copy_((canonical.double() + other.double()).div(2).to(canonical.dtype))
-        module, leaf = _owner(model, out)
+        module, leaf = parameter_owner(model, out)
         setattr(module, leaf, canonical)
         after = None if loss is None else float(loss(model))
     state = "none"

@@ -28,6 +28,7 @@ negative std or empty truncation interval.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -44,6 +45,7 @@ __all__ = [
     "initializer_statistics",
     "matching_scale",
     "new_table",
+    "require_initializer",
     "sample_statistics",
 ]
 
@@ -55,6 +57,26 @@ INITIALIZERS: tuple[str, ...] = (
     "xavier_uniform",  # U(-a, a), a = gain * sqrt(6 / (fan_in + fan_out))
     "zeros",
 )
+
+
+def require_initializer(
+    name: str, known: Sequence[str] = INITIALIZERS, *, kind: str = "initializer", note: str = ""
+) -> None:
+    """Refuse an initializer ``name`` that is not one of ``known`` (a table's, new rows', a bias's).
+
+    ``kind`` names what was asked for in the message; ``note`` follows the list of known
+    names in the fix.
+
+    Raises:
+        EmbeddingError UNKNOWN_INITIALIZER: ``name`` is not in ``known``.
+    """
+    if name not in known:
+        raise EmbeddingError(
+            "UNKNOWN_INITIALIZER",
+            f"{kind} {name!r} is not known",
+            value=name,
+            fix=f"use one of {', '.join(known)}{note}",
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,13 +97,7 @@ class Initializer:
     b: float | None = None
 
     def __post_init__(self) -> None:
-        if self.name not in INITIALIZERS:
-            raise EmbeddingError(
-                "UNKNOWN_INITIALIZER",
-                f"initializer {self.name!r} is not known",
-                value=self.name,
-                fix=f"use one of {', '.join(INITIALIZERS)}",
-            )
+        require_initializer(self.name)
         if self.std is not None and not self.std >= 0:
             raise UsageError(
                 "INVALID_ARGUMENT", f"std must be >= 0, got {self.std}", value=self.std

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Literal, TypedDict, Unpack
 
 from tokembed.embedding.addressed import check_address_hash
 from tokembed.embedding.frequency import CountScope
-from tokembed.errors import EmbeddingError, UsageError
+from tokembed.errors import EmbeddingError, UsageError, require_choice
 
 if TYPE_CHECKING:
     from torch import nn
@@ -178,8 +178,7 @@ class LookupConfig:
             raise _invalid(f"max_norm must be >= 0, got {self.max_norm}", self.max_norm, "or None")
         if not self.norm_type > 0:
             raise _invalid(f"norm_type must be > 0, got {self.norm_type}", self.norm_type, "use 2")
-        if self.checks not in ("auto", "async", "off"):
-            raise _invalid(f"unknown checks mode {self.checks!r}", self.checks, "auto|async|off")
+        require_choice(self.checks, ("auto", "async", "off"), "checks mode", fix="auto|async|off")
         self._check_frequency()
         if self.input_scale is not None and not (
             math.isfinite(self.input_scale) and self.input_scale > 0
@@ -189,8 +188,7 @@ class LookupConfig:
             check_address_hash(self.address_hash)
         if self.require_address and self.address_hash is None:
             raise _invalid("require_address=True needs an address_hash", None, "bind one")
-        if self.id_route not in ("refuse", "copy"):
-            raise _invalid(f"unknown id_route {self.id_route!r}", self.id_route, "refuse|copy")
+        require_choice(self.id_route, ("refuse", "copy"), "id_route", fix="refuse|copy")
 
     def _check_pad(self) -> None:
         pad = self.padding_idx
@@ -214,8 +212,7 @@ class LookupConfig:
                 value=None,
                 fix="pass count_scope='invocation' (this call's batch) or 'global' (+ row_counts)",
             )
-        if self.count_scope not in (None, "invocation", "global"):
-            raise _invalid(f"unknown count_scope {self.count_scope!r}", self.count_scope, "")
+        require_choice(self.count_scope, (None, "invocation", "global"), "count_scope", fix="")
         if self.count_scope is not None and not self.scale_grad_by_freq:
             raise _invalid("count_scope without scale_grad_by_freq", self.count_scope, "drop it")
 

@@ -25,7 +25,16 @@ import torch
 
 from tokembed.errors import EmbeddingError, HandoffError, UsageError
 
-__all__ = ["GEOMETRY_WIDTH", "MediaRows", "RowMap", "RowType", "pad_media", "row_map_of"]
+__all__ = [
+    "GEOMETRY_WIDTH",
+    "MediaRows",
+    "RowMap",
+    "RowType",
+    "pad_media",
+    "require_bool_mask",
+    "require_float_rows",
+    "row_map_of",
+]
 
 _ATTRIBUTE = "_tokembed_row_map"
 
@@ -54,6 +63,36 @@ def row_map_of(tensor: torch.Tensor) -> RowMap | None:
     found = getattr(tensor, _ATTRIBUTE, None)
     assert found is None or isinstance(found, RowMap)
     return found
+
+
+def require_float_rows(rows: torch.Tensor, *, what: str, axes: str, fix: str) -> None:
+    """Refuse ``rows`` unless they are a floating 3-D batch (``axes`` names its axes).
+
+    Raises:
+        UsageError INVALID_ARGUMENT: not 3-D, or not a floating dtype (ids instead of rows).
+    """
+    if rows.dim() != 3 or not rows.is_floating_point():
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            f"{what} are a floating {axes} tensor, got {rows.dtype} {tuple(rows.shape)}",
+            value=tuple(rows.shape),
+            fix=fix,
+        )
+
+
+def require_bool_mask(mask: torch.Tensor | None, *, what: str, real: str, fix: str) -> None:
+    """Refuse a ``mask`` that is not bool (``True`` marks a ``real`` position); ``None`` passes.
+
+    Raises:
+        UsageError INVALID_ARGUMENT: an integer or float mask (HF's attention_mask is int64).
+    """
+    if mask is not None and mask.dtype != torch.bool:
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            f"{what} is bool (True = {real}), got {mask.dtype}",
+            value=mask.dtype,
+            fix=fix,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,14 +193,12 @@ class MediaRows:
     geometry: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
-        if self.rows.dim() != 3 or not self.rows.is_floating_point():
-            raise UsageError(
-                "INVALID_ARGUMENT",
-                f"media rows are a floating [B, n, d] tensor, got {self.rows.dtype}"
-                f" {tuple(self.rows.shape)}",
-                value=tuple(self.rows.shape),
-                fix="pass encoder features as floats with a batch axis",
-            )
+        require_float_rows(
+            self.rows,
+            what="media rows",
+            axes="[B, n, d]",
+            fix="pass encoder features as floats with a batch axis",
+        )
         if self.row_type not in GEOMETRY_WIDTH or self.row_type is RowType.TEXT:
             raise UsageError(
                 "INVALID_ARGUMENT",
@@ -172,13 +209,7 @@ class MediaRows:
         for name, meta in (("mask", self.mask), ("geometry", self.geometry)):
             if meta is not None:
                 self._check_aligned(name, meta)
-        if self.mask is not None and self.mask.dtype != torch.bool:
-            raise UsageError(
-                "INVALID_ARGUMENT",
-                f"a media mask is bool (True = real row), got {self.mask.dtype}",
-                value=self.mask.dtype,
-                fix="pass mask.bool()",
-            )
+        require_bool_mask(self.mask, what="a media mask", real="real row", fix="pass mask.bool()")
         width = GEOMETRY_WIDTH[self.row_type]
         if self.geometry is not None and (
             self.geometry.dim() != 3 or self.geometry.shape[2] != width

@@ -30,7 +30,7 @@ import torch
 
 from tokembed.errors import EmbeddingError, HandoffError, UsageError
 from tokembed.inputs.kinds import Kind, representation_of
-from tokembed.inputs.rows import MediaRows, RowType
+from tokembed.inputs.rows import MediaRows, RowType, require_bool_mask, require_float_rows
 
 __all__ = ["InputSequence", "SequenceLayout", "Span", "TextRows", "assemble_sequence"]
 
@@ -54,21 +54,15 @@ class TextRows:
     row_type = RowType.TEXT
 
     def __post_init__(self) -> None:
-        if self.rows.dim() != 3 or not self.rows.is_floating_point():
-            raise UsageError(
-                "INVALID_ARGUMENT",
-                f"text rows are a floating [B, L, d] tensor, got {self.rows.dtype}"
-                f" {tuple(self.rows.shape)}",
-                value=tuple(self.rows.shape),
-                fix="pass the lookup output E[ids], not the ids",
-            )
-        if self.mask is not None and self.mask.dtype != torch.bool:
-            raise UsageError(
-                "INVALID_ARGUMENT",
-                f"a text mask is bool (True = real token), got {self.mask.dtype}",
-                value=self.mask.dtype,
-                fix="pass attention_mask.bool()",
-            )
+        require_float_rows(
+            self.rows,
+            what="text rows",
+            axes="[B, L, d]",
+            fix="pass the lookup output E[ids], not the ids",
+        )
+        require_bool_mask(
+            self.mask, what="a text mask", real="real token", fix="pass attention_mask.bool()"
+        )
         for name, meta in (("mask", self.mask), ("positions", self.positions)):
             if meta is not None and tuple(meta.shape) != tuple(self.rows.shape[:2]):
                 raise EmbeddingError(

@@ -32,7 +32,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
-from tokembed.errors import MeasureError, UsageError
+from tokembed.errors import MeasureError, UsageError, require_choice
 from tokembed.text.conllu import Sentence, conllu_sentences, is_conllu
 from tokembed.text.sources import (
     MAX_DECOMPRESSED_BYTES,
@@ -97,13 +97,7 @@ class Corpus:
     raw: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
-        if self.join not in JOIN_RULES:
-            raise UsageError(
-                "INVALID_ARGUMENT",
-                f"unknown join rule {self.join!r}",
-                value=self.join,
-                fix=f"use one of {sorted(JOIN_RULES)}",
-            )
+        require_choice(self.join, JOIN_RULES, "join rule", fix=f"use one of {sorted(JOIN_RULES)}")
 
     @cached_property
     def text(self) -> str:

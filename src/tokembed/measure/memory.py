@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tokembed.artifacts.config import ModelConfig, model_config_from_dict, read_model_config
-from tokembed.errors import EmbeddingError, UsageError
+from tokembed.errors import EmbeddingError, UsageError, require_choice
 
 __all__ = [
     "DTYPE_BYTES",
@@ -72,13 +72,10 @@ _ALIASES = {"float64": "fp64", "float32": "fp32", "bfloat16": "bf16", "float16":
 
 def _canonical(dtype: str) -> str:
     name = _ALIASES.get(dtype, dtype)
-    if name not in DTYPE_BYTES:
-        raise UsageError(
-            "INVALID_ARGUMENT",
-            f"unknown dtype {dtype!r}",
-            value=dtype,
-            fix=f"use one of {', '.join([*DTYPE_BYTES, *_ALIASES])}",
-        )
+    # An alias names a known dtype, so a refused ``name`` is ``dtype`` as given.
+    require_choice(
+        name, DTYPE_BYTES, "dtype", fix=f"use one of {', '.join([*DTYPE_BYTES, *_ALIASES])}"
+    )
     return name
 
 

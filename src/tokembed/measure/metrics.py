@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import regex
 
-from tokembed.errors import MeasureError, UsageError
+from tokembed.errors import MeasureError, UsageError, require_choice
 from tokembed.measure.corpus import Corpus
 
 if TYPE_CHECKING:
@@ -70,13 +70,12 @@ class WordDefinition:
     leading_space: Literal["space", "bare"] = "space"
 
     def __post_init__(self) -> None:
-        if self.leading_space not in ("space", "bare"):
-            raise UsageError(
-                "INVALID_ARGUMENT",
-                f"unknown leading-space policy {self.leading_space!r}",
-                value=self.leading_space,
-                fix="use 'space' (encode ' ' + word) or 'bare' (the word alone)",
-            )
+        require_choice(
+            self.leading_space,
+            ("space", "bare"),
+            "leading-space policy",
+            fix="use 'space' (encode ' ' + word) or 'bare' (the word alone)",
+        )
         try:
             regex.compile(self.pattern)
         except regex.error as exc:

@@ -37,12 +37,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from tokembed.artifacts.models import parameter_owner
 from tokembed.errors import CheckpointError, EmbeddingError
 from tokembed.migrate.init import InitRecord, NewRows, bias_rows, init_records, init_rows
 from tokembed.migrate.optimizer import check_preserved, copy_exact_, move_state
 from tokembed.migrate.roles import (
     VocabRoles,
-    _owner,
     _require_tie,
     check_bindings,
     check_vocab_axes,
@@ -205,7 +205,7 @@ def migrate_model(
     records: list[InitRecord] = []
     moved: list[str] = []
     for name, rule in plan:
-        module, attr = _owner(model, name)
+        module, attr = parameter_owner(model, name)
         old = getattr(module, attr)
         if isinstance(rule, NewRows):
             values = init_rows(old.detach(), rows, rule, sources=sources)
@@ -222,7 +222,7 @@ def migrate_model(
         _set_metadata(module, rows)
         if name == roles.input and roles.tied:
             assert roles.output is not None
-            out_module, out_attr = _owner(model, roles.output)
+            out_module, out_attr = parameter_owner(model, roles.output)
             setattr(out_module, out_attr, new)  # restore the tie: one Parameter, not a copy
             _set_metadata(out_module, rows)
         # Release the replaced table now, not when the optimizer lets go of it: the

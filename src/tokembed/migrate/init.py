@@ -43,7 +43,12 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from tokembed.embedding.init import Initializer, initialize_, initializer_statistics
+from tokembed.embedding.init import (
+    Initializer,
+    initialize_,
+    initializer_statistics,
+    require_initializer,
+)
 from tokembed.errors import CheckpointError, EmbeddingError, TokenizerError, UsageError
 from tokembed.migrate.rowmap import RowMap
 
@@ -86,13 +91,12 @@ class NewRows:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.name not in NEW_ROW_INITIALIZERS:
-            raise EmbeddingError(
-                "UNKNOWN_INITIALIZER",
-                f"new-row initializer {self.name!r} is not known",
-                value=self.name,
-                fix=f"use one of {', '.join(NEW_ROW_INITIALIZERS)} (exact copies are row-map edges)",
-            )
+        require_initializer(
+            self.name,
+            NEW_ROW_INITIALIZERS,
+            kind="new-row initializer",
+            note=" (exact copies are row-map edges)",
+        )
         if self.name == "constructor" and self.random is None:
             raise UsageError(
                 "INVALID_ARGUMENT",
@@ -255,13 +259,7 @@ def bias_rows(
         EmbeddingError UNKNOWN_INITIALIZER: ``rule`` not in BIAS_RULES.
     """
     count = len(rows.new_row_ids)
-    if rule not in BIAS_RULES:
-        raise EmbeddingError(
-            "UNKNOWN_INITIALIZER",
-            f"bias rule {rule!r} is not known",
-            value=rule,
-            fix=f"use one of {', '.join(BIAS_RULES)}",
-        )
+    require_initializer(rule, BIAS_RULES, kind="bias rule")
     if rule == "zeros":
         return old.new_zeros(count)
     if rule == "prior":

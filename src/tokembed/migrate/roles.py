@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from tokembed.artifacts.models import parameter_owner
 from tokembed.errors import CheckpointError, EmbeddingError, UsageError
 
 __all__ = [
@@ -70,25 +71,9 @@ class VocabRoles:
         return tuple(out)
 
 
-def _owner(model: nn.Module, name: str) -> tuple[nn.Module, str]:
-    path, _, attr = name.rpartition(".")
-    try:
-        module = model.get_submodule(path) if path else model
-    except AttributeError:
-        module = None
-    if module is None or not isinstance(getattr(module, attr, None), nn.Parameter):
-        raise UsageError(
-            "INVALID_ARGUMENT",
-            f"{name!r} is not a parameter of the model",
-            value=name,
-            fix="name parameters as model.named_parameters(remove_duplicate=False) does",
-        )
-    return module, attr
-
-
 def parameter(model: nn.Module, name: str) -> nn.Parameter:
     """The live Parameter registered under ``name`` (tied aliases included)."""
-    module, attr = _owner(model, name)
+    module, attr = parameter_owner(model, name)
     param: nn.Parameter = getattr(module, attr)
     return param
 

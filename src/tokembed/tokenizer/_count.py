@@ -31,7 +31,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -53,7 +53,7 @@ from tokembed.tokenizer.dialect import DIALECTS
 from tokembed.tokenizer.patterns import scanner_id
 from tokembed.tokenizer.pretokenize import Pretokenizer
 
-__all__ = ["count_chunks", "count_chunks_reference"]
+__all__ = ["batches", "count_chunks", "count_chunks_reference"]
 
 _BLOCK = 1 << 21  # characters per window: ~4 MB of Cyrillic UTF-8, ~0.5 s of regex
 _OVERLAP = 1 << 13  # characters scanned past a window's end
@@ -65,6 +65,7 @@ _NATIVE_BLOCK = 1 << 22
 # (spec, window text, extra text, first window, last window, text index): everything a
 # worker needs travels in the task (spawned workers do not share this module's globals).
 _Task = tuple[Spec, str, str, bool, bool, int]
+_Sized = TypeVar("_Sized", str, memoryview)
 
 
 def _native_counter(pretokenizer: Pretokenizer) -> tuple[ModuleType, int, int] | None:
@@ -78,27 +79,32 @@ def _native_counter(pretokenizer: Pretokenizer) -> tuple[ModuleType, int, int] |
     return module, preset, DIALECTS.index(pretokenizer.dialect)
 
 
+def batches(items: Iterable[_Sized], limit: int) -> Iterator[list[_Sized]]:
+    """``items`` in order, in lists closed as soon as their lengths add up to ``limit`` or more."""
+    batch: list[_Sized] = []
+    held = 0
+    for item in items:
+        batch.append(item)
+        held += len(item)
+        if held >= limit:
+            yield batch
+            batch, held = [], 0
+    if batch:
+        yield batch
+
+
 def _native_blocks(
     texts: Iterable[bytes], module: ModuleType, dialect: int
-) -> Iterator[list[memoryview]]:
-    """Groups of whole texts and text blocks cut at safe points, about ``_NATIVE_BLOCK`` bytes each."""
-    group: list[memoryview] = []
-    size = 0
+) -> Iterator[memoryview]:
+    """Whole texts, and blocks of a longer text cut at safe points (``_NATIVE_BLOCK`` bytes or more)."""
     for data in texts:
         view, start = memoryview(data), 0
         while len(data) - start > _NATIVE_BLOCK:
-            cut = module.safe_cut(data, dialect, start + _NATIVE_BLOCK)
-            group.append(view[start:cut])
-            yield group
-            group, size, start = [], 0, cut
+            cut = module.safe_cut(data, dialect, start + _NATIVE_BLOCK)  # >= its argument
+            yield view[start:cut]
+            start = cut
         if start < len(data):
-            group.append(view[start:])
-            size += len(data) - start
-            if size >= _NATIVE_BLOCK:
-                yield group
-                group, size = [], 0
-    if group:
-        yield group
+            yield view[start:]
 
 
 def _count_native(
@@ -118,7 +124,8 @@ def _count_native(
 
     with ThreadPoolExecutor(workers, thread_name_prefix="tokembed-count") as pool:
         pending: deque[Future[Any]] = deque()
-        for group in _native_blocks(texts, module, dialect):
+        # A cut block holds _NATIVE_BLOCK bytes or more, so it closes the group it joins.
+        for group in batches(_native_blocks(texts, module, dialect), _NATIVE_BLOCK):
             pending.append(pool.submit(count, group))
             while len(pending) > 2 * workers:
                 total.merge(pending.popleft().result())

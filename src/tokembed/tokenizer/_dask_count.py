@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from tokembed.errors import TokenizerError
 from tokembed.text.ranges import ByteRange, TextFiles, read_range
-from tokembed.tokenizer._count import count_chunks
+from tokembed.tokenizer._count import batches, count_chunks
 from tokembed.tokenizer._seams import (
     EMPTY,
     LOOKS_BACK,
@@ -104,19 +104,6 @@ def _reduce(
     return result
 
 
-def _batches(texts: Iterable[str], size: int) -> Iterator[list[str]]:
-    batch: list[str] = []
-    held = 0
-    for text in texts:
-        batch.append(text)
-        held += len(text)
-        if held >= size:
-            yield batch
-            batch, held = [], 0
-    if batch:
-        yield batch
-
-
 def _count(
     client: Client,
     texts: Iterable[str],
@@ -131,7 +118,7 @@ def _count(
         # One batch at a time leaves this process: the corpus need not fit in its memory.
         futures = [
             client.submit(_count_texts, client.scatter([batch])[0], spec, pure=False)
-            for batch in _batches(texts, range_bytes)
+            for batch in batches(texts, range_bytes)
         ]
         partial = _reduce(client, futures, merge)
         return refine(partial.table, pretokenizer), ()

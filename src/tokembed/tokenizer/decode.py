@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from tokembed.errors import TokenizerError, UnknownTokenError, UsageError
+from tokembed.errors import TokenizerError, UnknownTokenError, UsageError, require_choice
 from tokembed.tokenizer.model import BPETables
 
 __all__ = ["DecodeTable", "StreamDecoder"]
@@ -32,13 +32,12 @@ _POLICIES = ("strict", "replace", "ignore")
 
 
 def _check_errors(errors: str) -> None:
-    if errors not in _POLICIES:
-        raise UsageError(
-            "INVALID_ARGUMENT",
-            f"unknown decode error policy {errors!r}",
-            value=errors,
-            fix="pass errors='strict', 'replace' (U+FFFD) or 'ignore' (drop invalid bytes)",
-        )
+    require_choice(
+        errors,
+        _POLICIES,
+        "decode error policy",
+        fix="pass errors='strict', 'replace' (U+FFFD) or 'ignore' (drop invalid bytes)",
+    )
 
 
 def _invalid(offset: int, reason: str) -> TokenizerError:

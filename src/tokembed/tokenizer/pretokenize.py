@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import regex
 
-from tokembed.errors import UsageError
+from tokembed.errors import UsageError, require_choice
 from tokembed.tokenizer.dialect import (
     DIALECTS,
     Dialect,
@@ -152,13 +152,12 @@ class Pretokenizer:
                 value=self.stages,
                 fix="pass a preset name such as 'teaching' or one regex",
             )
-        if self.dialect not in DIALECTS:
-            raise UsageError(
-                "INVALID_ARGUMENT",
-                f"unknown regex dialect {self.dialect!r}",
-                value=self.dialect,
-                fix=f"pass dialect= one of {', '.join(DIALECTS)}",
-            )
+        require_choice(
+            self.dialect,
+            DIALECTS,
+            "regex dialect",
+            fix=f"pass dialect= one of {', '.join(DIALECTS)}",
+        )
         object.__setattr__(self, "_compiled", tuple(_compile(s) for s in self.stages))
 
     @classmethod

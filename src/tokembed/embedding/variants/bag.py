@@ -32,7 +32,7 @@ from tokembed.embedding.contracts import (
 )
 from tokembed.embedding.lookup_checks import supplied_weight, table_shape
 from tokembed.embedding.lookup_config import LookupConfig, normalize_padding_idx
-from tokembed.errors import EmbeddingError, UsageError
+from tokembed.errors import EmbeddingError, require_choice
 
 __all__ = ["BagMode", "TokenEmbeddingBag", "validate_bag_offsets"]
 
@@ -146,8 +146,7 @@ class TokenEmbeddingBag(nn.EmbeddingBag):
         *,
         weight: torch.Tensor | None = None,
     ) -> None:
-        if mode not in ("sum", "mean", "max"):
-            raise UsageError("INVALID_ARGUMENT", f"unknown mode {mode!r}", value=mode, fix="")
+        require_choice(mode, ("sum", "mean", "max"), "mode", fix="")
         weight = supplied_weight(weight, _weight, (num_embeddings, embedding_dim))
         # LookupConfig validates the options shared with the lookup (sizes, norms, PAD).
         LookupConfig(

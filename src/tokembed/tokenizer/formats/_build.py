@@ -16,7 +16,13 @@ from tokembed.tokenizer.model import BPETables
 from tokembed.tokenizer.patterns import PATTERNS
 from tokembed.tokenizer.pretokenize import Pretokenizer
 
-__all__ = ["build_pretokenizer", "build_tables", "malformed"]
+__all__ = [
+    "build_pretokenizer",
+    "build_tables",
+    "malformed",
+    "require_distinct_pieces",
+    "require_version",
+]
 
 
 def malformed(source: str, message: str, *, value: object = None) -> FormatError:
@@ -27,6 +33,28 @@ def malformed(source: str, message: str, *, value: object = None) -> FormatError
         value=value,
         fix="pass an unmodified tokenizer file written by tokembed, tiktoken or Hugging Face",
     )
+
+
+def require_version(source: str, what: str, found: object, supported: int, *, fix: str) -> None:
+    """Refuse a file whose declared ``what`` version (``found``) is not the one read here."""
+    if found != supported:
+        raise FormatError(
+            "UNSUPPORTED_VERSION",
+            f"{source}: {what} version {found!r}; this tokembed reads {supported}",
+            value=found,
+            fix=fix,
+        )
+
+
+def require_distinct_pieces(tables: BPETables, why: str, *, fix: str) -> None:
+    """Refuse to export ``tables`` to a format that names a token by its bytes or spelling
+    when two ids share one byte piece (``why`` ends the message: what the format does).
+    """
+    shared = len(tables.pieces) - len(set(tables.pieces.values()))
+    if shared:
+        raise FormatError(
+            "UNSUPPORTED_TOKENIZER", f"two ids share one byte piece{why}", value=shared, fix=fix
+        )
 
 
 # Ordinary ids index 32-bit arrays in the encoder (and tiktoken's u32 ranks).

@@ -29,7 +29,12 @@ from typing import Any
 
 from tokembed.errors import FormatError
 from tokembed.tokenizer.bytes_unicode import bytes_to_token_text, token_text_to_bytes
-from tokembed.tokenizer.formats._build import build_pretokenizer, build_tables, malformed
+from tokembed.tokenizer.formats._build import (
+    build_pretokenizer,
+    build_tables,
+    malformed,
+    require_distinct_pieces,
+)
 from tokembed.tokenizer.formats._hf_components import (
     TOP_LEVEL_KEYS,
     check_component,
@@ -205,14 +210,12 @@ def to_hf_document(tok: Tokenizer) -> dict[str, Any]:
             a special id has several names, or a special is spelled like a piece.
     """
     tables = tok.tables
+    require_distinct_pieces(
+        tables,
+        "; tokenizer.json names tokens by their spelling",
+        fix="keep this tokenizer in the native format",
+    )
     vocab = {bytes_to_token_text(p): i for i, p in sorted(tables.pieces.items())}
-    if len(vocab) != len(tables.pieces):
-        raise FormatError(
-            "UNSUPPORTED_TOKENIZER",
-            "two ids share one byte piece; tokenizer.json names tokens by their spelling",
-            value=len(tables.pieces) - len(vocab),
-            fix="keep this tokenizer in the native format",
-        )
     onig_stages = [to_onig(s) for s in tok.pretokenizer.stages]
     _check_onig(onig_stages)
     # HF gives an added token the id its content has in model.vocab, else the next free id

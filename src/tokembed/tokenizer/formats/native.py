@@ -29,7 +29,12 @@ from typing import Any
 
 from tokembed.errors import FormatError
 from tokembed.tokenizer.dialect import DIALECTS
-from tokembed.tokenizer.formats._build import build_pretokenizer, build_tables, malformed
+from tokembed.tokenizer.formats._build import (
+    build_pretokenizer,
+    build_tables,
+    malformed,
+    require_version,
+)
 from tokembed.tokenizer.formats._io import read_json, write_atomic
 from tokembed.tokenizer.model import address_hash
 from tokembed.tokenizer.tokenizer import Tokenizer
@@ -112,13 +117,13 @@ def from_document(data: Any, *, source: str) -> Tokenizer:
     """A tokenizer from a parsed version-1 document (see the module docstring)."""
     if not is_native(data):
         raise malformed(source, f"not a {_FORMAT_NAME} document")
-    if data.get("version") != _FORMAT_VERSION:
-        raise FormatError(
-            "UNSUPPORTED_VERSION",
-            f"{source}: format version {data.get('version')!r}; this tokembed reads {_FORMAT_VERSION}",
-            value=data.get("version"),
-            fix="upgrade tokembed or re-save the tokenizer with this version",
-        )
+    require_version(
+        source,
+        "format",
+        data.get("version"),
+        _FORMAT_VERSION,
+        fix="upgrade tokembed or re-save the tokenizer with this version",
+    )
     unknown = sorted(set(data) - _KEYS)
     if unknown:
         raise malformed(source, f"unknown key {unknown[0]!r}", value=unknown[0])

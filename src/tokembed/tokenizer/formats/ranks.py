@@ -28,6 +28,7 @@ import binascii
 from collections.abc import Mapping
 
 from tokembed.errors import FormatError
+from tokembed.tokenizer.formats._build import require_distinct_pieces
 from tokembed.tokenizer.model import BPETables
 
 # tiktoken's core keeps ranks as u32.
@@ -168,14 +169,12 @@ def tables_to_ranks(tables: BPETables) -> dict[bytes, int]:
             value=missing,
             fix="export this tokenizer with --format hf instead",
         )
+    require_distinct_pieces(
+        tables,
+        ", which a rank file cannot express",
+        fix="export this tokenizer with --format hf or keep the native format",
+    )
     ranks = {piece: i for i, piece in tables.pieces.items()}
-    if len(ranks) != len(tables.pieces):
-        raise FormatError(
-            "UNSUPPORTED_TOKENIZER",
-            "two ids share one byte piece, which a rank file cannot express",
-            value=len(tables.pieces) - len(ranks),
-            fix="export this tokenizer with --format hf or keep the native format",
-        )
     back = ranks_to_tables(ranks).merges
     if back != tables.merges:
         first = next(

@@ -41,7 +41,7 @@ from typing import Any
 from tokembed.errors import FormatError, TokenizerError
 from tokembed.files.atomic import write_files_atomic
 from tokembed.tokenizer.compiled import DeferredTables, compiled_rank_tables
-from tokembed.tokenizer.formats._build import build_pretokenizer, malformed
+from tokembed.tokenizer.formats._build import build_pretokenizer, malformed, require_version
 from tokembed.tokenizer.formats._derived_cache import cached_merges
 from tokembed.tokenizer.formats._io import read_bytes, read_json
 from tokembed.tokenizer.formats.encodings import EncodingSpec, encoding_spec, known_encodings
@@ -67,13 +67,13 @@ def _sidecar_spec(path: Path, ranks_data: bytes) -> EncodingSpec:
     data = read_json(path)
     if not isinstance(data, dict) or data.get("format") != _SIDECAR_FORMAT:
         raise malformed(str(path), f"not a {_SIDECAR_FORMAT} file")
-    if data.get("version") != _SIDECAR_VERSION:
-        raise FormatError(
-            "UNSUPPORTED_VERSION",
-            f"{path}: sidecar version {data.get('version')!r}; this tokembed reads {_SIDECAR_VERSION}",
-            value=data.get("version"),
-            fix="upgrade tokembed or re-export the tokenizer",
-        )
+    require_version(
+        str(path),
+        "sidecar",
+        data.get("version"),
+        _SIDECAR_VERSION,
+        fix="upgrade tokembed or re-export the tokenizer",
+    )
     pattern, specials, name = data.get("pat_str"), data.get("special_tokens"), data.get("name")
     if not isinstance(pattern, str) or not isinstance(specials, dict):
         raise malformed(str(path), "sidecar needs 'pat_str' (string) and 'special_tokens' (object)")
