@@ -138,3 +138,30 @@ def test_builtin_mixing_reuses_the_tokenizer_public_classes() -> None:
     plain = EmbeddingError("GROWTH_PREFIX_CHANGED", "x")  # no built-in counterpart
     assert type(plain) is EmbeddingError
     assert set(BUILTIN_OF) <= set(CODES)
+
+
+def test_also_adds_the_type_a_peer_raises_at_one_site() -> None:
+    # nn.EmbeddingBag raises RuntimeError for an id outside the table where nn.Embedding
+    # raises IndexError: the same code, one error that is both, through the same table.
+    err = EmbeddingError("ID_OUT_OF_RANGE", "ids[0] = 9", value=9, fix="f", also=(RuntimeError,))
+    assert isinstance(err, IndexError)
+    assert isinstance(err, RuntimeError)
+    assert type(err).__name__ == "EmbeddingError"
+    assert type(err) is type(EmbeddingError("PAD_ID_INVALID", "y", also=(RuntimeError,)))
+    back = pickle.loads(pickle.dumps(err))
+    assert (type(back), back.code, back.value, back.fix) == (type(err), "ID_OUT_OF_RANGE", 9, "f")
+    assert isinstance(back, RuntimeError)
+    plain = EmbeddingError("ID_OUT_OF_RANGE", "ids[0] = 9", value=9)
+    both = plain.also_as(RuntimeError)
+    assert not isinstance(plain, RuntimeError)
+    assert isinstance(both, RuntimeError)
+    assert isinstance(both, IndexError)
+    assert (both.code, both.message, both.value, str(both)) == (
+        "ID_OUT_OF_RANGE",
+        "ids[0] = 9",
+        9,
+        str(plain),
+    )
+    dims = EmbeddingError("INVALID_BAG_OFFSETS", "2-D", also=(ValueError,))
+    assert isinstance(dims, ValueError)
+    assert isinstance(dims, RuntimeError)

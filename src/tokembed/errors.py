@@ -68,6 +68,7 @@ CODES: dict[str, str] = {
     "EMPTY_CORPUS": "a corpus has no text to train on or to measure",
     "UNKNOWN_PIECE": "bytes or a name given to encode_single_token are not one token",
     "SCHEDULER_UNREACHABLE": "no Dask scheduler answers at the address given for counting chunks",
+    "LOCAL_CLUSTER_NOT_STARTED": "a local Dask cluster's worker processes could not start (code from stdin, or a script without the __main__ guard)",
     # --- file formats ------------------------------------------------------
     "MALFORMED_RANKS": "a tiktoken rank file has a bad line, bad base64 or duplicate rank/bytes",
     "MALFORMED_TOKENIZER_FILE": "a tokenizer file is not valid JSON of the expected shape",
@@ -217,7 +218,10 @@ CODES: dict[str, str] = {
 # The built-in type torch, NumPy or tiktoken raise in the same situation. An error with
 # one of these codes is an instance of both its tokembed class and this type (as NumPy's
 # AxisError is both a ValueError and an IndexError), so `except IndexError` written
-# around an nn.Embedding lookup still catches an out-of-range id.
+# around an nn.Embedding lookup still catches an out-of-range id. Where torch raises
+# another type for the same code at one site (nn.EmbeddingBag: a RuntimeError for an id
+# outside the table, a ValueError for 2-D ids with offsets), that raise passes
+# ``also=(RuntimeError,)``: the error is then an instance of both built-in types.
 BUILTIN_OF: dict[str, type[Exception]] = {
     # --- usage
     "INVALID_ARGUMENT": ValueError,
@@ -247,17 +251,27 @@ class TokembedError(Exception):
         code: stable registered code, e.g. ``"ID_OUT_OF_RANGE"``.
         value: the offending value (an id, a path, a position...), or None.
         fix: one sentence saying what to do instead, or None.
+
+    ``also=(T, ...)`` (keyword) makes this one error also an instance of the built-in
+    types T besides its code's own (:data:`BUILTIN_OF`), for a site where the peer
+    library raises another type.
     """
 
     exit_code: int = 1
 
     def __new__(cls, code: str, *args: object, **kwargs: object) -> TokembedError:
         # A code with a built-in type makes an instance of the class that derives from
-        # both (one per family and built-in type, made once), so the raise site keeps
-        # naming the one family class of its code.
-        builtin = BUILTIN_OF.get(code)
-        if builtin is not None and not issubclass(cls, builtin):
-            cls = _with_builtin(cls, builtin)
+        # the family and every built-in type (the code's, then those of ``also``; one
+        # class per family and types, made once), so the raise site keeps naming the one
+        # family class of its code.
+        also = kwargs.get("also", ())
+        assert isinstance(also, tuple), "also= takes a tuple of exception types"
+        wanted = (BUILTIN_OF.get(code), *also)
+        builtins = tuple(
+            dict.fromkeys(b for b in wanted if b is not None and not issubclass(cls, b))
+        )
+        if builtins:
+            cls = _with_builtin(cls, builtins)
         return super().__new__(cls, code, *args, **kwargs)
 
     def __init__(
@@ -267,20 +281,40 @@ class TokembedError(Exception):
         *,
         value: object = None,
         fix: str | None = None,
+        also: tuple[type[Exception], ...] = (),
     ) -> None:
         assert code in CODES, f"unregistered error code {code!r}"
         self.code = code
         self.message = message
         self.value = value
         self.fix = fix
+        self._also = also
         super().__init__(self.__str__())
 
     def __reduce__(self) -> tuple[object, ...]:
         # Rebuild with keywords so errors raised in worker processes unpickle in the
         # parent (the default reduce passes only args=(str,) and fails there).
         # The family class is named, not its made-on-demand built-in subclass (which is
-        # not importable); __new__ makes that subclass again from the code.
-        return (_rebuild, (self._family, self.code, self.message, self.value, self.fix))
+        # not importable); __new__ makes that subclass again from the code and ``also``.
+        args = (self._family, self.code, self.message, self.value, self.fix, self._also)
+        return (_rebuild, args)
+
+    def also_as(self, *builtins: type[Exception]) -> TokembedError:
+        """This error (same family, code, message, value and fix), also an instance of ``builtins``.
+
+        For a raise site where the peer library raises another built-in type than the
+        code's usual one: re-raise an error a shared check raised as what the peer
+        raises there.
+
+        Example::
+
+            >>> err = EmbeddingError("ID_OUT_OF_RANGE", "ids[0] = 9 is outside [0, 8)")
+            >>> both = err.also_as(RuntimeError)
+            >>> isinstance(both, RuntimeError), isinstance(both, IndexError), both.code
+            (True, True, 'ID_OUT_OF_RANGE')
+        """
+        also = tuple(dict.fromkeys((*self._also, *builtins)))
+        return self._family(self.code, self.message, value=self.value, fix=self.fix, also=also)
 
     @property
     def _family(self) -> type[TokembedError]:
@@ -369,27 +403,34 @@ def require_choice(value: object, choices: Container[object], what: str, *, fix:
 
 
 def _rebuild(
-    cls: type[TokembedError], code: str, message: str, value: object, fix: str | None
+    cls: type[TokembedError],
+    code: str,
+    message: str,
+    value: object,
+    fix: str | None,
+    also: tuple[type[Exception], ...] = (),
 ) -> TokembedError:
-    return cls(code, message, value=value, fix=fix)
+    return cls(code, message, value=value, fix=fix, also=also)
 
 
-# (family class, built-in type) -> the class deriving from both; seeded with the
+# (family class, built-in types) -> the class deriving from all of them; seeded with the
 # tokenizer's public classes, so a TokenizerError made with an unknown-id code is an
 # UnknownTokenError: one class per code, whichever name the raise site uses.
-_MIXED: dict[tuple[type[TokembedError], type[Exception]], type[TokembedError]] = {
-    (TokenizerError, ValueError): DisallowedSpecialError,
-    (TokenizerError, KeyError): UnknownTokenError,
+_MIXED: dict[tuple[type[TokembedError], tuple[type[Exception], ...]], type[TokembedError]] = {
+    (TokenizerError, (ValueError,)): DisallowedSpecialError,
+    (TokenizerError, (KeyError,)): UnknownTokenError,
 }
 _FAMILY_OF: dict[type[TokembedError], type[TokembedError]] = {}
 
 
-def _with_builtin(family: type[TokembedError], builtin: type[Exception]) -> type[TokembedError]:
-    mixed = _MIXED.get((family, builtin))
+def _with_builtin(
+    family: type[TokembedError], builtins: tuple[type[Exception], ...]
+) -> type[TokembedError]:
+    mixed = _MIXED.get((family, builtins))
     if mixed is None:
         # The family comes first in the MRO, so its one-line str() wins over KeyError's repr.
-        mixed = type(family.__name__, (family, builtin), {"__module__": __name__})
+        mixed = type(family.__name__, (family, *builtins), {"__module__": __name__})
         mixed.__qualname__ = family.__qualname__  # tracebacks name the family
-        _MIXED[family, builtin] = mixed
+        _MIXED[family, builtins] = mixed
         _FAMILY_OF[mixed] = family
     return mixed

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from tokembed.artifacts.digest import tensor_digest
+from tokembed.artifacts.digest import data_digest, tensor_digest
 from tokembed.artifacts.safetensors_header import read_checkpoint_metadata
 
 
@@ -44,3 +44,15 @@ def test_the_digest_a_checkpoint_records_is_this_one(tmp_path: Path) -> None:
     assert meta["tensors"]["weight"]["sha256"] == tensor_digest(model.weight)
     fresh = materialize_fresh(TableSpec(num_embeddings=4, embedding_dim=2))
     assert fresh.evidence["sha256"] == tensor_digest(fresh.weight)
+
+
+def test_data_digest_is_the_sha256_of_canonical_json() -> None:
+    import hashlib
+
+    rows = [["a.py", "sha256:00", 3], ["b.py", "sha256:11", 40]]
+    text = '[["a.py","sha256:00",3],["b.py","sha256:11",40]]'
+    assert data_digest(rows) == "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    assert data_digest(rows) == data_digest([tuple(r) for r in rows])  # tuples are lists
+    assert data_digest(rows) != data_digest(rows[::-1])  # a list's order counts
+    assert data_digest({"b": 1, "a": "é"}) == data_digest({"a": "é", "b": 1})  # keys do not
+    assert data_digest({"a": "é"}) == ("sha256:" + hashlib.sha256(b'{"a":"\\u00e9"}').hexdigest())

@@ -1,4 +1,5 @@
-"""`tokembed check`: one line per check with its code, exit 0 only when all pass, --json."""
+"""`tokembed check`: a checklist (ok lines say what was verified, FAIL lines lead with the code),
+exit 0 only when all pass, --json with both."""
 
 from __future__ import annotations
 
@@ -23,9 +24,15 @@ def test_smollm2_tokenizer_with_its_config_passes(capsys: pytest.CaptureFixture[
     out = capsys.readouterr()
     lines = out.out.splitlines()
     assert len(lines) == 12  # eleven checks and the summary
-    assert lines[1].split() == ["ok", "vocab", "rows", "VOCAB_BELOW_ID_RANGE:", "|I|=49,152,",
-                                "R=49,152,", "V=49,152;", "0", "holes", "below", "R,", "0", "rows",
-                                "no", "id", "reaches"]  # fmt: skip
+    assert lines[1].split() == ["ok", "vocab", "rows", "|I|=49,152,", "R=49,152,", "V=49,152;",
+                                "0", "holes", "below", "R,", "0", "rows", "no", "id",
+                                "reaches"]  # fmt: skip
+    assert lines[0].split()[:3] == ["skip", "address", "hash"]
+    assert lines[0].endswith("the model records no tokenizer address hash; nothing to compare")
+    # No ok or skip line names an error code: on a checklist a code reads as a failure.
+    codes = {"ADDRESS_HASH_MISMATCH", "VOCAB_BELOW_ID_RANGE", "SHAPE_MISMATCH", "TIE_NOT_SHARED",
+             "SPECIAL_ID_MISMATCH", "SCALE_MISMATCH", "UNSAFE_CAST", "NON_FINITE_VALUES"}  # fmt: skip
+    assert not any(code in line for line in lines for code in codes)
     assert lines[-1].endswith(": all checks pass")
     assert out.err == ""
 
@@ -55,11 +62,27 @@ def test_o200k_with_smollm2_exits_1_with_one_line(
         "tokembed: PAIR_NOT_ADMITTED: 5 checks fail (VOCAB_BELOW_ID_RANGE, SPECIAL_ID_MISMATCH)"
         " — pair the tokenizer (-t) with its own model\n"
     )
-    failing = [line.split()[-1] for line in out.out.splitlines() if line.startswith("FAIL")]
+    lines = out.out.splitlines()
+    failing = [line for line in lines if line.startswith("FAIL")]
     assert len(failing) == 5
+    assert failing[0].split()[:4] == ["FAIL", "vocab", "rows", "VOCAB_BELOW_ID_RANGE:"]
+    assert failing[0].endswith(
+        "VOCAB_BELOW_ID_RANGE: |I|=200,000, R=200,019, V=49,152: ids 49152..200018 have no row"
+    )
+    assert all(line.split()[3] == "SPECIAL_ID_MISMATCH:" for line in failing[1:])
+    scale = next(line for line in lines if line.split()[1:3] == ["input", "scale"])
+    assert scale.split() == ["ok", "input", "scale", "declared", "x1,", "owner:", "none", "(no",
+                             "module", "to", "observe)"]  # fmt: skip
     assert main(["check", "-t", "o200k_base", _smol(), "--json"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["failed_codes"] == ["VOCAB_BELOW_ID_RANGE"] + ["SPECIAL_ID_MISMATCH"] * 4
+    # --json keeps the code and what was seen on every check, passing ones too.
+    scale_json = next(c for c in data["checks"] if c["name"] == "input scale")
+    assert (scale_json["status"], scale_json["code"], scale_json["detail"]) == (
+        "ok",
+        "SCALE_MISMATCH",
+        "declared x1, owner: none (no module to observe)",
+    )
 
 
 def test_a_missing_model_is_a_usage_error(

@@ -252,3 +252,80 @@ def test_partition_help_names_the_rules_not_an_alias(capsys: pytest.CaptureFixtu
     out = capsys.readouterr().out
     assert "sha256-mod<K>" in out
     assert "lecture" not in out
+
+
+# --- progress: counted bytes per tokenizer, on a real terminal ------------------------------
+
+
+def _on_a_terminal(argv: list[str], cwd: Path) -> tuple[int, str, str]:
+    """Run ``tokembed ARGV`` with stderr on a pseudo-terminal 120 columns wide."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # tqdm's width
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    code = "import sys; from tokembed.cli import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, *argv],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": src},
+    )
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 1 << 16)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert proc.stdout is not None
+    out = proc.stdout.read().decode()
+    proc.wait(timeout=300)
+    os.close(master)
+    return proc.returncode, out, b"".join(chunks).decode("utf-8", "replace")
+
+
+def _utf8(path: Path) -> int:
+    from tokembed.measure.corpus import load_corpus
+
+    return sum(len(u.encode("utf-8")) for u in load_corpus(path).units)
+
+
+def test_measure_and_report_count_the_bytes_each_tokenizer_encodes(tmp_path: Path) -> None:
+    from tqdm import tqdm
+
+    en, ru = pud_file("en"), pud_file("ru")
+    r50k, gpt2 = tokenizer_path("r50k_base.tiktoken"), tokenizer_path("gpt2-hf")
+    size = tqdm.format_sizeof
+    corpus_bytes = _utf8(en) + _utf8(ru)
+    argv = ["measure", "-t", r50k, "-t", gpt2, str(en), str(ru), "--curve", "0,1000,50000"]
+    code, out, err = _on_a_terminal(argv, tmp_path)
+    assert code == 0, err
+    assert out.startswith("corpus ")
+    both = size(2 * corpus_bytes, divisor=1000)  # two tokenizers, each on both corpora
+    for step in ("r50k_base on en", "gpt2-hf on en", "r50k_base on ru", "gpt2-hf on ru"):
+        assert f"{step}: " in err
+    assert "gpt2-hf on ru: 100%" in err
+    assert f"| {both}/{both} [" in err
+    curve = size(corpus_bytes, divisor=1000)
+    assert "curve of r50k_base on ru: 100%" in err
+    assert f"| {curve}/{curve} [" in err
+    assert "B/s]" in err  # a rate in bytes, not elapsed time alone
+    # The report measures the same way; --quiet (or a pipe) draws nothing.
+    page = tmp_path / "r.html"
+    code, _, err = _on_a_terminal(["report", "-t", gpt2, str(en), "-o", str(page)], tmp_path)
+    en_bytes = size(_utf8(en), divisor=1000)
+    assert code == 0, err
+    assert "gpt2-hf on en: 100%" in err
+    assert f"| {en_bytes}/{en_bytes} [" in err
+    code, _, err = _on_a_terminal(["--quiet", "measure", "-t", gpt2, str(en)], tmp_path)
+    assert (code, err) == (0, "")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from functools import cache
 from pathlib import Path
@@ -174,3 +175,53 @@ def test_demo_report_shows_the_demos_own_measurements(tmp_path: Path) -> None:
     assert f"<td>{result.held_out.tokens:,}</td><td>{result.held_out.bytes_per_token:.3f}" in page
     assert "demo40" in page
     assert result.tokenizer.address_hash[:19] in page
+
+
+def test_report_leads_with_its_results_and_folds_the_files(tmp_path: Path) -> None:
+    from tokembed.artifacts import data_digest
+
+    data = report_data()
+    page = render_html(data)
+    body = page[page.index("<body>") :]
+    # The headline, the metrics and the curve come before any provenance.
+    order = [body.index(s) for s in ('class="headline"', 'id="metrics"', 'id="curve"',
+                                      'id="corpora"', "<details")]  # fmt: skip
+    assert order == sorted(order)
+    headline = body[body.index('<div class="headline">') : body.index("</div>")]
+    assert (
+        "Measured 2 tokenizers (ru1024, gpt2) on 2 corpora (ru/eval, en/eval), 51,822 bytes "
+        "of text." in headline
+    )
+    m = next(m for m in data.measurements if (m.tokenizer, m.corpus) == ("ru1024", "ru/eval"))
+    assert (
+        f"<li><strong>ru/eval</strong> · ru1024 <code>{m.address_hash[:19]}</code>: "
+        f"<strong>{m.bytes_per_token:.3f}</strong> bytes/token, {m.tokens:,} tokens, "
+        f"{m.fertility:.3f} tokens/word</li>"
+    ) in headline
+    # Every input file stays, folded under its count, bytes and one digest of the list.
+    files = sorted({(f.path, f.sha256, f.bytes) for r in data.corpora for f in r.files})
+    assert len(files) == 2  # the ru and en PUD files
+    summary = (
+        f'<details class="files"><summary>2 input files, {sum(b for *_, b in files):,} bytes; '
+        "digest of the list (path, sha256, bytes) "
+        f"<code>{data_digest([list(f) for f in files])}</code></summary>"
+    )
+    assert summary in body
+    for path, sha, _ in files:
+        assert body.index(sha) > body.index(summary)
+        assert body.index(html.escape(path)) > body.index(summary)
+
+
+def test_demo_report_puts_the_held_out_figure_first(tmp_path: Path) -> None:
+    from tokembed.text.sources import read_texts
+
+    for i in range(10):
+        (tmp_path / f"f{i}.txt").write_text(f"Line {i} of text.\n", encoding="utf-8")
+    sources = read_texts(sorted(str(p) for p in tmp_path.glob("f*.txt")))
+    result = run_demo(sources, config=DemoConfig(merges=20, holdout=0.2, progress=False))
+    page = write_demo_report(result, path=tmp_path / "demo.html").read_text("utf-8")
+    assert result.held_out is not None
+    held = f"<li><strong>held-out</strong> · {result.tokenizer.name or 'demo'} "
+    assert page.index(held) < page.index('<section id="metrics">')
+    assert page.index('<section id="curve">') < page.index('<details class="files">')
+    assert "<summary>10 input files, 160 bytes; digest of the list" in page

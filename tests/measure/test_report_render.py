@@ -49,6 +49,11 @@ const probe = {
   tokens: document.querySelectorAll('.tok').length,
   hex: document.querySelectorAll('.tok .hex').length,
   svgWidth: Math.ceil(box(document.querySelector('.plot svg')).right),
+  tops: ['.headline', '#metrics', '#curve', '#corpora'].map((s) => box(document.querySelector(s)).top),
+  filesOpen: document.querySelector('details.files').open,
+  filesExtra: box(document.querySelector('details.files')).height
+              - box(document.querySelector('details.files summary')).height,
+  summaryRight: Math.ceil(box(document.querySelector('details.files summary')).right),
 };
 document.body.setAttribute('data-probe', JSON.stringify(probe));
 </script>"""
@@ -96,6 +101,11 @@ def test_chromium_layout_content_and_screenshot(tmp_path: Path, width: int) -> N
     if width == 900:
         assert probe["scrolling"] >= 1  # the wide tables scroll inside their boxes
     assert probe["tables"] == 6  # corpora, files, metrics, curve, vocab, memory
+    # Results first: headline, metrics, curve, then the corpora; the file list is folded.
+    assert probe["tops"] == sorted(probe["tops"])
+    assert probe["tops"][0] < 200  # the headline is on the first screen
+    assert (probe["filesOpen"], probe["filesExtra"]) == (False, 0)  # only the summary shows
+    assert probe["summaryRight"] <= width  # its digest wraps inside the page
     assert all(probe["sideBySide"])  # each sample's text beside its tokens
     assert probe["sources"][0] == 'Привет, <b>мир</b> & "друзья" 🚀'
     assert probe["tokens"] > 20

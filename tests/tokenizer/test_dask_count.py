@@ -10,6 +10,7 @@ import functools
 import json
 import logging
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -313,3 +314,83 @@ def test_cli_scheduler_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "--scheduler" in err
     assert len(err.splitlines()) == 1
     assert not (tmp_path / "t.json").exists()
+
+
+# --- a local cluster that cannot start: code from stdin, a script without the guard --------
+
+_TRAIN_ON_DASK = """
+from tokembed.tokenizer import TrainConfig, train
+texts = ["hello world " * 50, "the cat sat on the mat"]
+{setup}
+tok = train(texts, config=TrainConfig(merges=20, progress=False, engine="dask", {where}))
+print(tok.address_hash)
+"""
+
+
+def _python(args: list[str], *, stdin: str | None, cwd: Path) -> subprocess.CompletedProcess[str]:
+    import sys
+
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    env = {**os.environ, "PYTHONPATH": src}
+    return subprocess.run(
+        [sys.executable, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=180,
+    )
+
+
+def _last_line(stderr: str) -> str:
+    return stderr.rstrip("\n").splitlines()[-1]
+
+
+def test_dask_from_stdin_is_a_coded_error_that_says_how_to_run_it(tmp_path: Path) -> None:
+    # `python -` names its main module '<stdin>', which Dask's spawned workers cannot
+    # import: refused before any worker process starts, not with "Nanny failed to start".
+    code = _TRAIN_ON_DASK.format(setup="", where="workers=1")
+    proc = _python(["-"], stdin=code, cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "Nanny failed to start" not in proc.stderr
+    assert _last_line(proc.stderr) == (
+        "tokembed.errors.TokenizerError: LOCAL_CLUSTER_NOT_STARTED: a local Dask cluster of 1"
+        " worker process(es) cannot start: its worker processes start by importing the main"
+        " module from '<stdin>', which is not a file (code read from stdin) — run it from a"
+        ' script file whose calls sit under `if __name__ == "__main__":`, or, in a notebook or'
+        " `python -`, start an in-process cluster yourself and pass its address:"
+        " `cluster = distributed.LocalCluster(processes=False)`, then"
+        ' `TrainConfig(engine="dask", scheduler=cluster.scheduler_address)`'
+    )
+
+
+def test_the_fix_from_stdin_trains_the_local_tokenizer(tmp_path: Path) -> None:
+    # What the fix says, run from stdin: an in-process cluster, its address passed.
+    setup = (
+        "import distributed\n"
+        "cluster = distributed.LocalCluster(processes=False, n_workers=1, dashboard_address=':0')"
+    )
+    code = _TRAIN_ON_DASK.format(setup=setup, where="scheduler=cluster.scheduler_address")
+    proc = _python(["-"], stdin=code, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    local = train(
+        ["hello world " * 50, "the cat sat on the mat"],
+        config=TrainConfig(merges=20, progress=False),
+    )
+    assert proc.stdout.split() == [local.address_hash]
+
+
+def test_a_script_without_the_main_guard_is_the_same_coded_error(tmp_path: Path) -> None:
+    # Each spawned worker imports the script, which starts a cluster again before the
+    # worker is up: Dask's "Nanny failed to start", now the coded error with the fix.
+    script = tmp_path / "unguarded.py"
+    script.write_text(_TRAIN_ON_DASK.format(setup="", where="workers=1"), encoding="utf-8")
+    proc = _python([str(script)], stdin=None, cwd=tmp_path)
+    assert proc.returncode == 1
+    last = _last_line(proc.stderr)
+    assert last.startswith(
+        "tokembed.errors.TokenizerError: LOCAL_CLUSTER_NOT_STARTED: a local Dask cluster of 1"
+        " worker process(es) cannot start: RuntimeError: Nanny failed to start. — run it from"
+        ' a script file whose calls sit under `if __name__ == "__main__":`'
+    )

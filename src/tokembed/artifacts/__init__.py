@@ -17,7 +17,8 @@ format is parsed, validated and written in one place:
   or a GGUF file (:func:`load_model`), or built empty from its config;
 * :mod:`~tokembed.artifacts.recorded_hash` — the tokenizer address hash a
   model's files record;
-* :mod:`~tokembed.artifacts.digest` — the one tensor digest (:func:`tensor_digest`).
+* :mod:`~tokembed.artifacts.digest` — the one digest of a tensor (:func:`tensor_digest`) or of
+  plain data such as a list of records (:func:`data_digest`).
 
 Importing this package never imports torch, safetensors, transformers or gguf:
 the functions that need them import them when called.

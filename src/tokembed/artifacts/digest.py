@@ -1,4 +1,5 @@
-"""The one tensor digest: ``"sha256:<hex>"`` of a tensor's dtype, shape and row-major bytes.
+"""The one digest: ``"sha256:<hex>"`` of a tensor (:func:`tensor_digest`) or of plain data
+(:func:`data_digest`: lists, dicts, strings and numbers, as canonical JSON).
 
 Every place that names a tensor's exact contents uses :func:`tensor_digest`: the
 digests a checkpoint records (``save_checkpoint(..., digests=True)``, checked by
@@ -16,7 +17,11 @@ The ``sha256:`` prefix is the form of every hash the project records (the
 tokenizer's address hash, vocabulary and row-map digests), so a reader can tell
 the algorithm from the string.
 
-torch is imported when the function is called, not with this module.
+A list of records (a report's input files, a checkpoint's table digests) is named by
+:func:`data_digest`: the SHA-256 of its canonical JSON (keys sorted, no spaces, ASCII
+escapes), so equal data digests equal wherever it is computed, and no torch is needed.
+
+torch is imported when :func:`tensor_digest` is called, not with this module.
 
 Example::
 
@@ -28,17 +33,20 @@ Example::
     False
     >>> tensor_digest(t)[:7]
     'sha256:'
+    >>> data_digest([["a.py", 3]]) == data_digest([["a.py", 3]]) != data_digest([["a.py", 4]])
+    True
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["tensor_digest"]
+__all__ = ["data_digest", "tensor_digest"]
 
 
 def tensor_digest(t: torch.Tensor) -> str:
@@ -65,3 +73,21 @@ def tensor_digest(t: torch.Tensor) -> str:
         # numpy has no bfloat16/float8: hash the bytes through a uint8 view, uncopied.
         h.update(data.reshape(-1).view(torch.uint8).numpy().data)
     return "sha256:" + h.hexdigest()
+
+
+def data_digest(value: object) -> str:
+    """``"sha256:<64 hex>"`` of ``value`` as canonical JSON (keys sorted, no spaces).
+
+    Tuples digest as the lists JSON makes of them; the order of a list counts, the
+    order of a dict's keys does not.
+
+    Example::
+
+        >>> data_digest({"b": 1, "a": [2, 3]}) == data_digest({"a": (2, 3), "b": 1})
+        True
+
+    Raises:
+        TypeError: ``value`` holds something JSON cannot write (a set, bytes, an object).
+    """
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode("ascii")).hexdigest()

@@ -14,6 +14,9 @@ Example::
     ...           detail="V=8 < R=10", value=(8, 10)),))
     >>> report.failed_codes
     ('VOCAB_BELOW_ID_RANGE',)
+    >>> print(report.format())
+    FAIL  vocab rows  VOCAB_BELOW_ID_RANGE: V=8 < R=10
+    toy: 1 of 1 checks fail
 """
 
 from __future__ import annotations
@@ -55,9 +58,17 @@ class Check:
         """``"ok"``, ``"FAIL"`` or ``"skip"``."""
         return "skip" if self.skipped else ("ok" if self.passed else "FAIL")
 
-    def line(self) -> str:
-        """``status  name  CODE: detail`` (aligned by :meth:`AuditReport.format`)."""
-        return f"{self.status:<4}  {self.name}  {self.code}: {self.detail}"
+    def line(self, width: int = 0) -> str:
+        """One checklist line, the name padded to ``width``.
+
+        A passing or skipped check says what was verified (or why nothing was):
+        ``ok    vocab rows  |I|=8, R=8, V=8``; a failing one leads its detail with the
+        code it reports: ``FAIL  vocab rows  VOCAB_BELOW_ID_RANGE: V=8 < R=10``. A code
+        on an ok line would read like a failure, so only FAIL lines carry it (the JSON
+        form, :meth:`to_dict`, keeps both).
+        """
+        said = self.detail if self.passed else f"{self.code}: {self.detail}"
+        return f"{self.status:<4}  {self.name:<{width}}  {said}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -117,9 +128,9 @@ class AuditReport:
         raise KeyError(name)
 
     def format(self) -> str:
-        """One line per check, names aligned, then a summary line."""
+        """One checklist line per check (:meth:`Check.line`), names aligned, then a summary line."""
         width = max((len(c.name) for c in self.checks), default=0)
-        lines = [f"{c.status:<4}  {c.name:<{width}}  {c.code}: {c.detail}" for c in self.checks]
+        lines = [c.line(width) for c in self.checks]
         bad = len(self.failures)
         lines.append(
             f"{self.subject}: "

@@ -24,7 +24,6 @@ Example::
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -34,7 +33,7 @@ from typing import Literal
 
 import torch
 
-from tokembed.artifacts.digest import tensor_digest
+from tokembed.artifacts.digest import data_digest, tensor_digest
 from tokembed.errors import AuditError, UsageError
 from tokembed.files.os_errors import input_error
 
@@ -169,8 +168,7 @@ def checkpoint_identity(
         "tables": {name: table_identity(t).digest for name, t in sorted(tables.items())},
         "aliases": dict(sorted((aliases or {}).items())),
     }
-    text = json.dumps(record, sort_keys=True, separators=(",", ":"))
-    return Identity(kind="checkpoint", digest="sha256:" + hashlib.sha256(text.encode()).hexdigest())
+    return Identity(kind="checkpoint", digest=data_digest(record))
 
 
 def artifact_identity(path: str | os.PathLike[str]) -> Identity:

@@ -280,13 +280,15 @@ def _run_measure(args: argparse.Namespace) -> int:
 
     _check_curve_outputs(args)
     toks, corpora, words = _measure_inputs(args)
-    label = f"measuring {len(toks)} tokenizer(s) on {len(corpora)} text(s)"
-    if args.curve:
-        label += f", curve of {len(args.curve)} points"
-    with activity(label, show=progress_wanted(args) and bool(toks)):
-        result = run_measure(
-            toks, corpora, reference=args.reference, merge_counts=args.curve or (), words=words
-        )
+    # Bars count the bytes each tokenizer has encoded (the work is known in advance).
+    result = run_measure(
+        toks,
+        corpora,
+        reference=args.reference,
+        merge_counts=args.curve or (),
+        words=words,
+        progress=progress_wanted(args),
+    )
     inputs = _measured_files(args)
     if args.csv and result.curve:
         write_atomic(Path(args.csv), curve_csv(result.curve).encode("utf-8"), inputs=inputs)
@@ -387,18 +389,18 @@ def _run_report(args: argparse.Namespace) -> int:
 
     _check_curve_outputs(args)
     toks, corpora, words = _measure_inputs(args)
-    with activity("measuring for the report", show=progress_wanted(args)):
-        data = build_report(
-            tokenizers=toks,
-            corpora=corpora,
-            reference=args.reference,
-            curve_tokenizer=next(iter(toks)) if args.curve else None,
-            merge_counts=args.curve or (),
-            vocab=inspect_paths(args.inspect) if args.inspect else (),
-            width=args.width,
-            samples=args.sample or DEFAULT_SAMPLES,
-            words=words,
-        )
+    data = build_report(
+        tokenizers=toks,
+        corpora=corpora,
+        reference=args.reference,
+        curve_tokenizer=next(iter(toks)) if args.curve else None,
+        merge_counts=args.curve or (),
+        vocab=inspect_paths(args.inspect) if args.inspect else (),
+        width=args.width,
+        samples=args.sample or DEFAULT_SAMPLES,
+        words=words,
+        progress=progress_wanted(args),
+    )
     path = write_report(data, args.output, inputs=_measured_files(args))
     print(as_json({"output": str(path)}) if args.json else path)
     return 0

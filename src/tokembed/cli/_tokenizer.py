@@ -37,6 +37,8 @@ _ENCODE_FIXES = {
 _TRAIN_FIXES = {
     "SCHEDULER_UNREACHABLE": "start one (`dask scheduler`) and pass its address with "
     "--scheduler tcp://HOST:8786, or drop --scheduler to start a local cluster",
+    "LOCAL_CLUSTER_NOT_STARTED": "start a scheduler and workers yourself (`dask scheduler`, "
+    "`dask worker`) and pass --scheduler tcp://HOST:8786, or train without --engine dask",
 }
 _DECODE_FIXES = {
     "INVALID_UTF8": "pass --errors replace to show U+FFFD, or --errors ignore to drop the "

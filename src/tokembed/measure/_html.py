@@ -38,6 +38,9 @@ margin:0}
 ruby.chars rt{font-size:12px;color:#036;font-weight:600}
 .plot svg{max-width:100%;height:auto}
 code{background:#f4f4f4;padding:0 3px}
+.headline{font-size:15px;max-width:900px;border-left:4px solid #4a7bd0;padding:2px 12px;
+margin:8px 0 16px;background:#f6f9fe}.headline ul{margin:4px 0;padding-left:20px}
+details.files summary{cursor:pointer;font-size:13px;overflow-wrap:anywhere}
 """
 
 

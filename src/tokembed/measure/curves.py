@@ -32,7 +32,7 @@ from __future__ import annotations
 import csv
 import io
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +45,8 @@ from tokembed.measure.metrics import (
     Encode,
     Measurement,
     WordDefinition,
+    _bytes_bar,
+    _utf8_bytes,
     measure,
     single_token_ids,
 )
@@ -181,6 +183,7 @@ def _fast_points(
     counts: list[int],
     words: WordDefinition,
     name: str,
+    advance: Callable[[int], object] | None = None,
 ) -> list[CurvePoint]:
     import numpy as np
 
@@ -195,7 +198,11 @@ def _fast_points(
         counted = pool.submit(words.count_distinct, text, corpus=corpus.name)
         try:
             n_bytes = len(text.encode("utf-8"))
-            unit_ids = [i for unit in corpus.units for i in encode(unit)]
+            unit_ids: list[int] = []
+            for unit in corpus.units:
+                unit_ids += encode(unit)
+                if advance is not None:
+                    advance(_utf8_bytes(unit))
             text_hist = _rank_histogram(tables, unit_ids, counts[-1])
             sentences = [s.text for s in corpus.sentences]
             sent_bytes = len("".join(sentences).encode("utf-8"))
@@ -263,11 +270,14 @@ def compression_curve(
     *,
     words: WordDefinition | None = None,
     name: str | None = None,
+    progress: bool = False,
 ) -> list[CurvePoint]:
     """Metrics of ``tok.truncated(n)`` for every ``n`` and every labelled corpus (one encode each).
 
     Equal to :func:`compression_curve_reference`; points are ordered by label, then ``n``.
-    Each measurement's ``tokenizer`` is ``name`` (default: ``tok.name``).
+    Each measurement's ``tokenizer`` is ``name`` (default: ``tok.name``). With
+    ``progress`` (and stderr a terminal) a bar counts the bytes encoded, named
+    ``curve of NAME on CORPUS``.
 
     Raises:
         UsageError(INVALID_ARGUMENT): a merge count outside ``0..tok.n_merges``.
@@ -279,8 +289,18 @@ def compression_curve(
     if not merges_ordered(tok.tables) or tok.tables.missing_bytes():
         return compression_curve_reference(tok, corpora, counts, words=words, name=name)
     points: list[CurvePoint] = []
-    for label, corpus in corpora.items():
-        points += _fast_points(tok, label, corpus, counts, words, name)
+    total = sum(_utf8_bytes(u) for c in corpora.values() for u in c.units)
+    bar = _bytes_bar(total, show=progress)
+    try:
+        for label, corpus in corpora.items():
+            if bar is not None:
+                bar.set_description(f"curve of {name} on {label}")
+            advance = None if bar is None else bar.update
+            points += _fast_points(tok, label, corpus, counts, words, name, advance)
+    finally:
+        if bar is not None:
+            bar.refresh()  # the last count, whatever tqdm's redraw interval skipped
+            bar.close()
     return points
 
 

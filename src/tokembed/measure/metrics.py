@@ -32,6 +32,7 @@ Example::
 from __future__ import annotations
 
 import math
+import sys
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -244,6 +245,7 @@ def measure(
     id_range: int | None = None,
     pieces: Collection[bytes] | None = None,
     address_hash: str | None = None,
+    advance: Callable[[int], object] | None = None,
 ) -> Measurement:
     """Measure ``encode`` on ``corpus`` (metrics in the module docstring).
 
@@ -252,6 +254,8 @@ def measure(
     measurement behind ``tokembed measure``, ``report`` and ``demo``.
 
     ``pieces`` (optional, the vocabulary's byte strings) only speeds up retention.
+    ``advance`` (optional) is called with the UTF-8 bytes of each unit once it is
+    encoded: a progress bar's ``update``.
 
     Raises:
         MeasureError(EMPTY_INPUT): the corpus has no text.
@@ -265,7 +269,11 @@ def measure(
         # (1.4 s on RusLit-40 with the set) overlaps the encodes (2 x 2.1 s).
         counted = pool.submit(words.count_distinct, text, corpus=corpus.name)
         try:
-            tokens = sum(len(encode(unit)) for unit in corpus.units)
+            tokens = 0
+            for unit in corpus.units:
+                tokens += len(encode(unit))
+                if advance is not None:
+                    advance(_utf8_bytes(unit))
             sentence_tokens = _sentence_tokens(encode, [s.text for s in corpus.sentences])
         finally:  # a word error (EMPTY_WORD_DEFINITION) wins, as when words came first
             n_words, distinct = counted.result()
@@ -315,30 +323,60 @@ def token_premium(measurements: Mapping[str, Measurement], *, reference: str) ->
     return out
 
 
+def _utf8_bytes(text: str) -> int:
+    """The UTF-8 length of ``text`` (lone surrogates count as their 3 bytes)."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _bytes_bar(total: int, *, show: bool) -> Any:
+    """A tqdm bar counting ``total`` bytes on stderr, or None unless ``show`` and a terminal.
+
+    The work of measuring is known in advance (the bytes of every unit, once per
+    tokenizer), so the bar counts it; callers name the step with ``set_description``.
+    """
+    if not (show and sys.stderr.isatty()):
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1000, leave=False)
+
+
 def compare(
     tokenizers: Mapping[str, Tokenizer],
     corpora: Mapping[str, Corpus],
     *,
     words: WordDefinition | None = None,
+    progress: bool = False,
 ) -> list[Measurement]:
     """:func:`measure` every tokenizer on every corpus (ordinary encoding, R from its tables).
 
     Each measurement carries its tokenizer's label and address hash.
 
     Results are ordered by corpus, then tokenizer, in the order given; each
-    measurement's ``corpus`` is its key in ``corpora``.
+    measurement's ``corpus`` is its key in ``corpora``. With ``progress`` (and stderr a
+    terminal) a bar counts the bytes encoded, named ``TOKENIZER on CORPUS``.
     """
+    total = len(tokenizers) * sum(_utf8_bytes(u) for c in corpora.values() for u in c.units)
+    bar = _bytes_bar(total, show=progress)
     out = []
-    for label, corpus in corpora.items():
-        for name, tok in tokenizers.items():
-            m = measure(
-                tok.encode_ordinary,
-                corpus,
-                tokenizer=name,
-                words=words,
-                id_range=tok.tables.id_range,
-                pieces=frozenset(tok.tables.pieces.values()),
-                address_hash=tok.address_hash,
-            )
-            out.append(replace(m, corpus=label))
+    try:
+        for label, corpus in corpora.items():
+            for name, tok in tokenizers.items():
+                if bar is not None:
+                    bar.set_description(f"{name} on {label}")
+                m = measure(
+                    tok.encode_ordinary,
+                    corpus,
+                    tokenizer=name,
+                    words=words,
+                    id_range=tok.tables.id_range,
+                    pieces=frozenset(tok.tables.pieces.values()),
+                    address_hash=tok.address_hash,
+                    advance=None if bar is None else bar.update,
+                )
+                out.append(replace(m, corpus=label))
+    finally:
+        if bar is not None:
+            bar.refresh()  # the last count, whatever tqdm's redraw interval skipped
+            bar.close()
     return out

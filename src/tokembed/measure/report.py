@@ -1,4 +1,10 @@
-"""One self-contained HTML report: corpora, metrics, compression curve, vocabulary sizes, memory.
+"""One self-contained HTML report: metrics, compression curve, corpora, vocabulary sizes, memory.
+
+The page leads with its results: a headline (what was measured, bytes/token per corpus
+and tokenizer), then the metrics table and the curve. The corpora follow, each summarised
+in one row; the per-file provenance (path, sha256, bytes of every input file) is folded in
+a ``<details>`` whose summary gives the file count, their bytes and one digest of the list
+(:func:`tokembed.artifacts.data_digest`).
 
 The file needs no server and no network: CSS is inline, the plot is inline SVG,
 there are no scripts and no external links. All text is escaped (see ``_html``);
@@ -27,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tokembed.artifacts.digest import data_digest
 from tokembed.errors import UsageError
 from tokembed.files.atomic import write_atomic
 from tokembed.measure import _html
@@ -138,13 +145,51 @@ def _table(rows: tuple[list[str], list[list[str]]], *, cls: str = "") -> str:
     return _html.scroll(_html.table(*rows, cls=cls))
 
 
-def _corpora_section(data: ReportData) -> str:
-    body = _table(corpus_rows(data.corpora))
+def _headline(data: ReportData) -> str:
+    """What was measured and its main figures, in a few lines above everything else."""
+    tokenizers = list(dict.fromkeys(m.tokenizer for m in data.measurements))
+    corpus_bytes = {m.corpus: m.bytes for m in data.measurements}  # the curve's are not here
+    corpora = list(corpus_bytes)
+    text_bytes = sum(corpus_bytes.values())
+    lead = (
+        f"Measured {len(tokenizers)} tokenizer{'s' if len(tokenizers) != 1 else ''} "
+        f"({', '.join(tokenizers)}) on {len(corpora)} "
+        f"corp{'ora' if len(corpora) != 1 else 'us'} ({', '.join(corpora)})"
+    )
+    if text_bytes:
+        lead += f", {text_bytes:,} bytes of text"
+    items = "".join(
+        f"<li><strong>{html.escape(m.corpus)}</strong> · {html.escape(m.tokenizer)} "
+        f"<code>{html.escape(short_hash(m.address_hash))}</code>: "
+        f"<strong>{m.bytes_per_token:.3f}</strong> bytes/token, {m.tokens:,} tokens, "
+        f"{m.fertility:.3f} tokens/word</li>"
+        for m in data.measurements
+    )
+    return f'<div class="headline"><p>{html.escape(lead)}.</p><ul>{items}</ul></div>'
+
+
+def _files_details(data: ReportData) -> str:
+    """Every input file (path, sha256, bytes), folded under a one-line summary of the list."""
     files = sorted({(f.path, f.sha256, f.bytes) for r in data.corpora for f in r.files})
-    if files:
-        body += _table((["file", "sha256", "bytes"], [[p, h, f"{b:,}"] for p, h, b in files]))
+    if not files:
+        return ""
+    total = sum(b for _, _, b in files)
+    digest = data_digest([list(f) for f in files])
+    summary = (
+        f"{len(files):,} input file{'s' if len(files) != 1 else ''}, {total:,} bytes; "
+        f"digest of the list (path, sha256, bytes) <code>{html.escape(digest)}</code>"
+    )
+    rows = _table((["file", "sha256", "bytes"], [[p, h, f"{b:,}"] for p, h, b in files]))
+    return f'<details class="files"><summary>{summary}</summary>{rows}</details>'
+
+
+def _corpora_section(data: ReportData) -> str:
+    body = _table(corpus_rows(data.corpora)) + _files_details(data)
     joins = sorted({r.join_rule for r in data.corpora})
-    note = "Every number below is measured on exactly these texts (sha256 of the UTF-8 text). "
+    note = (
+        "Every number in this report is measured on exactly these texts (sha256 of the UTF-8 "
+        "text); the files they were read from are listed, folded, under their summary. "
+    )
     note += " ".join(f"Join {j}: {JOIN_RULES[j]}." for j in joins)
     return _html.section("Corpora", body, anchor="corpora", note=note)
 
@@ -228,14 +273,18 @@ def _token_audit_section(audit: Mapping[str, Any]) -> str:
 
 def render_html(data: ReportData) -> str:
     """The report as one HTML string (see module docstring)."""
+    # Results lead: the headline, the metrics and the curve; where the texts came from
+    # (a row per input file, thousands for the demo) follows them, folded.
     parts = [f"<h1>{html.escape(data.title)}</h1>"]
+    if data.measurements:
+        parts.append(_headline(data))
     parts += [f'<p class="note">{html.escape(n)}</p>' for n in data.notes]
-    if data.corpora:
-        parts.append(_corpora_section(data))
     if data.measurements:
         parts.append(_metrics_section(data))
     if data.curve:
         parts.append(_curve_section(data))
+    if data.corpora:
+        parts.append(_corpora_section(data))
     if data.vocab:
         note = "|I| defined unique ids; R = max id + 1; V the model's rows (config.json)."
         body = _table(vocab_rows(data.vocab))
@@ -333,6 +382,7 @@ def build_report(
     title: str = "tokembed report",
     notes: Sequence[str] = (),
     measurements: Sequence[Measurement] | None = None,
+    progress: bool = False,
 ) -> ReportData:
     """Measure ``tokenizers`` on ``corpora`` and collect every report section.
 
@@ -343,7 +393,9 @@ def build_report(
     the measured ones. The memory table uses each model's own V and width from its
     config; ``width`` fills in for tokenizers without one; Llama-3.1-8B is the
     reference row. ``measurements`` already taken of ``tokenizers`` on ``corpora``
-    (the demo's) are used as they are instead of measuring again.
+    (the demo's) are used as they are instead of measuring again. ``progress`` shows
+    bars counting the bytes each tokenizer (and the curve) has encoded (stderr, only on
+    a terminal).
 
     Raises:
         UsageError(INVALID_ARGUMENT): ``curve_tokenizer`` is not a key of ``tokenizers``.
@@ -358,7 +410,7 @@ def build_report(
             fix=f"choose one of {sorted(tokenizers)}",
         )
     if measurements is None:
-        measurements = compare(tokenizers, corpora, words=words)
+        measurements = compare(tokenizers, corpora, words=words, progress=progress)
     premiums = premiums_by_side(measurements, reference=reference) if reference else {}
     curve: list[CurvePoint] = []
     svg, address = "", None
@@ -366,7 +418,12 @@ def build_report(
         tok = tokenizers[curve_tokenizer]
         address = tok.address_hash
         curve = compression_curve(
-            tok, curve_corpora or corpora, merge_counts, words=words, name=curve_tokenizer
+            tok,
+            curve_corpora or corpora,
+            merge_counts,
+            words=words,
+            name=curve_tokenizer,
+            progress=progress,
         )
         svg = plot_curve(
             curve,

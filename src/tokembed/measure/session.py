@@ -124,8 +124,12 @@ def run_measure(
     reference: str | None = None,
     merge_counts: Sequence[int] = (),
     words: WordDefinition | None = None,
+    progress: bool = False,
 ) -> MeasureResult:
     """Measure every tokenizer on every corpus; premiums when ``reference`` names a corpus label.
+
+    ``progress`` shows bars counting the bytes each tokenizer has encoded (stderr, only on a
+    terminal).
 
     Raises: as :func:`measure` and :func:`compression_curve`; UsageError(INVALID_ARGUMENT)
     when ``reference`` is not a corpus label.
@@ -137,12 +141,14 @@ def run_measure(
             value=list(merge_counts),
             fix="pass the trained tokenizer first with -t",
         )
-    measurements = compare(tokenizers, corpora, words=words)
+    measurements = compare(tokenizers, corpora, words=words, progress=progress)
     premiums = premiums_by_side(measurements, reference=reference) if reference else {}
     curve: list[CurvePoint] = []
     if merge_counts:
         name, first = next(iter(tokenizers.items()))
-        curve = compression_curve(first, corpora, merge_counts, words=words, name=name)
+        curve = compression_curve(
+            first, corpora, merge_counts, words=words, name=name, progress=progress
+        )
     return MeasureResult(
         records=[c.record() for c in corpora.values()],
         measurements=measurements,

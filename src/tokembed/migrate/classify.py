@@ -14,6 +14,15 @@ with its evidence:
 * ``removal``: some old symbols are gone, none were added;
 * ``split``: removed pieces are now spelled by several new pieces;
 * ``merge``: new pieces are spelled by several removed old pieces;
+* ``dialect-only``: the same table (every id keeps its symbol, the same merges in the
+  same order) under a pre-tokenizer that differs only in whose regex engine reads it
+  (tiktoken's or Hugging Face's Unicode tables): r50k's rank file and GPT-2's
+  ``vocab.json`` + ``merges.txt``. Each id still means the same bytes, so the row map
+  is the identity and needs no ``accept_overlap``; ``dialect_points`` lists the code
+  points on which the two engines split text differently (text holding none of them
+  encodes to the same ids under both). The two patterns are compared on a built-in
+  probe of short strings over every character class they use; a pattern that splits
+  any probe differently is another pre-tokenizer (``replacement``);
 * ``replacement``: another pre-tokenizer, or most of the vocabulary changed;
 * ``mixed``: any other combination (additions with moved ids, reordered merges).
 
@@ -34,14 +43,16 @@ NOT_APPEND_ONLY with the first moved, removed or rewritten id.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tokembed.errors import CheckpointError
 
 if TYPE_CHECKING:
-    from tokembed.tokenizer import Tokenizer
+    from tokembed.tokenizer import Pretokenizer, Tokenizer
 
 __all__ = ["KINDS", "VocabularyChange", "classify_change", "ordered_vocab_digest", "symbols"]
 
@@ -51,6 +62,7 @@ KINDS: tuple[str, ...] = (
     "removal",
     "split",
     "merge",
+    "dialect-only",
     "replacement",
     "mixed",
 )
@@ -104,6 +116,8 @@ class VocabularyChange:
     new_hash: str
     old_vocab_digest: str
     new_vocab_digest: str
+    # dialect-only: the code points on which the two pre-tokenizers split differently.
+    dialect_points: tuple[int, ...] = ()
 
     @property
     def is_append_only(self) -> bool:
@@ -120,6 +134,11 @@ class VocabularyChange:
             why, value = (
                 f"old id {self.removed[0]} has no symbol in the new vocabulary",
                 self.removed[0],
+            )
+        elif self.kind == "dialect-only":
+            why, value = (
+                "the pre-tokenizer's regex engine changed (the same table and merges)",
+                self.new_hash,
             )
         elif self.pretokenizer_changed:
             why, value = "the pre-tokenizer changed", self.new_hash
@@ -158,6 +177,8 @@ class VocabularyChange:
             "new_hash": self.new_hash,
             "old_vocab_digest": self.old_vocab_digest,
             "new_vocab_digest": self.new_vocab_digest,
+            "dialect_points": len(self.dialect_points),
+            "first_dialect_points": [f"U+{c:04X}" for c in self.dialect_points[:5]],
         }
 
 
@@ -188,6 +209,55 @@ def _merge_pairs(tok: Tokenizer) -> list[tuple[bytes, bytes]]:
     return [(pieces[left], pieces[right]) for left, right, _ in tok.tables.merges]
 
 
+# One character of each class the presets' patterns tell apart: whitespace of several
+# kinds, ASCII and other letters (cased, uncased, combining marks), digits, punctuation,
+# the contraction letters, an emoji. Every string of up to 3 of them (up to 4 of the
+# first 8) is split by both pre-tokenizers: a pattern that differs on any of them is a
+# different grammar, not the same one read by another engine.
+_PROBE = (" ", "\n", "a", "s", "'", "1", "!", "\t", "\r", "t", "\u00a0",
+          "\u3000", "Z", "\u00e9", "\u0301", "\u0663", "-", "\u044f", "\u4e2d",
+          "\U0001f600")  # fmt: skip
+
+
+def _probe_texts() -> Iterator[str]:
+    for n in (1, 2, 3):
+        for chars in itertools.product(_PROBE, repeat=n):
+            yield "".join(chars)
+    for chars in itertools.product(_PROBE[:8], repeat=4):
+        yield "".join(chars)
+    yield "Hello, world! It's 2024 -- naïve café, Привет мир 中文 😀\n\n  x \t\r\n"
+
+
+def _dialect_points(old: Pretokenizer, new: Pretokenizer) -> tuple[int, ...] | None:
+    """Code points where ``old`` and ``new`` split differently, or None for another grammar.
+
+    None when the two split some probe string differently (see ``_PROBE``). Otherwise the
+    candidates are the code points that some character class of either pattern holds
+    in one dialect's Unicode tables and not in the other's; each is kept when a short
+    text around it (beside a letter, a digit, punctuation and spaces) splits differently.
+    """
+    import numpy as np
+
+    from tokembed.tokenizer.dialect import class_members, table_atoms
+
+    if any(old.split(text) != new.split(text) for text in _probe_texts()):
+        return None
+    atoms = {s[a:b] for s in (*old.stages, *new.stages) for a, b in table_atoms(s)}
+    differ = np.zeros(0x110000, dtype=bool)
+    for atom in atoms:
+        in_old, in_new = class_members(atom, old.dialect), class_members(atom, new.dialect)
+        if in_old is not None and in_new is not None:
+            mask_old, mask_new = np.zeros_like(differ), np.zeros_like(differ)
+            mask_old[in_old], mask_new[in_new] = True, True
+            differ |= mask_old != mask_new
+    points = []
+    for c in np.flatnonzero(differ).tolist():
+        text = "a{0}a 1{0}1 !{0}! {0}  {0}\n".format(chr(c))
+        if old.split(text) != new.split(text):
+            points.append(c)
+    return tuple(points)
+
+
 def _kind(
     *,
     old_ids: int,
@@ -199,9 +269,10 @@ def _kind(
     exact: int,
     rewritten: bool,
     merges_extend: bool,
+    same_grammar: bool = False,
 ) -> str:
     if rewritten:
-        return "replacement"
+        return "dialect-only" if same_grammar else "replacement"
     if not removed and not moved:
         inside = any(i < old_ids for i in added)
         return "append-only" if merges_extend and not inside else "mixed"
@@ -227,6 +298,9 @@ def classify_change(old: Tokenizer, new: Tokenizer) -> VocabularyChange:
 
         >>> classify_change(tok, tok).kind  # doctest: +SKIP
         'append-only'
+        >>> classify_change(load_tokenizer("r50k_base.tiktoken"),
+        ...                 load_tokenizer("gpt2/")).kind  # doctest: +SKIP
+        'dialect-only'
     """
     sym0, sym1 = symbols(old), symbols(new)
     exact = _exact_pairs(sym0, sym1)
@@ -248,8 +322,21 @@ def classify_change(old: Tokenizer, new: Tokenizer) -> VocabularyChange:
         if v in pieces1 and (spelled := _spell(old, pieces1[v])) and len(spelled) > 1:
             merged[v] = spelled
     old_merges = _merge_pairs(old)
-    merges_extend = _merge_pairs(new)[: len(old_merges)] == old_merges
+    new_merges = _merge_pairs(new)
+    merges_extend = new_merges[: len(old_merges)] == old_merges
     rewritten = tuple(old.pretokenizer.stages) != tuple(new.pretokenizer.stages)
+    points: tuple[int, ...] | None = None
+    same_table = not (added or removed or moved) and new_merges == old_merges
+    dialect_changed = old.pretokenizer.dialect != new.pretokenizer.dialect
+    if same_table and (rewritten or dialect_changed):
+        # The same table: is the pre-tokenizer another grammar, or the same one read
+        # by another engine?
+        points = _dialect_points(old.pretokenizer, new.pretokenizer)
+        if not rewritten:
+            # The same pattern text in another dialect changes the pre-tokenizer only
+            # where the two engines split it differently.
+            rewritten = bool(points)
+            points = points or None
     kind = _kind(
         old_ids=old.tables.id_range,
         added=added,
@@ -260,6 +347,7 @@ def classify_change(old: Tokenizer, new: Tokenizer) -> VocabularyChange:
         exact=len(exact),
         rewritten=rewritten,
         merges_extend=merges_extend,
+        same_grammar=points is not None,  # computed only for the same table and merges
     )
     return VocabularyChange(
         kind=kind,
@@ -278,4 +366,5 @@ def classify_change(old: Tokenizer, new: Tokenizer) -> VocabularyChange:
         new_hash=new.address_hash,
         old_vocab_digest=ordered_vocab_digest(old),
         new_vocab_digest=ordered_vocab_digest(new),
+        dialect_points=points or (),
     )

@@ -20,7 +20,8 @@ Example::
 
 Raises CheckpointError ROW_MAP_INVALID (out of range, not injective),
 APPROXIMATE_AS_EXACT (an edge joins two different symbols), SEMANTICS_CHANGED
-(a pre-tokenizer change without ``accept_overlap=True``).
+(a pre-tokenizer change without ``accept_overlap=True``, unless the change is
+``dialect-only``: the same table read by another regex engine).
 """
 
 from __future__ import annotations
@@ -169,7 +170,9 @@ def row_map(
 
     Raises:
         CheckpointError SEMANTICS_CHANGED: the pre-tokenizer changed (equal bytes are not
-            the same symbol any more) and ``accept_overlap`` was not given.
+            the same symbol any more) and ``accept_overlap`` was not given. A
+            ``dialect-only`` change (the same table read by another regex engine) is not
+            refused: its map is the identity.
         CheckpointError ROW_COUNT_MISMATCH: a table is smaller than its tokenizer's ids.
     """
     old_rows = change.old_ids if old_rows is None else old_rows
@@ -183,7 +186,9 @@ def row_map(
                 value=(rows, ids),
                 fix=f"give the {which} table at least {ids} rows",
             )
-    if change.pretokenizer_changed and not accept_overlap:
+    # dialect-only: the same table and merges, the same grammar read by another regex
+    # engine; every id keeps its bytes and meaning, so its exact pairs are proved.
+    if change.pretokenizer_changed and change.kind != "dialect-only" and not accept_overlap:
         raise CheckpointError(
             "SEMANTICS_CHANGED",
             "the pre-tokenizer changed: equal pieces are only an overlap, not proved equal symbols",

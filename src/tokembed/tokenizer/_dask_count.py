@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -170,15 +172,20 @@ def _connect(scheduler: str | None, workers: int) -> Iterator[Client]:
             # Our own cluster serves no one's dashboard: its sampling profiler (a thread
             # per worker, every 10 ms) cost ~20% of the workers' CPU counting RusLit-40.
             stack.enter_context(dask.config.set({"distributed.worker.profile.enabled": False}))
-            cluster = stack.enter_context(
-                LocalCluster(
+            _require_importable_main(workers)
+            try:
+                cluster = LocalCluster(
                     n_workers=workers,
                     threads_per_worker=1,
                     processes=True,
                     dashboard_address=":0",  # any free port, never a fixed one
                     silence_logs=logging.ERROR,
                 )
-            )
+            except (RuntimeError, OSError, TimeoutError) as exc:
+                # Dask's "Nanny failed to start": most often a script without the
+                # __main__ guard, whose import in each spawned worker starts training again.
+                raise _cluster_not_started(workers, f"{type(exc).__name__}: {exc}") from exc
+            stack.enter_context(cluster)
             yield stack.enter_context(Client(cluster))
             return
         try:
@@ -194,6 +201,38 @@ def _connect(scheduler: str | None, workers: int) -> Iterator[Client]:
         yield stack.enter_context(client)
 
 
+_CLUSTER_FIX = (
+    'run it from a script file whose calls sit under `if __name__ == "__main__":`, or, '
+    "in a notebook or `python -`, start an in-process cluster yourself and pass its address: "
+    "`cluster = distributed.LocalCluster(processes=False)`, then "
+    '`TrainConfig(engine="dask", scheduler=cluster.scheduler_address)`'
+)
+
+
+def _cluster_not_started(workers: int, why: str) -> TokenizerError:
+    return TokenizerError(
+        "LOCAL_CLUSTER_NOT_STARTED",
+        f"a local Dask cluster of {workers} worker process(es) cannot start: {why}",
+        value=workers,
+        fix=_CLUSTER_FIX,
+    )
+
+
+def _require_importable_main(workers: int) -> None:
+    # Dask spawns its worker processes, and a spawned process first re-imports the main
+    # module from its file. Code read from stdin (`python -`) names a file that does not
+    # exist ('<stdin>'), so every worker dies before it starts; say so before any process
+    # is started instead of after Dask's traceback. (A notebook's main module has no
+    # file at all, which spawn skips, so a notebook passes here.)
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    if isinstance(path, str) and not os.path.exists(path):
+        raise _cluster_not_started(
+            workers,
+            f"its worker processes start by importing the main module from {path!r}, "
+            "which is not a file (code read from stdin)",
+        )
+
+
 def count_on_dask(
     texts: Iterable[str],
     pretokenizer: Pretokenizer,
@@ -206,6 +245,9 @@ def count_on_dask(
 
     Raises:
         TokenizerError(SCHEDULER_UNREACHABLE): nothing answers at ``scheduler``.
+        TokenizerError(LOCAL_CLUSTER_NOT_STARTED): with no scheduler, the local cluster's
+            worker processes cannot start (code run from stdin, or a script without the
+            ``__main__`` guard); the fix says how to run it.
         and what :func:`count_with_client` raises.
     """
     with _connect(scheduler, workers) as client:

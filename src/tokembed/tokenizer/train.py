@@ -135,6 +135,13 @@ def train(texts: Iterable[str], *, config: TrainConfig) -> Tokenizer:
         TokenizerError(EMPTY_CORPUS): the texts hold no characters.
         TokenizerError(LONE_SURROGATE): a text has no UTF-8 form.
         TokenizerError(SPECIAL_TOKEN_CONFLICT): an explicit special id is an ordinary id.
+        TokenizerError(SCHEDULER_UNREACHABLE): ``engine="dask"`` and nothing answers at
+            the scheduler address.
+        TokenizerError(LOCAL_CLUSTER_NOT_STARTED): ``engine="dask"`` with no scheduler and
+            the local cluster's worker processes cannot start: code run from stdin
+            (``python -``) or a script without the ``if __name__ == "__main__":`` guard.
+            From a notebook or stdin, start ``distributed.LocalCluster(processes=False)``
+            and pass ``scheduler=cluster.scheduler_address``.
     """
     from tqdm import tqdm
 

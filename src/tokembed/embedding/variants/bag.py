@@ -9,6 +9,11 @@ PyTorch checks only some of these; a decreasing offset reaches the kernel and fa
 as "Expected i < index_size" (torch 2.13). :func:`validate_bag_offsets` refuses
 all of them with one code and the first bad position, in one host sync.
 
+Every refusal is also the built-in type ``nn.EmbeddingBag`` raises in the same place:
+a ValueError for the wrong number of dimensions (2-D ids with offsets, 1-D ids
+without, offsets not 1-D, ids of more than 2 dimensions), a RuntimeError for the
+values (an id outside the table, offsets not starting at 0 or past the input).
+
 Example::
 
     >>> bag = TokenEmbeddingBag(8, 3, mode="sum", padding_idx=0, include_last_offset=True)
@@ -39,13 +44,47 @@ __all__ = ["BagMode", "TokenEmbeddingBag", "validate_bag_offsets"]
 BagMode = Literal["sum", "mean", "max"]
 
 
-def _bad_offsets(message: str, value: object) -> EmbeddingError:
+def _bad_offsets(
+    message: str, value: object, *, also: tuple[type[Exception], ...] = ()
+) -> EmbeddingError:
+    # INVALID_BAG_OFFSETS is a RuntimeError, as torch's value checks; a dimension
+    # mistake passes also=(ValueError,), which torch's Python-side checks raise.
     return EmbeddingError(
         "INVALID_BAG_OFFSETS",
         message,
         value=value,
         fix="offsets are the non-decreasing start index of each bag, beginning at 0",
+        also=also,
     )
+
+
+def _check_bag_shape(ids: torch.Tensor, offsets: torch.Tensor | None) -> None:
+    # The dimension checks torch's F.embedding_bag makes before any value is read, each
+    # also the ValueError it raises there.
+    if ids.dim() == 2:
+        if offsets is not None:
+            raise _bad_offsets(
+                "2-D ids are fixed-size bags; offsets must be None", "2-D", also=(ValueError,)
+            )
+    elif ids.dim() == 1:
+        if offsets is None:
+            raise _bad_offsets(
+                "1-D ids need offsets to say where each bag starts", None, also=(ValueError,)
+            )
+        if isinstance(offsets, torch.Tensor) and offsets.dim() != 1:
+            raise _bad_offsets(
+                f"offsets must be 1-D, got shape {tuple(offsets.shape)}",
+                offsets.dim(),
+                also=(ValueError,),
+            )
+    else:
+        raise EmbeddingError(
+            "SHAPE_MISMATCH",
+            f"bag ids must be 1-D (with offsets) or 2-D, got {ids.dim()}-D",
+            value=ids.dim(),
+            fix="flatten the bags and pass offsets",
+            also=(ValueError,),
+        )
 
 
 def validate_bag_offsets(
@@ -60,13 +99,18 @@ def validate_bag_offsets(
     Raises:
         EmbeddingError INVALID_BAG_OFFSETS: not a 1-D int32/int64 tensor, empty
             (with include_last_offset), offsets[0] != 0, a decrease, an offset beyond
-            the input length, or (include_last_offset) a last offset != length.
+            the input length, or (include_last_offset) a last offset != length. Also
+            a RuntimeError (a ValueError too when the offsets are not 1-D), as torch.
     """
     if not isinstance(offsets, torch.Tensor) or offsets.dtype not in INDEX_DTYPES:
         kind = offsets.dtype if isinstance(offsets, torch.Tensor) else type(offsets).__name__
         raise _bad_offsets(f"offsets must be an int32/int64 tensor, got {kind}", kind)
     if offsets.dim() != 1:
-        raise _bad_offsets(f"offsets must be 1-D, got shape {tuple(offsets.shape)}", offsets.dim())
+        raise _bad_offsets(
+            f"offsets must be 1-D, got shape {tuple(offsets.shape)}",
+            offsets.dim(),
+            also=(ValueError,),
+        )
     if offsets.numel() == 0:
         if include_last_offset or num_inputs:
             raise _bad_offsets("offsets are empty, so no bag starts at 0", 0)
@@ -124,9 +168,14 @@ class TokenEmbeddingBag(nn.EmbeddingBag):
         >>> bag(torch.tensor([[0, 2]])).tolist()
         [[1.0, 0.0, 1.0]]
 
-    Raises (forward): INDEX_DTYPE_MISMATCH, ID_OUT_OF_RANGE, DEVICE_MISMATCH,
-    INVALID_BAG_OFFSETS, SHAPE_MISMATCH (EmbeddingError; also RuntimeError or
-    IndexError, as torch raises there).
+    Raises (forward), each an EmbeddingError that is also the built-in type
+    ``nn.EmbeddingBag`` raises there:
+        INVALID_BAG_OFFSETS (RuntimeError; also ValueError for 2-D ids with
+            offsets, 1-D ids without, or offsets not 1-D);
+        SHAPE_MISMATCH (RuntimeError and ValueError): ids of more than 2 dimensions,
+            or a weight assigned later that is not 2-D;
+        ID_OUT_OF_RANGE (IndexError, as nn.Embedding, and RuntimeError, as
+            nn.EmbeddingBag), INDEX_DTYPE_MISMATCH, DEVICE_MISMATCH (RuntimeError).
     """
 
     def __init__(
@@ -146,7 +195,7 @@ class TokenEmbeddingBag(nn.EmbeddingBag):
         *,
         weight: torch.Tensor | None = None,
     ) -> None:
-        require_choice(mode, ("sum", "mean", "max"), "mode", fix="")
+        require_choice(mode, ("sum", "mean", "max"), "mode", fix='use mode="sum", "mean" or "max"')
         weight = supplied_weight(weight, _weight, (num_embeddings, embedding_dim))
         # LookupConfig validates the options shared with the lookup (sizes, norms, PAD).
         LookupConfig(
@@ -213,13 +262,24 @@ class TokenEmbeddingBag(nn.EmbeddingBag):
         offsets: torch.Tensor | None = None,
         per_sample_weights: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        validate_ids(input, self.weight.shape[0], device=self.weight.device)
-        if input.dim() == 2:
-            if offsets is not None:
-                raise _bad_offsets("2-D ids are fixed-size bags; offsets must be None", "2-D")
-        elif input.dim() == 1:
-            if offsets is None:
-                raise _bad_offsets("1-D ids need offsets to say where each bag starts", None)
+        if self.weight.dim() != 2:  # a weight assigned after construction
+            raise EmbeddingError(
+                "SHAPE_MISMATCH",
+                f"the bag table must be 2-D [V, d], got shape {tuple(self.weight.shape)}",
+                value=tuple(self.weight.shape),
+                fix="assign a [num_embeddings, embedding_dim] weight",
+                also=(ValueError,),
+            )
+        if isinstance(input, torch.Tensor):
+            # Dimensions first, as torch: a 3-D batch is a ValueError whatever its ids.
+            _check_bag_shape(input, offsets)
+        try:
+            validate_ids(input, self.weight.shape[0], device=self.weight.device)
+        except EmbeddingError as err:
+            # nn.Embedding raises IndexError for an id outside the table (the code's
+            # type), torch's embedding_bag a RuntimeError: the bag's error is both.
+            raise err.also_as(RuntimeError) from None
+        if offsets is not None and input.dim() == 1:
             mode = value_check_mode(offsets)
             if mode == "eager":
                 validate_bag_offsets(
@@ -227,13 +287,6 @@ class TokenEmbeddingBag(nn.EmbeddingBag):
                 )
             elif mode == "assert":
                 _assert_offsets(offsets, input.numel(), include_last=self.include_last_offset)
-        else:
-            raise EmbeddingError(
-                "SHAPE_MISMATCH",
-                f"bag ids must be 1-D (with offsets) or 2-D, got {input.dim()}-D",
-                value=input.dim(),
-                fix="flatten the bags and pass offsets",
-            )
         return F.embedding_bag(
             input,
             self.weight,
