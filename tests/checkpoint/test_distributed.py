@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 import sys
 from pathlib import Path
@@ -35,7 +36,6 @@ from tokembed.checkpoint import (
     dcp_to_model_folder,
     file_to_dcp,
     load_checkpoint,
-    row_tables,
     save_checkpoint,
     tie_report,
 )
@@ -154,34 +154,30 @@ def _save_and_reload(rank: int, world_size: int, folder: str) -> dict[str, Any]:
         "loaded": _facts(target, target_opt),
         "retied": first.retied,
         "refusal": refusal,
-        "legacy": _legacy_file(rank, model, Path(folder).with_name(f"rank{rank}.safetensors")),
+        "single_file": _single_file(rank, model, Path(folder).with_name(f"rank{rank}.safetensors")),
     }
 
 
-def _legacy_file(rank: int, model: nn.Module, path: Path) -> dict[str, Any]:
-    """A per-rank file of older versions loads into its own layout only."""
-    weight = model.emb.weight.detach().cpu()
-    layout = row_tables(model)["emb.weight"]
+def _single_file(rank: int, model: nn.Module, path: Path) -> str | None:
+    """A single file holds whole tables: a rank of a row-sharded table refuses it."""
+    whole = torch.zeros(V, model.emb.weight.shape[1], dtype=torch.float64)
     header = {
         "version": CHECKPOINT_VERSION,
         "aliases": {"head.weight": "emb.weight"},
-        "tensors": {"emb.weight": {"shape": list(weight.shape), "dtype": "float64"}},
+        "tensors": {"emb.weight": {"shape": list(whole.shape), "dtype": "float64"}},
         "address_hash": None,
-        "shards": {"emb.weight": layout, "head.weight": layout},
         "optimizer": None,
     }
     meta = {"format": "pt", CHECKPOINT_META_KEY: json.dumps(header)}
-    write_safetensors(path, {"emb.weight": weight}, metadata=meta)
-    same = Sharded(tied=False, device=weight.device)
-    retied = load_checkpoint(same, path).retied
-    singles = [dist.new_group([0]), dist.new_group([1])]  # every rank creates every group
-    code = None
-    if rank == 0:
-        try:
-            load_checkpoint(Sharded(group=singles[0]), path)
-        except TokembedError as exc:
-            code = exc.code
-    return {"retied": retied, "equal": torch.equal(same.emb.weight.cpu(), weight), "code": code}
+    write_safetensors(path, {"emb.weight": whole}, metadata=meta)
+    target = Sharded(tied=False, device=rank_device())
+    before = target.emb.weight.detach().clone()
+    try:
+        load_checkpoint(target, path)
+    except TokembedError as exc:
+        assert torch.equal(target.emb.weight, before)
+        return exc.code
+    return None
 
 
 def _load_at(
@@ -229,9 +225,7 @@ def test_saved_at_two_ranks_loads_at_two_at_four_and_in_one_process(tmp_path: Pa
         _assert_rows(result["loaded"], want)
         assert result["retied"] == ("head.weight",)
         assert result["refusal"] == "ADDRESS_HASH_MISMATCH"
-        assert result["legacy"]["retied"] == ("head.weight",)
-        assert result["legacy"]["equal"]
-    assert two[0]["legacy"]["code"] == "SHARD_LAYOUT_MISMATCH"
+        assert result["single_file"] == "SHARD_LAYOUT_MISMATCH"
     record = read_dcp_record(folder)
     assert record is not None
     assert record["aliases"] == {"head.weight": "emb.weight"}
@@ -322,6 +316,23 @@ def test_a_truncated_data_file_is_a_missing_shard(saved: Path) -> None:
     data = next(bad.glob("*.distcp"))
     data.write_bytes(data.read_bytes()[:-16])
     assert _refusal(Plain(), bad).code == "CHECKPOINT_SHARD_MISSING"
+
+
+def test_bytes_damaged_in_place_leave_the_model_as_it_was(saved: Path) -> None:
+    # The last item (an Adam moment) is read after the weights: zeroed in place (same
+    # length, so every size check passes), it fails only while values are being read.
+    bad = saved.with_name("damaged")
+    shutil.copytree(saved, bad)
+    meta = pickle.loads((bad / ".metadata").read_bytes())
+    info = max(meta.storage_data.values(), key=lambda i: i.offset)
+    data = bad / info.relative_path
+    raw = bytearray(data.read_bytes())
+    raw[info.offset : info.offset + info.length] = bytes(info.length)
+    data.write_bytes(bytes(raw))
+    model = Plain()
+    opt = torch.optim.AdamW(model.parameters())
+    assert _refusal(model, bad, optimizer=opt, tokenizer=HASH).code == "MALFORMED_CHECKPOINT"
+    assert not opt.state
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "foreign_pickle", "absent"])

@@ -353,11 +353,20 @@ def read_dcp(
     except (Exception, CheckpointException) as error:  # damaged bytes in a data file
         raise CheckpointError(
             "MALFORMED_CHECKPOINT",
-            f"{root}: a data file is damaged ({type(error).__name__}: {str(error)[:200]})",
+            f"{root}: a data file is damaged ({_cause(error)})",
             value=str(root),
             fix="load an intact copy of the checkpoint (the data files carry no checksum: "
             "keep copies verified by the file system or the transfer)",
         ) from None
+
+
+def _cause(error: BaseException) -> str:
+    """One line naming what failed: DCP wraps each rank's exception with its traceback."""
+    failures = getattr(error, "failures", None)
+    if failures:
+        error = next(iter(failures.values()))[0]
+    first = next((line for line in str(error).splitlines() if line.strip()), "")
+    return f"{type(error).__name__}: {first[:160]}"
 
 
 def read_dcp_tensor(

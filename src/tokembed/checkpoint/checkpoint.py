@@ -22,8 +22,8 @@ identity is proven afterwards. It refuses, each with a code:
   ``strict=False`` both are reported instead);
 * a lossy dtype cast — UNSAFE_CAST; another shape — SHAPE_MISMATCH;
 * another tokenizer than the one in use — ADDRESS_HASH_MISMATCH;
-* a per-rank file of a sharded table (written by older versions) saved with other
-  row intervals — SHARD_LAYOUT_MISMATCH (a DCP folder loads at any layout);
+* a single file loaded into a row-sharded table (a file holds whole tables;
+  sharded state lives in distributed checkpoint folders) — SHARD_LAYOUT_MISMATCH;
 * an optimizer that holds a replaced Parameter or one Parameter twice.
 
 Large tensors are copied into the model in row blocks straight from the
@@ -152,7 +152,6 @@ def save_checkpoint(
             for k, v in tensors.items()
         },
         "address_hash": address_hash_of(tokenizer),
-        "shards": {},
         "optimizer": opt_meta,
     }
     metadata = {"format": "pt", CHECKPOINT_META_KEY: json.dumps(meta, sort_keys=True)}
@@ -161,19 +160,18 @@ def save_checkpoint(
     return target
 
 
-def _check_shards(meta: dict[str, Any] | None, model: nn.Module) -> None:
-    # Per-rank files of row-sharded tables, written before sharded state went to
-    # distributed checkpoints: each rank must load its own rows.
-    mine = row_tables(model)
-    for name, saved in ((meta or {}).get("shards") or {}).items():
-        if mine.get(name) != saved:
-            raise ParallelError(
-                "SHARD_LAYOUT_MISMATCH",
-                f"{name!r} was saved as rows {saved}, this rank holds {mine.get(name)}",
-                value=name,
-                fix="load each rank's file into the same tensor-parallel layout, or re-save "
-                "the sharded model as a distributed checkpoint folder",
-            )
+def _refuse_row_shards(path: str | os.PathLike[str], model: nn.Module) -> None:
+    # A file holds whole [V, d] tables; a rank of a row-sharded table holds [s, e) of it.
+    sharded = row_tables(model)
+    if sharded:
+        name, rows = next(iter(sharded.items()))
+        raise ParallelError(
+            "SHARD_LAYOUT_MISMATCH",
+            f"{path} is a single-file checkpoint, but this rank holds rows"
+            f" [{rows['start']}, {rows['end']}) of {name!r}",
+            value=name,
+            fix="convert the file with file_to_dcp(file, folder) and load the folder on every rank",
+        )
 
 
 def _copy_into(dst: torch.Tensor, f: Any, key: str) -> None:
@@ -252,7 +250,7 @@ def load_checkpoint(
             OPTIMIZER_STATE_MISMATCH, MALFORMED_CHECKPOINT.
         EmbeddingError MISSING_KEY / UNEXPECTED_KEY (strict), SHAPE_MISMATCH,
             UNSAFE_CAST, ADDRESS_HASH_MISMATCH.
-        ParallelError SHARD_LAYOUT_MISMATCH (a per-rank file of another layout).
+        ParallelError SHARD_LAYOUT_MISMATCH: a file loaded into a row-sharded table.
         And as :func:`~tokembed.checkpoint.distributed.load_distributed` for a folder.
     """
     from safetensors import safe_open
@@ -263,7 +261,7 @@ def load_checkpoint(
         )
     meta = read_checkpoint_metadata(path)
     check_tokenizer(meta, tokenizer)
-    _check_shards(meta, model)
+    _refuse_row_shards(path, model)
     graph = restore_graph(model, meta)
     names = list(model.state_dict().keys())
     groups: dict[str, list[str]] = {}

@@ -18,8 +18,11 @@ ADDRESS_HASH_MISMATCH, UNDECLARED_TIE (a recorded tie the config denies),
 DIVERGENT_ALIAS_VALUES (both names of a tie stored with different values),
 MISSING_KEY / UNEXPECTED_KEY, SHAPE_MISMATCH, UNSAFE_CAST, OPTIMIZER_STATE_MISMATCH,
 MALFORMED_CHECKPOINT and CHECKPOINT_SHARD_MISSING (a damaged folder). Then it
-restores the ties, reads the values straight into the model's shards (and the
-optimizer's moments), and proves the ties. On a sharded model the ranks of
+reads the values into staging copies of this rank's blocks (and into the
+optimizer's new moments), and only when every read succeeded restores the ties,
+copies the values in and proves the ties: bytes damaged in place (DCP's data files
+carry no checksum) fail while reading and leave the model as it was, at the price
+of one extra copy of the rank's blocks while loading. On a sharded model the ranks of
 ``group`` agree: if one refuses, all raise the same code.
 
 Example::
@@ -34,6 +37,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -400,19 +404,25 @@ def load_distributed(
         return meta, record, graph, sources, missing, unexpected, moments
 
     meta, record, graph, sources, missing, unexpected, moments = _agree(check, group, sharded)
-    retied = apply_aliases(model, graph)
     targets = {c: keys[0] for c, keys in sources.items()}
     rows = _rows_of(model)
-    pieces = [
+    live = [
         _piece(key, _target(model, canonical).detach(), rows.get(canonical))
         for canonical, key in targets.items()
     ]
+    # Values are read into staging copies (one extra copy of this rank's blocks at peak):
+    # DCP's data files carry no checksum, so bytes damaged in place surface only while
+    # reading, and by then a direct read would have overwritten earlier parameters.
+    staged = [replace(p, tensor=torch.empty_like(p.tensor)) for p in live]
     with torch.no_grad():
-        pieces += [
+        moment_pieces = [
             _piece(k, dest, _moment_rows(rows, model, p, dest))
             for k, (p, _, dest) in moments.items()
         ]
-        read_dcp(root, pieces, metadata=meta)
+        read_dcp(root, staged + moment_pieces, metadata=meta)
+        retied = apply_aliases(model, graph)  # ties before values: aliases share the copy
+        for dest, source in zip(live, staged, strict=True):
+            dest.tensor.copy_(source.tensor)
     verify_aliases(model, graph)
     if optimizer is not None:
         _install(model, optimizer, record, moments)
@@ -498,7 +508,6 @@ def dcp_to_file(
             for k, v in tensors.items()
         },
         "address_hash": record.get("address_hash"),
-        "shards": {},
         "optimizer": record.get("optimizer") if optimizer else None,
     }
     metadata = {"format": "pt", CHECKPOINT_META_KEY: json.dumps(header, sort_keys=True)}
