@@ -571,7 +571,8 @@ def file_to_dcp(
     file: then no aliases are recorded) or a folder holding ``model.safetensors``
     (and ``config.json``, kept in the record). Tensors are read one at a time
     while they are written. The result loads at any world size with
-    :func:`~tokembed.checkpoint.load_checkpoint`.
+    :func:`~tokembed.checkpoint.load_checkpoint`. Run it in one process with no
+    process group initialized (DCP's writer turns collective once one exists).
 
     Raises:
         UsageError OUTPUT_EXISTS / FILE_NOT_FOUND.
