@@ -113,9 +113,9 @@ def _run_migrate(args: argparse.Namespace) -> int:
     )
     manifest = build_manifest(change=change, migration=result, model=model, old_model=old_digest)
     report = {"change": change.evidence(), "migration": result.to_json()}
-    from tokembed.files.atomic import temp_folder
+    from tokembed.files.atomic import new_temp_folder
 
-    tmp = temp_folder(out)  # named so that the stale-temp cleanup finds it after a kill
+    tmp = new_temp_folder(out)  # named so that the stale-temp cleanup finds it after a kill
     try:
         tok_file = save_tokenizer(new_tok, tmp / "tokenizer.tokembed.json")
         tokenizer_bytes = tok_file.read_bytes()
