@@ -172,6 +172,32 @@ def test_measure_reads_stdin(tiktoken_cache: Path, capsys: pytest.CaptureFixture
         (["encode", "-t", "CORPUS", "x"], 1, "is not a tokenizer file"),
         (["encode", "-t", "HFJSON", "--encoding", "r50k_base", "x"], 2,
          "drop --encoding r50k_base"),
+        # Every failure is one coded line (issue 25.8): argparse's own mistakes too, ...
+        (["encode", "--no-such-flag", "-t", "r50k_base", "x"], 2,
+         "tokembed: INVALID_ARGUMENT: unrecognized arguments: --no-such-flag"),
+        (["migrate", "CONFIG"], 2, "tokembed: INVALID_ARGUMENT: the following arguments are "
+         "required: --old, --new, -o/--output"),
+        (["migrate", "CONFIG", "--old", "x", "--new", "x", "-o", "o", "--bias-value", "1e308"],
+         2, "tokembed: INVALID_ARGUMENT: argument --bias-value: '1e308' is not a finite number"),
+        # ... a -t TOK@ENC that --encoding contradicts, ...
+        (["encode", "-t", "RANKS@o200k_base", "--encoding", "cl100k_base", "x"], 2,
+         "give the encoding once"),
+        # ... pipes and devices as inputs, which exist, ...
+        (["train", "/dev/null", "--merges", "5", "-o", "t.json"], 1, "EMPTY_CORPUS"),
+        (["verify", "/dev/null"], 2, "tokembed: FILE_UNREADABLE: /dev/null is not a regular file"),
+        # ... headers that no reader may trust, ...
+        (["verify", "OVERLAP"], 1, "MALFORMED_CHECKPOINT: "),
+        (["ties", "CORPUS"], 1, "MALFORMED_CHECKPOINT: "),
+        # ... limits: ids are 32-bit (issue 25.7), ...
+        (["train", "CORPUS", "--merges", "99999999999999999999", "-o", "t.json"], 2,
+         "tokembed: INVALID_ARGUMENT: "),
+        (["train", "CORPUS", "--merges", "5", "--special", "<|x|>=4294967296", "-o", "t.json"],
+         2, "tokembed: INVALID_ARGUMENT: "),
+        # ... and a plot format refused before the work.
+        (["audit", "CONFIG", "-t", "r50k_base", "--plot", "p.bmp"], 2,
+         "tokembed: INVALID_ARGUMENT: cannot write a plot as .bmp"),
+        (["measure", "-t", "r50k_base", "PUD", "--curve", "10", "--plot", "c.bmp"], 2,
+         "cannot write a plot as .bmp"),
     ],
 )  # fmt: skip
 def test_exit_codes_and_messages_speak_cli(
@@ -179,11 +205,21 @@ def test_exit_codes_and_messages_speak_cli(
 ) -> None:
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("plain text, not a tokenizer\n")
+    overlap = tmp_path / "overlap.safetensors"
+    header = json.dumps(
+        {
+            "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+            "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]},
+        }
+    ).encode()
+    overlap.write_bytes(len(header).to_bytes(8, "little") + header + bytes(12))  # fmt: skip
     swap = {
         "PUD": str(pud_file("en")),
         "CONFIG": str(data_path("tokenizers", "smollm2-135m")),
         "CORPUS": str(corpus),
         "HFJSON": str(data_path("tokenizers", "smollm2-135m", "tokenizer.json")),
+        "OVERLAP": str(overlap),
+        "RANKS@o200k_base": f"{data_path('tokenizers', 'o200k_base.tiktoken')}@o200k_base",
     }
     command = " ".join(f"'{swap.get(a, a)}'" for a in argv)
     proc = _shell(f"cd {tmp_path} && $T {command}", tiktoken_cache)
@@ -247,3 +283,56 @@ def test_demo_writes_only_what_it_says(tmp_path: Path, capsys: pytest.CaptureFix
     assert main([*base, "-o", str(tmp_path / "b" / "tok.json"), "--report", str(report)]) == 0
     assert f"report: {report}" in capsys.readouterr().out
     assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["mine.html", "tok.json"]
+
+
+def test_every_parse_mistake_of_every_subcommand_is_one_coded_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    subs = _subcommands()
+    cases = [[], ["no-such-verb"], ["--no-such-flag"]]
+    for name in subs:
+        cases += [[*name.split(), "--no-such-flag"], [*name.split(), "--json=maybe"]]
+    for argv in cases:
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        err = capsys.readouterr().err
+        assert e.value.code == 2, (argv, err)
+        assert err.startswith("tokembed: INVALID_ARGUMENT: "), (argv, err)
+        assert err.count("\n") == 1, (argv, err)
+
+
+def test_invalid_utf8_in_argv_is_named_by_its_byte(tiktoken_cache: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "TIKTOKEN_CACHE_DIR": str(tiktoken_cache)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tokembed.cli", "encode", "-t", "r50k_base", b"h\xffllo"],
+        capture_output=True, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert proc.stderr.decode() == (
+        "tokembed: INPUT_NOT_UTF8: command-line argument 4 is not UTF-8: byte 0xff at offset 1 — "
+        "pass the text in UTF-8 (or in a file, with its path)\n"
+    )
+    assert b"surrogate" not in proc.stderr.lower()
+
+
+def test_a_pipe_is_read_as_an_input(tiktoken_cache: Path, tmp_path: Path) -> None:
+    proc = _shell(f"cd {tmp_path} && $T train <(printf 'hello hello hello') --merges 2 -o t.json",
+                  tiktoken_cache)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "t.json").is_file()
+
+
+def test_library_progress_bars_and_warnings_never_reach_a_non_terminal_stderr(
+    tiktoken_cache: Path, tmp_path: Path
+) -> None:
+    from migrate._fixtures import base, llama
+    from tokembed.tokenizer.formats import save_tokenizer
+
+    save_tokenizer(base(), tmp_path / "old.json")
+    llama(301, tied=True).save_pretrained(tmp_path / "model")
+    proc = _shell(f"cd {tmp_path} && $T migrate --old old.json --new old.json model -o out",
+                  tiktoken_cache)  # fmt: skip
+    assert (proc.returncode, proc.stderr) == (0, "")  # no "Writing model shards" bar
+    proc = _shell(f"cd {tmp_path} && $T migrate --old old.json --new old.json model -o out2 "
+                  "--init constructor --bias prior --bias-value 1", tiktoken_cache)  # fmt: skip
+    assert (proc.returncode, proc.stderr) == (0, "")

@@ -174,7 +174,11 @@ def test_user_mistakes_exit_codes_one_line(tmp_path: Path, trained: Path) -> Non
             2,
             "FILE_NOT_FOUND",
         ),
-        (["export", "-t", str(trained), "--format", "xml", "-o", str(tmp_path)], 2, "usage"),
+        (
+            ["export", "-t", str(trained), "--format", "xml", "-o", str(tmp_path)],
+            2,
+            "INVALID_ARGUMENT",
+        ),
         (["train", str(trained), "--merges", "5", "-o", str(trained)], 2, "OUTPUT_EXISTS"),
         (["decode", "-t", str(trained), "999999"], 1, "UNKNOWN_TOKEN_ID"),
         (["export", "-t", str(hf_dir), "--format", "hf", "-o", str(hf_dir)], 2, "OUTPUT_EXISTS"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import struct
 from pathlib import Path
 
@@ -89,3 +90,93 @@ def test_dtype_codes_name_torch_dtypes() -> None:
         assert isinstance(getattr(torch, name), torch.dtype)
         assert dtype_name(code) == name
     assert dtype_name("U16") == "u16"  # a code without a torch dtype here is still named
+
+
+_F32_2 = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
+
+
+def _entry(**change: object) -> dict[str, object]:
+    return {**_F32_2, **change}
+
+
+# Each header is one that safetensors itself cannot read (or a reader would index blindly):
+# one validator refuses all of them with one code, for every reader of the project.
+_MALFORMED = [
+    ({"a": _F32_2, "b": _entry(data_offsets=[4, 12])}, 12, "overlaps"),
+    ({"a": _F32_2, "b": _entry(data_offsets=[12, 20])}, 20, "gap"),
+    ({"w": _entry(shape=[3])}, 8, "needs 12 bytes"),
+    ({"w": _entry(data_offsets=["0", "8"])}, 8, "data_offsets"),
+    ({"w": _entry(data_offsets=[0])}, 8, "data_offsets"),
+    ({"w": _entry(data_offsets=[8, 0])}, 8, "data_offsets"),
+    ({"w": {"dtype": "F32", "shape": [2]}}, 8, "data_offsets"),
+    ({"w": [1, 2]}, 8, "not a JSON object"),
+    ({"w": "F32"}, 8, "not a JSON object"),
+    ({"w": {"shape": [2], "data_offsets": [0, 8]}}, 8, "dtype"),
+    ({"w": _entry(dtype="F33")}, 8, "dtype"),
+    ({"w": _entry(dtype=4)}, 8, "dtype"),
+    ({"w": _entry(shape=[-2])}, 8, "shape"),
+    ({"w": _entry(shape=[True, 2])}, 8, "shape"),
+    ({"w": _entry(shape="2")}, 8, "shape"),
+    ({"w": _F32_2, "__metadata__": ["a"]}, 8, "__metadata__"),
+    ({"w": _F32_2, "__metadata__": {"format": 1}}, 8, "__metadata__"),
+]
+
+
+@pytest.mark.parametrize(("header", "data", "why"), _MALFORMED)
+def test_every_header_safetensors_cannot_read_is_malformed(
+    tmp_path: Path, header: dict[str, object], data: int, why: str
+) -> None:
+    path = _file(tmp_path / "x.safetensors", json.dumps(header).encode(), b"\0" * data)
+    with pytest.raises(CheckpointError) as e:
+        read_safetensors_header(path)
+    assert e.value.code == "MALFORMED_CHECKPOINT"
+    assert why in e.value.message
+
+
+def test_deep_nesting_is_malformed_not_a_recursion_error(tmp_path: Path) -> None:
+    path = _file(tmp_path / "x.safetensors", b"[" * 200_000 + b"]" * 200_000)
+    with pytest.raises(CheckpointError) as e:
+        read_safetensors_header(path)
+    assert e.value.code == "MALFORMED_CHECKPOINT"
+
+
+def test_headers_safetensors_reads_pass_zero_sized_and_sub_byte_included(tmp_path: Path) -> None:
+    path = tmp_path / "w.safetensors"
+    tensors = {
+        "a": torch.zeros(0, 3),
+        "b": torch.ones(2, 2, dtype=torch.int8),
+        "c": torch.zeros(()),
+    }
+    save_file(tensors, str(path))
+    assert sorted(read_safetensors_header(path)) == ["a", "b", "c"]
+
+
+def test_a_fifo_or_device_is_unreadable_not_missing(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.safetensors"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/null"), tmp_path):
+        with pytest.raises(UsageError) as e:
+            read_safetensors_header(path)
+        assert e.value.code == "FILE_UNREADABLE", path
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"aliases": ["x"]},
+        {"aliases": {"a": 1}},
+        {"tensors": []},
+        {"tensors": {"w": {"shape": "2", "dtype": "float32"}}},
+        {"tensors": {"w": {"shape": [2]}}},
+        {"tensors": {"w": {"shape": [2], "dtype": "float32", "sha256": 5}}},
+        {"address_hash": 3},
+        {"shards": {"w": {"start": "0"}}},
+        {"optimizer": []},
+        {"optimizer": {"class": "Adam", "param_groups": [{"params": "w"}]}},
+    ],
+)
+def test_a_record_field_of_the_wrong_json_type_is_malformed(record: dict[str, object]) -> None:
+    header = {"__metadata__": {CHECKPOINT_META_KEY: json.dumps({"version": 1, **record})}}
+    with pytest.raises(CheckpointError) as e:
+        checkpoint_metadata(header, "c.safetensors")
+    assert e.value.code == "MALFORMED_CHECKPOINT"

@@ -84,7 +84,8 @@ def test_errors_are_one_line_with_exit_codes(
          "AUDIT_REFERENCE_INVALID"),
         (["audit", str(model)], 2, "name the model's tokenizer with -t"),
         (["audit", str(tmp_path / "nope"), "-t", str(tok)], 2, "FILE_NOT_FOUND"),
-        (["audit", str(tmp_path), "-t", str(tok)], 1, "AUDIT_NOT_A_LANGUAGE_MODEL"),
+        # A folder without config.json: refused by the one model validation, as check does.
+        (["audit", str(tmp_path), "-t", str(tok)], 2, "FILE_NOT_FOUND: no such config"),
         (["audit", str(model), "-t", str(tok), "--confirm-below", "2"], 2, "probability in (0, 1]"),
         (["audit", str(model), "-t", str(tok), "--reference", "x"], 2, "ids and ranges"),
         (["audit", str(model), "-t", str(tok), "--plot", str(corpus), "--corpus", str(corpus)], 2,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,8 @@ def test_smollm2_tokenizer_with_its_gguf_model_passes() -> None:
     report = check_pair(str(data_path(*SMOL)), gguf_file())
     assert report.passed, report.format()
     assert [c.name for c in report.checks] == [
-        "address hash", "vocab rows", "table shape", "bos id", "eos id", "pad id", "unk id",
+        "address hash", "vocab rows", "gguf tokens", "table shape", "head shape",
+        "bos id", "eos id", "pad id", "unk id",
         "tie token_embd.weight <-> output.weight", "input scale", "dtype ledger", "table finite",
     ]  # fmt: skip
     assert report.check("address hash").skipped  # GGUF records no tokembed address hash
@@ -99,7 +101,11 @@ def test_gpt2_files_with_a_gpt2_model_pass(gpt2_tok: Any, tmp_path: Path) -> Non
 def test_o200k_with_smollm2_fails_on_rows_and_every_role() -> None:
     o200k = load_tokenizer(data_path("tokenizers", "o200k_base.tiktoken"), encoding="o200k_base")
     report = check_pair(o200k, gguf_file(), read_values=False)
-    assert _failed(report) == ["SPECIAL_ID_MISMATCH"] * 4 + ["VOCAB_BELOW_ID_RANGE"]
+    # The GGUF's own token list names another tokenizer too (issue 25.3).
+    assert _failed(report) == ["ADDRESS_HASH_MISMATCH"] + ["SPECIAL_ID_MISMATCH"] * 4 + [
+        "VOCAB_BELOW_ID_RANGE"
+    ]
+    assert report.check("gguf tokens").code == "ADDRESS_HASH_MISMATCH"
     assert report.check("vocab rows").value["id_range"] == 200019
     assert report.check("eos id").detail == (
         "the config's eos id 2 is '#' in this tokenizer, an ordinary piece, not a special token"
@@ -235,3 +241,137 @@ def test_a_role_token_the_vocabulary_lacks(tmp_path: Path) -> None:
         "the tokenizer's config names '<|pad|>' as its pad token, but its vocabulary does not"
         " define it"
     )
+
+
+# --- evidence that is absent, short or another tokenizer's (issue 25.3) ---------
+def _byte_level() -> Any:
+    from tokembed.tokenizer import BPETables, Pretokenizer, Tokenizer
+
+    tables = BPETables.byte_level(merges=[(104, 105)], specials={"<|end|>": 257})
+    return Tokenizer(pretokenizer=Pretokenizer.preset("gpt2"), tables=tables)
+
+
+def _gguf(path: Path, tok: Any, *, tensors: dict[str, Any], swap: bool = False) -> Path:
+    """A llama GGUF file whose token list is ``tok``'s (two ids swapped when ``swap``)."""
+    import numpy as np
+    from gguf import GGUFWriter
+
+    tokens = [tok.id_to_token(i) for i in range(tok.tables.id_range)]
+    if swap:
+        tokens[104], tokens[105] = tokens[105], tokens[104]
+    w = GGUFWriter(str(path), "llama")
+    w.add_vocab_size(len(tokens))
+    w.add_embedding_length(4)
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list(tokens)
+    w.add_bos_token_id(257)
+    w.add_eos_token_id(257)
+    for name, rows in tensors.items():
+        w.add_tensor(name, np.arange(rows * 4, dtype=np.float32).reshape(rows, 4))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_a_gguf_token_list_that_disagrees_with_the_tokenizer_fails(tmp_path: Path) -> None:
+    tok = _byte_level()
+    good = _gguf(tmp_path / "good.gguf", tok, tensors={"token_embd.weight": 258})
+    report = check_pair(tok, good)
+    assert report.passed, report.format()
+    assert report.check("gguf tokens").detail == "all 258 ids spell the model's own tokens"
+    swapped = _gguf(tmp_path / "s.gguf", tok, tensors={"token_embd.weight": 258}, swap=True)
+    report = check_pair(tok, swapped)
+    assert _failed(report) == ["ADDRESS_HASH_MISMATCH"]
+    assert report.check("gguf tokens").value["differing_ids"] == [104, 105]
+
+
+def test_a_short_untied_head_fails_in_gguf_and_in_a_folder(gpt2_tok: Any, tmp_path: Path) -> None:
+    tok = _byte_level()
+    path = _gguf(tmp_path / "h.gguf", tok, tensors={"token_embd.weight": 258, "output.weight": 200})
+    report = check_pair(tok, path)
+    assert _failed(report) == ["HEAD_VOCAB_MISMATCH"]
+    assert report.check("head shape").value == {"stored": [200, 4], "config": [258, 4]}
+    from safetensors.torch import save_file
+
+    model = _gpt2(tie_word_embeddings=False)
+    model.save_pretrained(tmp_path / "m")
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    state["lm_head.weight"] = state["lm_head.weight"][:50000].clone()
+    save_file(state, str(tmp_path / "m" / "model.safetensors"), metadata={"format": "pt"})
+    assert "HEAD_VOCAB_MISMATCH" in check_pair(gpt2_tok, tmp_path / "m").failed_codes
+
+
+def test_a_gguf_without_its_input_table_fails_and_a_weightless_folder_is_partial(
+    tmp_path: Path,
+) -> None:
+    tok = _byte_level()
+    path = _gguf(tmp_path / "n.gguf", tok, tensors={"output.weight": 258})
+    report = check_pair(tok, path)
+    assert [(c.name, c.code) for c in report.failures] == [("table shape", "MISSING_KEY")]
+    folder = _small_smollm2(tmp_path / "cfg")  # config.json only
+    report = check_pair(str(data_path(*SMOL)), folder)
+    assert report.passed
+    assert report.partial
+    assert (
+        report.format()
+        .splitlines()[-1]
+        .endswith(
+            "partial: every check that ran passes, but the folder stores no weights, so no table "
+            "was checked"
+        )
+    )
+    assert report.to_dict()["partial"] == report.partial
+
+
+def test_a_truncated_gguf_is_refused_by_half_or_by_one_byte(tmp_path: Path) -> None:
+    from tokembed.errors import CheckpointError
+
+    tok = _byte_level()
+    raw = _gguf(tmp_path / "t.gguf", tok, tensors={"token_embd.weight": 258}).read_bytes()
+    for cut in (len(raw) // 2, len(raw) - 1):
+        (tmp_path / "cut.gguf").write_bytes(raw[:cut])
+        with pytest.raises(CheckpointError) as e:
+            check_pair(tok, tmp_path / "cut.gguf")
+        assert e.value.code == "MALFORMED_CHECKPOINT", cut
+
+
+@pytest.mark.slow
+def test_the_real_smollm2_gguf_cut_by_one_byte_or_with_two_tokens_swapped(
+    smol_tok: Any, tmp_path: Path
+) -> None:
+    from tokembed.errors import CheckpointError
+
+    raw = gguf_file().read_bytes()
+    (tmp_path / "cut.gguf").write_bytes(raw[:-1])
+    with pytest.raises(CheckpointError) as e:
+        check_pair(smol_tok, tmp_path / "cut.gguf")
+    assert e.value.code == "MALFORMED_CHECKPOINT"
+    # Swap the spellings of two ids of one length in the file's own token list.
+    a, b = smol_tok.id_to_token(300).encode(), smol_tok.id_to_token(301).encode()
+    assert len(a) == len(b)
+    at = raw.index(struct.pack("<Q", len(a)) + a + struct.pack("<Q", len(b)) + b)
+    swapped = bytearray(raw)
+    swapped[at + 8 : at + 8 + len(a)] = b
+    swapped[at + 16 + len(a) : at + 16 + len(a) + len(b)] = a
+    (tmp_path / "swap.gguf").write_bytes(bytes(swapped))
+    report = check_pair(smol_tok, tmp_path / "swap.gguf", read_values=False)
+    assert _failed(report) == ["ADDRESS_HASH_MISMATCH"]
+    assert report.check("gguf tokens").value["differing_ids"] == [300, 301]
+
+
+def test_non_finite_rows_of_the_head_or_its_bias_fail_not_only_the_input_table(
+    gpt2_tok: Any, tmp_path: Path
+) -> None:
+    from safetensors.torch import save_file
+
+    model = _gpt2(tie_word_embeddings=False)
+    model.save_pretrained(tmp_path / "m")
+    state = {k: v.contiguous().clone() for k, v in model.state_dict().items()}
+    state["lm_head.weight"][7, 0] = float("inf")
+    save_file(state, str(tmp_path / "m" / "model.safetensors"), metadata={"format": "pt"})
+    report = check_pair(gpt2_tok, tmp_path / "m")
+    assert report.check("table finite").code == "NON_FINITE_VALUES"
+    assert not report.check("table finite").passed
+    assert "lm_head.weight" in report.check("table finite").detail

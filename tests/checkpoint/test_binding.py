@@ -20,10 +20,17 @@ HASH = "sha256:" + "1" * 64
 
 def test_restore_graph_merges_recorded_and_model_aliases() -> None:
     untied = TinyLM(tied=False)
-    graph = restore_graph(untied, {"aliases": {"lm_head.weight": "embed.weight"}})
+    graph = restore_graph(untied, {"aliases": {"lm_head.weight": "embed.weight"}}, retie=True)
     assert graph.aliases() == {"lm_head.weight": "embed.weight"}
     assert restore_graph(TinyLM(), None).aliases() == {"lm_head.weight": "embed.weight"}
     assert restore_graph(untied, None).aliases() == {}
+
+
+def test_a_recorded_tie_of_independent_parameters_needs_retie() -> None:
+    # Both loaders share this rule: a file alone never changes the architecture.
+    with pytest.raises(TokembedError) as info:
+        restore_graph(TinyLM(tied=False), {"aliases": {"lm_head.weight": "embed.weight"}})
+    assert info.value.code == "UNDECLARED_TIE"
 
 
 def test_check_tokenizer() -> None:

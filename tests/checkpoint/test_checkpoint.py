@@ -45,7 +45,7 @@ def test_load_reties_an_independently_built_untied_model(tmp_path: Path) -> None
     source = TinyLM(tied=True, seed=1)
     path = save_checkpoint(source, tmp_path / "c.safetensors")
     target = TinyLM(tied=False, seed=2)
-    report = load_checkpoint(target, path)
+    report = load_checkpoint(target, path, retie=True)
     assert report.retied == ("lm_head.weight",)
     assert target.lm_head.weight is target.embed.weight
     _assert_same_state(source, target)
@@ -58,7 +58,7 @@ def test_plain_load_state_dict_loses_the_alias_our_load_does_not(tmp_path: Path)
     plain.load_state_dict(source.state_dict())  # values copied into two Parameters
     assert plain.lm_head.weight is not plain.embed.weight
     ours = TinyLM(tied=False, seed=2)
-    load_checkpoint(ours, save_checkpoint(source, tmp_path / "c.safetensors"))
+    load_checkpoint(ours, save_checkpoint(source, tmp_path / "c.safetensors"), retie=True)
     assert ours.lm_head.weight is ours.embed.weight
 
 
@@ -75,7 +75,7 @@ def test_round_trip_is_bit_exact(
     source = TinyLM(tied=tied, seed=seed, dtype=dtype)
     save_checkpoint(source, path, digests=True)
     target = TinyLM(tied=False, seed=seed + 1, dtype=dtype)
-    load_checkpoint(target, path)
+    load_checkpoint(target, path, retie=True)
     _assert_same_state(source, target)
     assert (target.lm_head.weight is target.embed.weight) == tied
 
@@ -134,7 +134,7 @@ def test_lossy_casts_are_refused_widening_is_admitted(tmp_path: Path) -> None:
     source = TinyLM(dtype=torch.bfloat16, seed=4)
     path = save_checkpoint(source, tmp_path / "bf16.safetensors")
     wide = TinyLM(dtype=torch.float32, tied=False)
-    load_checkpoint(wide, path)
+    load_checkpoint(wide, path, retie=True)
     assert torch.equal(wide.embed.weight, source.embed.weight.float())
 
 
@@ -218,3 +218,44 @@ def test_the_tokenizer_in_use_must_be_the_one_saved(tmp_path: Path) -> None:
     with pytest.raises(EmbeddingError) as e:
         load_checkpoint(TinyLM(), path, tokenizer=gpt2)
     assert (e.value.code, e.value.value) == ("ADDRESS_HASH_MISMATCH", smol.address_hash)
+
+
+def test_a_plain_modules_two_parameters_are_tied_only_when_asked(tmp_path: Path) -> None:
+    path = save_checkpoint(TinyLM(tied=True), tmp_path / "c.safetensors")
+    target = TinyLM(tied=False, seed=1)
+    before = {k: v.clone() for k, v in target.state_dict().items()}
+    with pytest.raises(CheckpointError) as e:
+        load_checkpoint(target, path)
+    assert e.value.code == "UNDECLARED_TIE"
+    assert "retie=True" in (e.value.fix or "")
+    assert target.lm_head.weight is not target.embed.weight  # nothing changed
+    assert all(torch.equal(before[k], v) for k, v in target.state_dict().items())
+    assert load_checkpoint(target, path, retie=True).retied == ("lm_head.weight",)
+    # A model that already ties them needs no permission.
+    assert load_checkpoint(TinyLM(tied=True), path).retied == ()
+
+
+def test_a_refused_load_changes_nothing_checks_run_before_the_first_copy(tmp_path: Path) -> None:
+    path = save_checkpoint(TinyLM(tied=True, seed=3), tmp_path / "c.safetensors")
+    target = TinyLM(tied=False, seed=1)
+    target.body = torch.nn.Linear(4, 5)  # a later layer of another shape
+    before = {k: v.clone() for k, v in target.state_dict().items()}
+    with pytest.raises(EmbeddingError) as e:
+        load_checkpoint(target, path, retie=True)
+    assert e.value.code == "SHAPE_MISMATCH"
+    assert target.lm_head.weight is not target.embed.weight  # the alias was not re-pointed
+    assert all(torch.equal(before[k], v) for k, v in target.state_dict().items())
+
+
+def test_a_recorded_digest_the_bytes_do_not_match_is_refused_by_load(tmp_path: Path) -> None:
+    path = save_checkpoint(TinyLM(tied=True), tmp_path / "c.safetensors", digests=True)
+    raw = bytearray(path.read_bytes())
+    raw[-5] ^= 0xFF  # one byte of the last tensor's data
+    path.write_bytes(bytes(raw))
+    target = TinyLM(tied=True, seed=1)
+    before = {k: v.clone() for k, v in target.state_dict().items()}
+    with pytest.raises(CheckpointError) as e:
+        load_checkpoint(target, path)
+    assert e.value.code == "MALFORMED_CHECKPOINT"
+    assert "SHA-256" in e.value.message
+    assert all(torch.equal(before[k], v) for k, v in target.state_dict().items())

@@ -141,7 +141,7 @@ def _save_and_reload(rank: int, world_size: int, folder: str) -> dict[str, Any]:
     save_checkpoint(model, folder, optimizer=opt, tokenizer=HASH)
     # Same world size, a fresh untied model: the tie is restored before the values.
     target = Sharded(tied=False, device=device)
-    first = load_checkpoint(target, folder, tokenizer=HASH)
+    first = load_checkpoint(target, folder, tokenizer=HASH, retie=True)
     target_opt = torch.optim.AdamW(target.parameters(), lr=0.05, weight_decay=0.1)
     load_checkpoint(target, folder, optimizer=target_opt, tokenizer=HASH)
     refusal = None
@@ -184,7 +184,7 @@ def _load_at(
     rank: int, world_size: int, folder: str, vocab: int = V, tokenizer: str = HASH
 ) -> dict[str, Any]:
     target = Sharded(tied=False, device=rank_device(), vocab=vocab)
-    load_checkpoint(target, folder, tokenizer=tokenizer)
+    load_checkpoint(target, folder, tokenizer=tokenizer, retie=True)
     opt = torch.optim.AdamW(target.parameters(), lr=0.05, weight_decay=0.1)
     load_checkpoint(target, folder, optimizer=opt, tokenizer=tokenizer)
     dist.barrier()
@@ -243,7 +243,7 @@ def test_saved_at_two_ranks_loads_at_two_at_four_and_in_one_process(tmp_path: Pa
     migrated = tmp_path / "step-3-v2"
     migrate_checkpoint(folder, migrated, ROWS, roles=ROLES, old_hash=HASH, new_hash=NEW_HASH)
     grown = Plain(tied=False)
-    load_checkpoint(grown, folder, tokenizer=HASH)
+    load_checkpoint(grown, folder, tokenizer=HASH, retie=True)
     grown_opt = torch.optim.AdamW(grown.parameters(), lr=0.05, weight_decay=0.1)
     load_checkpoint(grown, folder, optimizer=grown_opt, tokenizer=HASH)
     migrate_model(grown, ROWS, roles=ROLES, optimizer=grown_opt)
@@ -257,7 +257,7 @@ def test_saved_at_two_ranks_loads_at_two_at_four_and_in_one_process(tmp_path: Pa
         _assert_rows(result_migrated, want_migrated)
 
     one = Plain(tied=False)
-    report = load_checkpoint(one, folder, tokenizer=HASH)
+    report = load_checkpoint(one, folder, tokenizer=HASH, retie=True)
     opt = torch.optim.AdamW(one.parameters(), lr=0.05, weight_decay=0.1)
     load_checkpoint(one, folder, optimizer=opt, tokenizer=HASH)
     assert report.retied == ("head.weight",)
@@ -270,13 +270,13 @@ def test_saved_at_two_ranks_loads_at_two_at_four_and_in_one_process(tmp_path: Pa
     again = file_to_dcp(hf, tmp_path / "from-model")
     for path in (single, back):
         model = Plain(tied=False)
-        load_checkpoint(model, path, tokenizer=HASH)
+        load_checkpoint(model, path, tokenizer=HASH, retie=True)
         opt = torch.optim.AdamW(model.parameters(), lr=0.05, weight_decay=0.1)
         load_checkpoint(model, path, optimizer=opt, tokenizer=HASH)
         _assert_rows(_facts(model, opt), want)
     for path in (hf / "model.safetensors", again):
         model = Plain(tied=False)
-        assert load_checkpoint(model, path, tokenizer=HASH).retied == ("head.weight",)
+        assert load_checkpoint(model, path, tokenizer=HASH, retie=True).retied == ("head.weight",)
         assert torch.equal(model.emb.weight, want["weight"])
         assert model.head.weight is model.emb.weight
 

@@ -38,7 +38,7 @@ def test_adam_round_trip_equal_moments_step_and_next_update(tmp_path: Path) -> N
     train_steps(source, adam, steps=3)
     path = save_checkpoint(source, tmp_path / "c.safetensors", optimizer=adam)
     target = TinyLM(tied=False, seed=9)
-    load_checkpoint(target, path)  # aliases first ...
+    load_checkpoint(target, path, retie=True)  # aliases first ...
     restored = _adam(target)  # ... then the optimizer, from the tied model
     load_checkpoint(target, path, optimizer=restored)
     assert len(restored.param_groups[0]["params"]) == 3  # one registration per logical table
@@ -61,7 +61,7 @@ def test_optimizer_built_before_aliases_were_restored_is_stale(tmp_path: Path) -
     target = TinyLM(tied=False)
     early = _adam(target)  # holds the untied lm_head Parameter that loading replaces
     with pytest.raises(CheckpointError) as e:
-        load_checkpoint(target, path, optimizer=early)
+        load_checkpoint(target, path, optimizer=early, retie=True)
     assert e.value.code == "STALE_OPTIMIZER_PARAMETER"
 
 
@@ -92,3 +92,26 @@ def test_another_optimizer_or_grouping_is_a_mismatch(tmp_path: Path) -> None:
         load_checkpoint(target, no_state, optimizer=_adam(target))
     assert e.value.code == "OPTIMIZER_STATE_MISMATCH"
     assert read_checkpoint_metadata(no_state)["optimizer"] is None  # type: ignore[index]
+
+
+def test_a_zero_dim_adam_moment_is_refused_and_leaves_the_optimizer_as_it_was(
+    tmp_path: Path,
+) -> None:
+    source = TinyLM(tied=True)
+    adam = _adam(source)
+    train_steps(source, adam)
+    state = adam.state[source.embed.weight]
+    state["exp_avg"] = torch.tensor(0.5)  # a scalar moment would broadcast in the next step
+    path = save_checkpoint(source, tmp_path / "c.safetensors", optimizer=adam)
+    target = TinyLM(tied=True, seed=2)
+    restored = _adam(target)
+    train_steps(target, restored, steps=1)
+    kept = {k: v.clone() for k, v in restored.state[target.embed.weight].items()}
+    before = target.embed.weight.detach().clone()
+    with pytest.raises(CheckpointError) as e:
+        load_checkpoint(target, path, optimizer=restored)
+    assert e.value.code == "OPTIMIZER_STATE_MISMATCH"
+    assert "exp_avg" in e.value.message
+    assert torch.equal(target.embed.weight, before)
+    now = restored.state[target.embed.weight]
+    assert all(torch.equal(now[k], v) for k, v in kept.items())

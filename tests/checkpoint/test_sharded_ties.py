@@ -166,7 +166,7 @@ def test_fsdp2_tied_table_of_131_rows_trains_as_one_process(
     final = results[0]["run"]["state"]
     one = TiedLM()
     one.head.weight = nn.Parameter(one.emb.weight.detach().clone())  # untied: load reties
-    assert load_checkpoint(one, folder).retied == ("head.weight",)
+    assert load_checkpoint(one, folder, retie=True).retied == ("head.weight",)
     opt = torch.optim.AdamW(one.parameters(), **SETTINGS)
     load_checkpoint(one, folder, optimizer=opt)
     for key, value in one.state_dict().items():

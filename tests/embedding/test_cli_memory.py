@@ -74,7 +74,10 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_exit_codes_in_a_subprocess(tmp_path: Path) -> None:
     bad = tmp_path / "config.json"
     bad.write_text(json.dumps({"vocab_size": 10, "hidden_size": 8}))
-    for args, code, marker in [((str(bad),), 1, "INVALID_CONFIG"), (("--tp", "two"), 2, "usage")]:
+    for args, code, marker in [
+        ((str(bad),), 1, "INVALID_CONFIG"),
+        (("--tp", "two"), 2, "INVALID_ARGUMENT"),
+    ]:
         proc = _cli("memory", *args)
         assert proc.returncode == code, (args, proc.stderr)
         assert marker in proc.stderr

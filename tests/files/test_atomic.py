@@ -171,3 +171,57 @@ def test_export_killed_between_renames_is_refused_then_cleaned(tmp_path: Path) -
         "tokenizer.tiktoken",
         "tokenizer.tiktoken.json",
     ]
+
+
+_KILLED_FOLDER = """
+import sys, torch
+from torch import nn
+from tokembed.checkpoint.folder import save_model_folder
+model = nn.Module()
+model.table = nn.Parameter(torch.zeros(64, 1 << 20))  # 256 MiB: the kill lands mid-write
+print("ready", flush=True)
+save_model_folder(sys.argv[1], model, address_hash="sha256:" + "0" * 64,
+                  extra={"report.json": b"{}"}, inputs=[])
+"""
+
+
+def test_a_model_folder_killed_mid_write_leaves_only_temps_the_cleanup_removes(
+    tmp_path: Path,
+) -> None:
+    import signal
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_FOLDER, str(tmp_path / "out")],
+        stdout=subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == b"ready\n"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any(tmp_path.iterdir()):
+        time.sleep(0.001)
+    time.sleep(0.05)  # inside the write
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left, "the write finished before the kill"
+    assert all(name.startswith(TEMP_PREFIX) for name in left), left  # the prefix cleanup knows
+    assert not (tmp_path / "out").exists()
+    # The next write into the folder (a model folder, a file) removes what the kill left.
+    write_atomic(tmp_path / "x.json", b"{}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.json"]
+
+
+def test_no_module_creates_a_temporary_path_outside_files_atomic() -> None:
+    # Each temporary path gets the one prefix that remove_stale_temps finds only if it is
+    # made by tokembed.files.atomic; the standard library's temp makers name theirs otherwise.
+    src = Path(__file__).resolve().parents[2] / "src" / "tokembed"
+    makers = ("mkdtemp(", "mkstemp(", "NamedTemporaryFile(", "TemporaryDirectory(", "mktemp(")
+    found = [
+        f"{path.relative_to(src)}: {maker}"
+        for path in sorted(src.rglob("*.py"))
+        for maker in makers
+        if maker in path.read_text(encoding="utf-8")
+    ]
+    assert found == []

@@ -151,7 +151,7 @@ def test_bad_input_exits_with_one_line_and_a_code(tmp_path: Path) -> None:
             "unknown partition rule 'random'",
         ),
         (["inspect", gpt2, str(cfg)], 1, "VOCAB_BELOW_ID_RANGE"),
-        (["measure", "-t", gpt2, str(words), "--curve", "x"], 2, "usage"),
+        (["measure", "-t", gpt2, str(words), "--curve", "x"], 2, "INVALID_ARGUMENT"),
     ]
     for argv, code, text in cases:
         proc = _cli(*argv)

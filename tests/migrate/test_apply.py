@@ -211,3 +211,30 @@ def test_append_only_state_move_equals_grow_optimizer_state() -> None:
     for key in ("exp_avg", "exp_avg_sq"):
         assert torch.equal(ours[key], ref[key])
     assert float(ours["step"]) == float(ref["step"])
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), 1e308])
+def test_a_non_finite_bias_value_is_refused_before_any_table_changes(value: float) -> None:
+    from tokembed.errors import UsageError
+
+    model = llama(V0, tied=False, bias=True)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(UsageError) as e:
+        migrate_model(model, _grow(), bias="prior", bias_value=value)
+    assert e.value.code == "INVALID_ARGUMENT"
+    after = model.state_dict()
+    assert after.keys() == before.keys()
+    assert all(torch.equal(after[k], v) for k, v in before.items())
+
+
+def test_new_rows_that_would_be_non_finite_are_refused_and_nothing_changes() -> None:
+    model = llama(V0, tied=False, bias=True)
+    with torch.no_grad():
+        model.lm_head.weight[3, 0] = float("inf")  # the mean of the head's rows is infinite
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(EmbeddingError) as e:
+        migrate_model(model, _grow(), init=NewRows(name="mean"))
+    assert e.value.code == "NON_FINITE_VALUES"
+    assert "lm_head.weight" in e.value.message
+    after = model.state_dict()
+    assert all(torch.equal(after[k], v) for k, v in before.items())

@@ -62,7 +62,7 @@ def test_offline_migration_is_the_one_process_migration(folder: Path, tmp_path: 
     done = migrate_model(model, ROWS, roles=ROLES, init=init, optimizer=opt)
 
     loaded = LM(vocab=16)
-    load_checkpoint(loaded, tmp_path / "new", tokenizer=NEW)
+    load_checkpoint(loaded, tmp_path / "new", tokenizer=NEW, retie=True)
     loaded_opt = torch.optim.AdamW(loaded.parameters(), lr=0.1)
     load_checkpoint(loaded, tmp_path / "new", optimizer=loaded_opt, tokenizer=NEW)
     for key, value in model.state_dict().items():

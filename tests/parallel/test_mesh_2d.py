@@ -147,7 +147,7 @@ def _mesh_case(rank: int, world_size: int, folder: str) -> dict[str, Any]:
     save_checkpoint(model, folder, optimizer=opt)
     # tp4: the default group of all four ranks, a quarter of the rows each.
     tp4 = ShardedLM(None, None, device)
-    load_checkpoint(tp4, folder)
+    load_checkpoint(tp4, folder, retie=True)
     tp4_opt = torch.optim.AdamW(tp4.parameters(), **SETTINGS)
     load_checkpoint(tp4, folder, optimizer=tp4_opt)
     moments = tp4_opt.state[tp4.emb.weight]
@@ -219,7 +219,7 @@ def test_dp2_tp2_mesh_trains_as_one_process_and_its_checkpoint_loads_at_tp4_and_
         assert result["tp4"]["tied"]
     one = PlainLM()
     one.head.weight = nn.Parameter(one.emb.weight.detach().clone())
-    assert load_checkpoint(one, folder).retied == ("head.weight",)
+    assert load_checkpoint(one, folder, retie=True).retied == ("head.weight",)
     for key, value in one.state_dict().items():
         assert torch.equal(value, final[key].cpu()), key
 

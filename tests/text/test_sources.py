@@ -199,3 +199,23 @@ def test_blocks_read_stdin_and_report_utf8_errors_at_the_file_offset(tmp_path: P
     with pytest.raises(MeasureError) as e4:
         list(iter_text_blocks([tmp_path / "bad.gz"]))
     assert e4.value.code == "UNREADABLE_INPUT"
+
+
+def test_a_fifo_and_a_character_device_are_read_like_stdin(tmp_path: Path) -> None:
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    def feed() -> None:
+        with open(fifo, "wb") as f:
+            f.write("héllo\n".encode())
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    assert [t.text for t in read_texts([str(fifo)])] == ["héllo\n"]
+    writer.join()
+    with pytest.raises(MeasureError) as e:
+        read_texts(["/dev/null"])
+    assert e.value.code == "EMPTY_INPUT"  # there and empty, not FILE_NOT_FOUND

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from itertools import pairwise
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -100,3 +101,61 @@ def _tables_and_ids(draw: st.DrawFn) -> tuple[BPETables, list[int]]:
 def test_heap_merge_equals_the_plain_rule(case: tuple[BPETables, list[int]]) -> None:
     tables, ids = case
     assert _heap(ids, tables) == _plain(ids, tables)
+
+
+# --- limits (issue 25.7): every id is a 32-bit id, refused with a code beyond ------------
+def test_a_special_id_beyond_32_bits_is_refused_wherever_it_comes_from(tmp_path: Path) -> None:
+    import json
+
+    from tokembed.errors import FormatError, TokembedError
+    from tokembed.tokenizer.formats import export_hf, load_tokenizer
+    from tokembed.tokenizer.model import ID_LIMIT, BPETables
+
+    with pytest.raises(FormatError) as e:
+        BPETables.byte_level(merges=[], specials={"<|x|>": ID_LIMIT})
+    assert e.value.code == "SPECIAL_ID_UNREPRESENTABLE"
+    BPETables.byte_level(merges=[], specials={"<|x|>": ID_LIMIT - 1})  # the largest id still fits
+    from tokembed.tokenizer import Pretokenizer, Tokenizer
+
+    tok = Tokenizer(
+        pretokenizer=Pretokenizer.preset("gpt2"), tables=BPETables.byte_level(merges=[])
+    )
+    path = export_hf(tok, tmp_path / "tokenizer.json")
+    doc = json.loads(path.read_text())
+    doc["added_tokens"] = [{"id": 2**32 + 5, "content": "<|big|>", "special": True}]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(TokembedError) as e2:
+        load_tokenizer(tmp_path)
+    assert e2.value.code in ("SPECIAL_ID_UNREPRESENTABLE", "MALFORMED_TOKENIZER_FILE")
+
+
+def test_merges_and_special_ids_beyond_32_bits_are_refused_by_train() -> None:
+    from tokembed.errors import UsageError
+    from tokembed.tokenizer.train import TrainConfig
+
+    for kwargs in ({"merges": 10**20}, {"merges": 2**32}, {"merges": 5, "specials": {"a": 2**32}}):
+        with pytest.raises(UsageError) as e:
+            TrainConfig(**kwargs)  # type: ignore[arg-type]
+        assert e.value.code == "INVALID_ARGUMENT", kwargs
+
+
+def test_compiled_objects_made_without_init_refuse_instead_of_crashing() -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "from tokembed.tokenizer._native import _count, _encode\n"
+        "for cls in (_encode.Encoder, _encode.SharedCache, _count.Counter):\n"
+        "    o = cls.__new__(cls)\n"
+        "    for name in dir(o):\n"
+        "        if name.startswith('__'): continue\n"
+        "        try:\n"
+        "            v = getattr(o, name)\n"
+        "            v('x', 0, 0) if callable(v) else None\n"
+        "        except (RuntimeError, TypeError, ValueError): pass\n"
+        "    del o\n"
+        "print('alive')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120, check=False)  # fmt: skip
+    assert (proc.returncode, proc.stdout) == (0, "alive\n"), proc.stderr

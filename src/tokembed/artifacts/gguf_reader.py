@@ -22,7 +22,7 @@ Example::
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -55,6 +55,7 @@ class GGUFHeader:
     path: Path
     fields: dict[str, Any]  # scalars and strings as values; arrays as their length
     tensors: dict[str, GGUFTensor]
+    strings: dict[str, tuple[str, ...]] = field(default_factory=dict)  # arrays asked for
 
 
 def _bad(path: Path, why: str) -> CheckpointError:
@@ -86,7 +87,8 @@ class _Stream:
             raise _bad(self.path, "truncated string")
         return raw.decode("utf-8", errors="replace")
 
-    def value(self, kind: int) -> Any:
+    def value(self, kind: int, keep: list[str] | None = None) -> Any:
+        """The value of ``kind`` (an array: its length; its strings appended to ``keep``)."""
         if kind in _SCALARS:
             return self.take(_SCALARS[kind])
         if kind == _STRING:
@@ -98,6 +100,9 @@ class _Stream:
                 if width > self.size - self.f.tell():  # a damaged count would seek past 2**63
                     raise _bad(self.path, "an array runs past the end")
                 self.f.seek(width, 1)
+            elif inner == _STRING and keep is not None:
+                for _ in range(count):
+                    keep.append(self.string())
             else:
                 for _ in range(count):
                     self.value(inner)
@@ -118,7 +123,9 @@ def _gguf_package() -> Any:
     return gguf
 
 
-def _parse(p: Path) -> tuple[dict[str, Any], list[tuple[str, tuple[int, ...], str, int]], int]:
+def _parse(
+    p: Path, strings: dict[str, list[str]]
+) -> tuple[dict[str, Any], list[tuple[str, tuple[int, ...], str, int]], int]:
     quant_type = _gguf_package().GGMLQuantizationType
 
     size = p.stat().st_size
@@ -133,11 +140,16 @@ def _parse(p: Path) -> tuple[dict[str, Any], list[tuple[str, tuple[int, ...], st
         fields: dict[str, Any] = {}
         for _ in range(n_fields):
             key = s.string()
-            fields[key] = s.value(s.take("<I"))
+            fields[key] = s.value(
+                s.take("<I"), strings.setdefault(key, []) if key in strings else None
+            )
         infos = []
         for _ in range(n_tensors):
             name = s.string()
-            dims = [s.take("<Q") for _ in range(s.take("<I"))]
+            n_dims = s.take("<I")
+            if not 1 <= n_dims <= 4:  # GGML_MAX_DIMS
+                raise _bad(p, f"tensor {name!r} has {n_dims} dimensions")
+            dims = [s.take("<Q") for _ in range(n_dims)]
             kind, offset = s.take("<I"), s.take("<Q")
             try:
                 type_name = quant_type(kind).name
@@ -148,26 +160,65 @@ def _parse(p: Path) -> tuple[dict[str, Any], list[tuple[str, tuple[int, ...], st
         if not isinstance(align, int) or isinstance(align, bool) or align < 1:
             raise _bad(p, f"alignment {align!r}")
         start = -(-f.tell() // align) * align
+    _check_extents(p, infos, start, size)
     return fields, infos, start
 
 
-def read_gguf_header(path: str | Path) -> GGUFHeader:
-    """Fields and tensor infos of a GGUF file.
+def _check_extents(
+    p: Path, infos: list[tuple[str, tuple[int, ...], str, int]], start: int, size: int
+) -> None:
+    """Every tensor's bytes lie inside the file, one after another, none overlapping another.
+
+    A file truncated anywhere in its data (by half, by one byte) fails here, before any
+    reader trusts a tensor it lists.
+    """
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    extents = []
+    names: set[str] = set()
+    for name, shape, type_name, offset in infos:
+        if name in names:
+            raise _bad(p, f"tensor {name!r} is listed twice")
+        names.add(name)
+        block, nbytes = GGML_QUANT_SIZES[GGMLQuantizationType[type_name]]
+        count = 1
+        for d in shape:
+            count *= d
+        if shape and shape[-1] % block:
+            raise _bad(p, f"tensor {name!r} {list(shape)} is not whole {type_name} blocks")
+        extents.append((start + offset, start + offset + count // block * nbytes, name))
+    end = start
+    for begin, stop, name in sorted(extents):
+        if begin < end:
+            raise _bad(p, f"tensor {name!r} overlaps the tensor before it")
+        end = stop
+    if end > size:
+        raise _bad(p, f"tensor data ends at byte {end}, the file has {size} (truncated)")
+
+
+def read_gguf_header(path: str | Path, *, strings: tuple[str, ...] = ()) -> GGUFHeader:
+    """Fields and tensor infos of a GGUF file; the string arrays named in ``strings`` in full.
+
+    ``strings=("tokenizer.ggml.tokens",)`` also keeps the token list (in
+    :attr:`GGUFHeader.strings`), which an admission check compares with a tokenizer.
 
     Raises:
-        CheckpointError MALFORMED_CHECKPOINT: not GGUF, an unknown version or value type, truncated.
+        CheckpointError MALFORMED_CHECKPOINT: not GGUF, an unknown version or value type,
+            truncated (a tensor's bytes end past the file), overlapping tensors.
         UsageError INVALID_ARGUMENT: the ``gguf`` package is not installed.
     """
     p = Path(path)
+    kept: dict[str, list[str]] = {key: [] for key in strings}
     try:
-        fields, infos, start = _parse(p)
+        fields, infos, start = _parse(p, kept)
     except RecursionError:  # arrays nested deeper than any real file
         raise _bad(p, "arrays nested too deeply") from None
     tensors = {
         n: GGUFTensor(name=n, shape=shape, type_name=t, offset=start + o)
         for n, shape, t, o in infos
     }
-    return GGUFHeader(path=p, fields=fields, tensors=tensors)
+    found = {k: tuple(v) for k, v in kept.items() if k in fields}
+    return GGUFHeader(path=p, fields=fields, tensors=tensors, strings=found)
 
 
 def read_gguf_tensor(header: GGUFHeader, name: str) -> torch.Tensor:

@@ -8,6 +8,12 @@ Two ways the project turns a model on disk into a module, both through
   package and dequantized to float32), in its stored dtype, in eval mode. The
   migration command and the token audit both read models with it, so a model
   that one of them accepts the other accepts too.
+* :func:`check_model_source` — the one validation of a model on disk, run by
+  :func:`load_model` before any weight is read (so ``migrate`` and ``audit`` refuse
+  a malformed folder or file with a code in milliseconds, as ``check`` does): the
+  config's fields and ``model_type``, the safetensors headers of every weights file
+  (:func:`~tokembed.artifacts.safetensors_header.read_safetensors_header`), or the
+  GGUF header and its input table.
 * :func:`instantiate_from_config` — the folder's architecture on the meta device:
   parameter names, shapes and tie declarations without memory or weights, for
   checks that compare a config's claims with what the files store.
@@ -32,44 +38,143 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tokembed.artifacts.config import config_path
-from tokembed.errors import UsageError
+from tokembed.artifacts.config import config_path, model_config_from_dict, read_config_data
+from tokembed.errors import CheckpointError, EmbeddingError, UsageError
 
 if TYPE_CHECKING:
     from torch import nn
 
-__all__ = ["instantiate_from_config", "load_model", "parameter_owner"]
+__all__ = ["check_model_source", "instantiate_from_config", "load_model", "parameter_owner"]
+
+
+def check_model_source(path: str | os.PathLike[str]) -> Path:
+    """Validate a model folder or ``.gguf`` file before any work; the path to load.
+
+    A folder needs a ``config.json`` object whose fields have their types
+    (:func:`~tokembed.artifacts.config.model_config_from_dict`) and whose
+    ``model_type`` transformers knows, and safetensors weights whose headers pass
+    the one header validator. Any other file must be a GGUF file with a valid
+    header that stores ``token_embd.weight``.
+
+    Raises:
+        UsageError FILE_NOT_FOUND: no such path; a folder without weights.
+        UsageError FILE_UNREADABLE: a FIFO, a device or an unreadable path.
+        UsageError INVALID_ARGUMENT: a folder with only pickled ``.bin`` weights.
+        EmbeddingError INVALID_CONFIG: config not JSON, not an object, bad fields,
+            an unknown or missing ``model_type``.
+        CheckpointError MALFORMED_CHECKPOINT: a truncated or malformed weights file,
+            a file that is not GGUF; MISSING_KEY: a GGUF file without its input table.
+    """
+    from tokembed.artifacts.safetensors_header import read_safetensors_header
+
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(
+            "FILE_NOT_FOUND",
+            f"model {p} does not exist",
+            value=str(p),
+            fix="pass a transformers model folder or a .gguf file",
+        )
+    if not p.is_dir() and not p.is_file():
+        raise UsageError(
+            "FILE_UNREADABLE",
+            f"model {p} is a FIFO, socket or device, not a folder or a file",
+            value=str(p),
+            fix="pass a transformers model folder or a .gguf file",
+        )
+    if p.is_file():
+        from tokembed.artifacts.gguf_reader import read_gguf_header
+
+        header = read_gguf_header(p)
+        if "token_embd.weight" not in header.tensors:
+            raise CheckpointError(
+                "MALFORMED_CHECKPOINT",
+                f"{p} stores no token_embd.weight: a GGUF model without its input table",
+                value=str(p),
+                fix="pass the complete .gguf file",
+            )
+        return p
+    config_file, raw = read_config_data(p)
+    model_config_from_dict(raw, path=str(config_file))
+    _check_model_type(raw, config_file)
+    weights = sorted(p.glob("*.safetensors"))
+    if not weights:
+        if any(p.glob("*.bin")):
+            raise UsageError(
+                "INVALID_ARGUMENT",
+                f"{p} holds only pickled .bin weights; tokembed reads safetensors weights",
+                value=str(p),
+                fix="convert the weights to safetensors (save_pretrained(safe_serialization=True))",
+            )
+        raise UsageError(
+            "FILE_NOT_FOUND",
+            f"{p} has a config.json but no *.safetensors weights",
+            value=str(p),
+            fix="pass the folder that holds the model's weights",
+        )
+    for file in weights:
+        read_safetensors_header(file)
+    return p
+
+
+def _check_model_type(raw: dict[str, Any], where: Path) -> None:
+    from transformers import CONFIG_MAPPING
+
+    model_type = raw.get("model_type")
+    if model_type not in CONFIG_MAPPING:
+        raise EmbeddingError(
+            "INVALID_CONFIG",
+            f"{where}: model_type {model_type!r} is not an architecture transformers knows",
+            value=model_type,
+            fix='give config.json the model_type of its architecture (e.g. "llama")',
+        )
 
 
 def load_model(path: str | os.PathLike[str]) -> nn.Module:
     """The ``transformers`` causal LM of a folder or a ``.gguf`` file, in its stored dtype.
 
     A folder loads with ``dtype="auto"`` (the dtype its config declares); a GGUF
-    file's tensors are dequantized, so it loads in float32. The model is in eval mode.
+    file's tensors are dequantized, so it loads in float32. The model is in eval
+    mode. :func:`check_model_source` runs first, so a malformed source is refused
+    before any weight is read; a folder whose weights lack a parameter the
+    architecture needs is refused rather than filled with fresh values.
 
     Raises:
-        UsageError FILE_NOT_FOUND: ``path`` does not exist.
-        Whatever ``transformers`` raises for a folder or file it cannot read
-        (``OSError``, ``ValueError``, ``KeyError``): callers that face users turn
-        those into their own codes.
+        As :func:`check_model_source`; and CheckpointError MALFORMED_CHECKPOINT:
+            ``transformers`` cannot load the source, or the weights lack parameters.
     """
     import torch
     from transformers import AutoModelForCausalLM
 
-    path = Path(path)
-    if not path.exists():
-        raise UsageError(
-            "FILE_NOT_FOUND",
-            f"model {path} does not exist",
+    path = check_model_source(path)
+    loaded_with: Any
+    try:
+        if path.suffix == ".gguf" or path.is_file():
+            loaded_with = AutoModelForCausalLM.from_pretrained(
+                path.parent, gguf_file=path.name, dtype=torch.float32, output_loading_info=True
+            )
+        else:
+            loaded_with = AutoModelForCausalLM.from_pretrained(
+                path, dtype="auto", output_loading_info=True
+            )
+        model, info = loaded_with
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+        why = (str(exc).strip().splitlines() or [""])[0]
+        raise CheckpointError(
+            "MALFORMED_CHECKPOINT",
+            f"transformers cannot load {path} ({type(exc).__name__}: {why[:200]})",
             value=str(path),
-            fix="pass a transformers model folder or a .gguf file",
+            fix="pass an intact transformers model folder or .gguf file",
+        ) from None
+    missing = list(info.get("missing_keys") or [])
+    if missing:
+        raise CheckpointError(
+            "MALFORMED_CHECKPOINT",
+            f"{path} lacks {len(missing)} parameters of its architecture ({missing[:3]}): "
+            "loading would fill them with fresh values",
+            value=missing[:10],
+            fix="pass the folder whose weights hold every parameter",
         )
-    if path.suffix == ".gguf":
-        model = AutoModelForCausalLM.from_pretrained(
-            path.parent, gguf_file=path.name, dtype=torch.float32
-        )
-    else:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype="auto")
     loaded: nn.Module = model.eval()
     return loaded
 

@@ -42,7 +42,11 @@ def plot_indicator(
 
     Raises:
         UsageError(OUTPUT_EXISTS): ``path`` is one of ``inputs`` or a folder.
+        UsageError(INVALID_ARGUMENT): ``path`` has a suffix no plot can be written as.
     """
+    from tokembed.measure.curves import plot_format
+
+    kind = "png" if path is None else plot_format(path)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -82,7 +86,6 @@ def plot_indicator(
         png = io.BytesIO()
         fig.savefig(png, format="png")
         if path is not None:
-            kind = Path(path).suffix.lstrip(".").lower() or "png"
             image = png if kind == "png" else io.BytesIO()
             if kind != "png":
                 fig.savefig(image, format=kind)

@@ -61,9 +61,9 @@ class ModelFacts:
     weights: tuple[Path, ...] = ()
     raw_config: Mapping[str, Any] = field(default_factory=dict)
 
-    def table_values(self) -> Any:
-        """The input table's values as a torch tensor (reads that one tensor only), or None."""
-        key = self.input_key
+    def table_values(self, key: str | None = None) -> Any:
+        """Values of tensor ``key`` (default: the input table) as torch (reads it only), or None."""
+        key = self.input_key if key is None else key
         if key is None:
             return None
         if self.kind == "module":
@@ -174,7 +174,7 @@ def gguf_config(fields: Mapping[str, Any], tensor_names: set[str], *, path: str)
 def _gguf_facts(path: Path) -> ModelFacts:
     from tokembed.artifacts.gguf_reader import read_gguf_header
 
-    header = read_gguf_header(path)
+    header = read_gguf_header(path, strings=("tokenizer.ggml.tokens",))
     fields = dict(header.fields)
     tensors = {
         t.name: TensorInfo(

@@ -106,6 +106,7 @@ class AuditReport:
     subject: str
     checks: tuple[Check, ...]
     ledger: Any = field(default=None, compare=False)
+    partial: str | None = None  # why some checks could not run (no weights stored...)
 
     @property
     def passed(self) -> bool:
@@ -132,10 +133,13 @@ class AuditReport:
         width = max((len(c.name) for c in self.checks), default=0)
         lines = [c.line(width) for c in self.checks]
         bad = len(self.failures)
-        lines.append(
-            f"{self.subject}: "
-            + ("all checks pass" if not bad else f"{bad} of {len(self.checks)} checks fail")
-        )
+        if bad:
+            verdict = f"{bad} of {len(self.checks)} checks fail"
+        elif self.partial:  # a pass on part of the evidence is never called a full pass
+            verdict = f"partial: every check that ran passes, but {self.partial}"
+        else:
+            verdict = "all checks pass"
+        lines.append(f"{self.subject}: {verdict}")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -143,6 +147,7 @@ class AuditReport:
             "subject": self.subject,
             "passed": self.passed,
             "failed_codes": list(self.failed_codes),
+            "partial": self.partial,
             "checks": [c.to_dict() for c in self.checks],
         }
         if self.ledger is not None:

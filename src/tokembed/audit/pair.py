@@ -8,7 +8,12 @@ indexes some row. :func:`check_pair` therefore compares what each side states:
   is bound to) equals the tokenizer's (ADDRESS_HASH_MISMATCH; skipped when none is recorded);
 * ``vocab rows`` — the model allocates ``V >= R`` rows (VOCAB_BELOW_ID_RANGE); the
   detail gives ``|I|``, ``R``, ``V``, the holes below R and the rows no id reaches;
-* ``table shape`` — the stored input table is ``[V, d_model]`` as the config says (SHAPE_MISMATCH);
+* ``gguf tokens`` — a GGUF file's own ``tokenizer.ggml.tokens`` spells every id as the
+  tokenizer does (ADDRESS_HASH_MISMATCH; byte-level BPE lists only);
+* ``table shape`` — the stored input table is ``[V, d_model]`` as the config says
+  (SHAPE_MISMATCH); weights stored without an input table fail (MISSING_KEY);
+* ``head shape`` — an untied output head stored on its own is ``[V, d_model]``
+  (HEAD_VOCAB_MISMATCH, HEAD_LAYOUT_MISMATCH);
 * ``bos id``, ``eos id``, ``pad id``, ``unk id`` — each id the config names is a row of
   the table (ID_OUT_OF_RANGE; PAD_ID_INVALID for PAD) and the tokenizer's token for that
   role (SPECIAL_ID_MISMATCH): its own role names when it has a ``tokenizer_config.json``
@@ -19,8 +24,11 @@ indexes some row. :func:`check_pair` therefore compares what each side states:
   lookup applies (DOUBLE_SCALING, SCALE_MISMATCH);
 * ``dtype ledger`` — the stored table dtype reaches the declared dtype without loss,
   or is a declared block encoding (UNSAFE_CAST);
-* ``table finite`` — the input table holds no NaN or infinity (NON_FINITE_VALUES;
-  reads that one tensor).
+* ``table finite`` — the input table, an untied head and its bias hold no NaN or
+  infinity (NON_FINITE_VALUES; reads those tensors only).
+
+A folder with a config and no weights gives a *partial* report: its summary says which
+evidence was absent instead of "all checks pass".
 
 Example::
 
@@ -125,6 +133,11 @@ def _vocab_rows(tokenizer: Any, facts: ModelFacts) -> Check:
 def _table_shape(facts: ModelFacts) -> Check:
     key, cfg = facts.input_key, facts.config
     info = None if key is None else facts.tensors.get(key)
+    if info is None and facts.kind != "module" and facts.tensors:
+        # Weights are stored but the input table is not among them: a broken model file.
+        return Check(name="table shape", code="MISSING_KEY", passed=False,
+                     detail=f"{facts.source} stores {len(facts.tensors)} tensors but no input "
+                     "table (token_embd.weight in a GGUF file)")  # fmt: skip
     if info is None or cfg is None:
         return Check(name="table shape", code="SHAPE_MISMATCH", passed=True, skipped=True,
                      detail="no stored input table to compare with the config")  # fmt: skip
@@ -138,6 +151,48 @@ def _table_shape(facts: ModelFacts) -> Check:
         detail=f"{key} is {list(info.shape)}, the config says [V, d] = {list(want)}",
         value={"stored": list(info.shape), "config": list(want)},
     )
+
+
+def _head_shape(facts: ModelFacts) -> Check:
+    """An untied output head stored on its own must be [V, d]: one logit row per table row."""
+    key, cfg = facts.output_key, facts.config
+    info = None if key is None or key == facts.input_key else facts.tensors.get(key)
+    if info is None or cfg is None:
+        return Check(name="head shape", code="HEAD_VOCAB_MISMATCH", passed=True, skipped=True,
+                     detail="no separately stored output head")  # fmt: skip
+    table = facts.tensors.get(facts.input_key or "")
+    width = cfg.hidden_size or (table.shape[-1] if table else info.shape[-1])
+    value = {"stored": list(info.shape), "config": [cfg.vocab_size, width]}
+    if len(info.shape) != 2 or info.shape[0] != cfg.vocab_size:
+        return Check(name="head shape", code="HEAD_VOCAB_MISMATCH", passed=False, value=value,
+                     detail=f"{key} is {list(info.shape)}: {cfg.vocab_size:,} rows (V) wanted, "
+                     "so some ids have no logit")  # fmt: skip
+    if info.shape[1] != width:
+        return Check(name="head shape", code="HEAD_LAYOUT_MISMATCH", passed=False, value=value,
+                     detail=f"{key} is {list(info.shape)}, the config says [V, d] = "
+                     f"{[cfg.vocab_size, width]}")  # fmt: skip
+    return Check(name="head shape", code="HEAD_VOCAB_MISMATCH", passed=True, value=value,
+                 detail=f"{key} is {list(info.shape)} = [V, d]")  # fmt: skip
+
+
+def _gguf_tokens(tokenizer: Any, facts: ModelFacts) -> Check:
+    """A GGUF file carries its own token list: id i must be the tokenizer's piece for id i."""
+    tokens = None if facts.header is None else facts.header.strings.get("tokenizer.ggml.tokens")
+    model = None if facts.header is None else facts.header.fields.get("tokenizer.ggml.model")
+    if not tokens or model != "gpt2":  # byte-level BPE spellings; other models are not compared
+        return Check(name="gguf tokens", code="ADDRESS_HASH_MISMATCH", passed=True, skipped=True,
+                     detail="no byte-level BPE token list in the model to compare with")  # fmt: skip
+    differ = [i for i, text in enumerate(tokens) if tokenizer.id_to_token(i) != text]
+    extra = tokenizer.tables.id_range - len(tokens)
+    value = {"model_tokens": len(tokens), "differing_ids": differ[:10], "differing": len(differ)}
+    if differ or extra > 0:
+        shown = ", ".join(f"{i}: {tokens[i]!r} vs {tokenizer.id_to_token(i)!r}" for i in differ[:3])
+        return Check(name="gguf tokens", code="ADDRESS_HASH_MISMATCH", passed=False, value=value,
+                     detail=f"{len(differ):,} of {len(tokens):,} ids spell another token in the "
+                     f"model's tokenizer.ggml.tokens ({shown})"
+                     + (f"; the tokenizer has {extra:,} ids more" if extra > 0 else ""))  # fmt: skip
+    return Check(name="gguf tokens", code="ADDRESS_HASH_MISMATCH", passed=True, value=value,
+                 detail=f"all {len(tokens):,} ids spell the model's own tokens")  # fmt: skip
 
 
 def _is_special(tokenizer: Any, i: int) -> bool:
@@ -304,26 +359,38 @@ def _dtype_ledger(facts: ModelFacts) -> Check:
     )  # fmt: skip
 
 
+def _vocab_tensors(facts: ModelFacts) -> list[str]:
+    """The stored vocabulary-indexed tensors: the input table, an untied head, its bias."""
+    keys = [facts.input_key, facts.output_key]
+    if facts.output_key is not None and facts.output_key.endswith(".weight"):
+        keys.append(facts.output_key.removesuffix(".weight") + ".bias")
+    present = facts.tensors if facts.kind != "module" else dict(facts.module.named_parameters())
+    return [k for k in dict.fromkeys(keys) if k is not None and k in present]
+
+
 def _finite(facts: ModelFacts, read_values: bool) -> Check:
-    if not read_values or facts.input_key is None:
+    keys = _vocab_tensors(facts)
+    if not read_values or not keys:
         return Check(name="table finite", code="NON_FINITE_VALUES", passed=True, skipped=True,
-                     detail="table values not read")  # fmt: skip
+                     detail="table values not read" if not read_values
+                     else "no input table stored")  # fmt: skip
     import torch
 
     from tokembed.embedding.lookup_checks import check_finite
 
-    table = facts.table_values()
-    if table is None:
-        return Check(name="table finite", code="NON_FINITE_VALUES", passed=True, skipped=True,
-                     detail=f"{facts.input_key} is not stored")  # fmt: skip
-    try:
-        check_finite(table, what=facts.input_key)
-    except EmbeddingError as exc:
-        bad = int((~torch.isfinite(table.float())).any(dim=-1).sum())
-        return Check(name="table finite", code=exc.code, passed=False,
-                     detail=f"{exc.message}; {bad} rows hold NaN or infinity", value=bad)  # fmt: skip
+    for key in keys:
+        table = facts.table_values(key)
+        if table is None:
+            continue
+        try:
+            check_finite(table, what=key)
+        except EmbeddingError as exc:
+            rows = table.float().reshape(table.shape[0], -1) if table.dim() else table.reshape(1, 1)
+            bad = int((~torch.isfinite(rows)).any(dim=-1).sum())
+            return Check(name="table finite", code=exc.code, passed=False,
+                         detail=f"{exc.message}; {bad} rows hold NaN or infinity", value=bad)  # fmt: skip
     return Check(name="table finite", code="NON_FINITE_VALUES", passed=True,
-                 detail=f"{facts.input_key}: every value finite", value=0)  # fmt: skip
+                 detail=f"{', '.join(keys)}: every value finite", value=0)  # fmt: skip
 
 
 def check_pair(
@@ -363,7 +430,9 @@ def check_pair(
     checks = [
         _address(tokenizer, facts),
         _vocab_rows(tokenizer, facts),
+        _gguf_tokens(tokenizer, facts),
         _table_shape(facts),
+        _head_shape(facts),
         *(_role_check(r, tokenizer, facts, stated.get(r)) for r in ROLES),
         *tie_checks(facts),
         _scale(facts),
@@ -371,7 +440,10 @@ def check_pair(
         _finite(facts, read_values),
     ]
     name = tokenizer.name or "tokenizer"
-    return AuditReport(subject=f"{name} + {facts.source}", checks=tuple(checks))
+    partial = None
+    if facts.kind == "folder" and not facts.weights:
+        partial = "the folder stores no weights, so no table was checked"
+    return AuditReport(subject=f"{name} + {facts.source}", checks=tuple(checks), partial=partial)
 
 
 def require_pair(tokenizer: Any, model_or_dir: Any, **options: Any) -> AuditReport:

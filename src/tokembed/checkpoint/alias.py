@@ -35,6 +35,7 @@ __all__ = [
     "AliasGraph",
     "alias_graph",
     "apply_aliases",
+    "check_aliases",
     "local_tensor",
     "placement",
     "same_storage",
@@ -170,17 +171,14 @@ def _owner(model: nn.Module, name: str) -> tuple[nn.Module, str]:
         ) from None
 
 
-def apply_aliases(model: nn.Module, graph: AliasGraph) -> list[str]:
-    """Point every alias of ``graph`` at its canonical Parameter; the names re-pointed.
-
-    Do this before building the optimizer: an optimizer built earlier keeps the
-    replaced Parameter (see :func:`tokembed.checkpoint.optimizer.check_registration`).
+def check_aliases(model: nn.Module, graph: AliasGraph) -> list[str]:
+    """The aliases :func:`apply_aliases` would re-point, after checking it can (nothing changes).
 
     Raises:
         CheckpointError MALFORMED_CHECKPOINT: a name is not a parameter of ``model``.
         CheckpointError TIE_SHAPE_MISMATCH: an alias has another shape or dtype.
     """
-    changed: list[str] = []
+    pending: list[str] = []
     for group in graph.groups:
         owner, leaf = _owner(model, group[0])
         canonical = owner._parameters[leaf]
@@ -200,8 +198,31 @@ def apply_aliases(model: nn.Module, graph: AliasGraph) -> list[str]:
                     value=(alias, tuple(current.shape), tuple(canonical.shape)),
                     fix="tie only tables of one shape and dtype, or keep them untied",
                 )
-            setattr(module, attr, canonical)
-            changed.append(alias)
+            pending.append(alias)
+    return pending
+
+
+def apply_aliases(model: nn.Module, graph: AliasGraph) -> list[str]:
+    """Point every alias of ``graph`` at its canonical Parameter; the names re-pointed.
+
+    Do this before building the optimizer: an optimizer built earlier keeps the
+    replaced Parameter (see :func:`tokembed.checkpoint.optimizer.check_registration`).
+    Everything is checked (:func:`check_aliases`) before the first alias changes.
+
+    Raises:
+        CheckpointError MALFORMED_CHECKPOINT: a name is not a parameter of ``model``.
+        CheckpointError TIE_SHAPE_MISMATCH: an alias has another shape or dtype.
+    """
+    check_aliases(model, graph)
+    changed: list[str] = []
+    for group in graph.groups:
+        owner, leaf = _owner(model, group[0])
+        canonical = owner._parameters[leaf]
+        for alias in group[1:]:
+            module, attr = _owner(model, alias)
+            if module._parameters[attr] is not canonical:
+                setattr(module, attr, canonical)
+                changed.append(alias)
     return changed
 
 

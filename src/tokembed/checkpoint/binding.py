@@ -113,16 +113,37 @@ def refuse_hidden_sharing(tensors: Mapping[str, torch.Tensor]) -> None:
         seen[key] = name
 
 
-def restore_graph(model: nn.Module, record: Mapping[str, Any] | None) -> AliasGraph:
+def restore_graph(
+    model: nn.Module, record: Mapping[str, Any] | None, *, retie: bool = False
+) -> AliasGraph:
     """The aliases to restore: recorded ones, the model's own and its config's claims.
 
+    A recorded alias between two independent Parameters of ``model`` that neither
+    the model nor its config ties would change the architecture because a file says
+    so: refused unless ``retie`` (the caller asks the checkpoint to re-point them).
+
     Raises:
-        CheckpointError UNDECLARED_TIE: the checkpoint ties two names the config unties.
+        CheckpointError UNDECLARED_TIE: the checkpoint ties two names the config
+            unties, or two independent Parameters nothing declares tied (without
+            ``retie``).
         CheckpointError MALFORMED_CHECKPOINT: the recorded alias groups overlap.
     """
     saved = AliasGraph.from_aliases(record.get("aliases", {})) if record else AliasGraph(groups=())
     claims = hf_claims(model)
+    names = dict(model.named_parameters(remove_duplicate=False))
     for alias, canonical in saved.aliases().items():
+        a, c = names.get(alias), names.get(canonical)
+        undeclared = claims.get((alias, canonical)) is None
+        if not retie and undeclared and a is not None and c is not None and a is not c:
+            raise CheckpointError(
+                "UNDECLARED_TIE",
+                f"the checkpoint ties {alias!r} to {canonical!r} but in the model they are two "
+                "independent Parameters and nothing in it declares the tie: loading would "
+                "change the architecture because the file says so",
+                value=(alias, canonical),
+                fix="tie them in the model before loading, or pass retie=True to let the "
+                "checkpoint's alias map re-point them",
+            )
         if claims.get((alias, canonical)) is False:
             raise CheckpointError(
                 "UNDECLARED_TIE",

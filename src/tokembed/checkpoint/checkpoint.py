@@ -33,7 +33,7 @@ Example::
 
     >>> save_checkpoint(model, "ckpt.safetensors", optimizer=adam, tokenizer=tok)
     >>> fresh = build_model()                     # independently constructed, untied
-    >>> report = load_checkpoint(fresh, "ckpt.safetensors", tokenizer=tok)
+    >>> report = load_checkpoint(fresh, "ckpt.safetensors", tokenizer=tok, retie=True)
     >>> report.retied, fresh.lm_head.weight is fresh.embed.weight
     (['lm_head.weight'], True)
 """
@@ -56,10 +56,16 @@ from tokembed.artifacts.safetensors_header import (
     CHECKPOINT_META_KEY,
     CHECKPOINT_VERSION,
     dtype_name,
+    malformed_checkpoint,
     read_checkpoint_metadata,
 )
 from tokembed.artifacts.safetensors_writer import write_safetensors
-from tokembed.checkpoint.alias import alias_graph, apply_aliases, verify_aliases
+from tokembed.checkpoint.alias import (
+    alias_graph,
+    apply_aliases,
+    check_aliases,
+    verify_aliases,
+)
 from tokembed.checkpoint.binding import (
     LoadReport,
     check_tokenizer,
@@ -69,7 +75,12 @@ from tokembed.checkpoint.binding import (
     row_tables,
 )
 from tokembed.checkpoint.distributed import load_distributed, save_distributed
-from tokembed.checkpoint.optimizer import PREFIX, optimizer_tensors, restore_optimizer
+from tokembed.checkpoint.optimizer import (
+    PREFIX,
+    check_optimizer_state,
+    optimizer_tensors,
+    restore_optimizer,
+)
 from tokembed.embedding.materialize import is_safe_cast
 from tokembed.errors import CheckpointError, EmbeddingError, ParallelError, UsageError
 from tokembed.files.atomic import check_output, replace_with
@@ -174,8 +185,8 @@ def _refuse_row_shards(path: str | os.PathLike[str], model: nn.Module) -> None:
         )
 
 
-def _copy_into(dst: torch.Tensor, f: Any, key: str) -> None:
-    """Copy saved ``key`` into ``dst`` after shape and cast checks, in row blocks."""
+def _check_source(dst: torch.Tensor, f: Any, key: str) -> None:
+    """Refuse saved ``key`` for ``dst`` on another shape or a lossy cast (nothing is copied)."""
     sl = f.get_slice(key)
     shape = tuple(sl.get_shape())
     src_dtype = _torch_dtype(sl.get_dtype())
@@ -194,13 +205,29 @@ def _copy_into(dst: torch.Tensor, f: Any, key: str) -> None:
             value=(key, str(src_dtype), str(dst.dtype)),
             fix=f"build the model in {src_dtype} (or wider), or convert explicitly and record it",
         )
+
+
+def _copy_into(dst: torch.Tensor, f: Any, key: str) -> None:
+    """Copy saved ``key`` (already checked by :func:`_check_source`) into ``dst``, in row blocks."""
     with torch.no_grad():
         if dst.dim() == 0 or dst.numel() * dst.element_size() <= _BLOCK_BYTES:
             dst.copy_(f.get_tensor(key))
             return
+        sl = f.get_slice(key)
         rows = max(1, _BLOCK_BYTES // (dst[0].numel() * dst.element_size()))
-        for start in range(0, shape[0], rows):
+        for start in range(0, dst.shape[0], rows):
             dst[start : start + rows].copy_(sl[start : start + rows])
+
+
+def _check_digests(f: Any, meta: dict[str, Any] | None, path: Any) -> None:
+    stored = set(f.keys())
+    for key, entry in ((meta or {}).get("tensors") or {}).items():
+        if "sha256" not in entry or key not in stored:
+            continue
+        if tensor_digest(f.get_tensor(key)) != entry["sha256"]:
+            raise malformed_checkpoint(
+                path, f"{key!r} bytes differ from their recorded SHA-256", value=key
+            )
 
 
 def _torch_dtype(code: str) -> torch.dtype:
@@ -223,6 +250,25 @@ def _target(model: nn.Module, name: str) -> torch.Tensor:
     return found
 
 
+def _refuse_replaced(
+    model: nn.Module, optimizer: torch.optim.Optimizer, pending: list[str]
+) -> None:
+    """Refuse an optimizer that holds a Parameter the load is about to replace by an alias."""
+    replaced = {id(_target(model, alias)): alias for alias in pending}
+    for g, group in enumerate(optimizer.param_groups):
+        for i, param in enumerate(group["params"]):
+            if id(param) in replaced:
+                raise CheckpointError(
+                    "STALE_OPTIMIZER_PARAMETER",
+                    f"param_groups[{g}]['params'][{i}] is {replaced[id(param)]!r}, which this "
+                    "load replaces by its alias: the optimizer would step a Parameter the model "
+                    "no longer uses",
+                    value=(g, i),
+                    fix="restore aliases first (load_checkpoint without optimizer), then build "
+                    "the optimizer from model.parameters() and load its state",
+                )
+
+
 def load_checkpoint(
     model: nn.Module,
     path: str | os.PathLike[str],
@@ -231,6 +277,7 @@ def load_checkpoint(
     tokenizer: Any = None,
     strict: bool = True,
     group: ProcessGroup | None = None,
+    retie: bool = False,
 ) -> LoadReport:
     """Restore aliases, then values, then (optionally) optimizer state; prove the aliases.
 
@@ -244,10 +291,18 @@ def load_checkpoint(
     from the model after its aliases exist (load once without it first when
     the model is freshly constructed and untied).
 
+    Every check runs before any value, alias or optimizer state changes, so a
+    refused load leaves ``model`` and ``optimizer`` as they were. An alias the
+    file records between two independent Parameters that neither the model nor
+    its transformers config ties is refused unless ``retie=True``.
+
     Raises:
+        CheckpointError UNDECLARED_TIE: the file ties two independent Parameters of
+            the model (without ``retie=True``) or ones its config unties.
         CheckpointError DIVERGENT_ALIAS_VALUES, ALIAS_GRAPH_LOST,
             STALE_OPTIMIZER_PARAMETER, DUPLICATE_OPTIMIZER_REGISTRATION,
-            OPTIMIZER_STATE_MISMATCH, MALFORMED_CHECKPOINT.
+            OPTIMIZER_STATE_MISMATCH, MALFORMED_CHECKPOINT (also: a recorded SHA-256
+            digest that the stored bytes do not match).
         EmbeddingError MISSING_KEY / UNEXPECTED_KEY (strict), SHAPE_MISMATCH,
             UNSAFE_CAST, ADDRESS_HASH_MISMATCH.
         ParallelError SHARD_LAYOUT_MISMATCH: a file loaded into a row-sharded table.
@@ -257,12 +312,21 @@ def load_checkpoint(
 
     if Path(path).is_dir():
         return load_distributed(
-            model, path, optimizer=optimizer, tokenizer=tokenizer, strict=strict, group=group
+            model,
+            path,
+            optimizer=optimizer,
+            tokenizer=tokenizer,
+            strict=strict,
+            group=group,
+            retie=retie,
         )
+    # Everything is checked before anything changes: a refused load leaves the model (its
+    # values, its aliases) and the optimizer exactly as they were.
     meta = read_checkpoint_metadata(path)
     check_tokenizer(meta, tokenizer)
     _refuse_row_shards(path, model)
-    graph = restore_graph(model, meta)
+    graph = restore_graph(model, meta, retie=retie)
+    pending = check_aliases(model, graph)
     names = list(model.state_dict().keys())
     groups: dict[str, list[str]] = {}
     for name in names:
@@ -305,10 +369,11 @@ def load_checkpoint(
                 value=unexpected,
                 fix="load into the architecture it was saved from, or pass strict=False",
             )
-        retied = apply_aliases(model, graph)
         for canonical, key in sources.items():
-            _copy_into(_target(model, canonical), f, key)
-        verify_aliases(model, graph)
+            _check_source(_target(model, canonical), f, key)
+        _check_digests(f, meta, path)
+        opt_meta: dict[str, Any] | None = None
+        shapes: dict[str, tuple[int, ...]] = {}
         if optimizer is not None:
             opt_meta = (meta or {}).get("optimizer")
             if opt_meta is None:
@@ -318,7 +383,15 @@ def load_checkpoint(
                     value=str(path),
                     fix="load without optimizer=, or save with save_checkpoint(optimizer=...)",
                 )
-            restore_optimizer(model, optimizer, opt_meta, f.get_tensor, keys)
+            _refuse_replaced(model, optimizer, pending)
+            shapes = {k: tuple(f.get_slice(k).get_shape()) for k in keys if k.startswith(PREFIX)}
+            check_optimizer_state(model, optimizer, opt_meta, shapes)
+        retied = apply_aliases(model, graph)
+        for canonical, key in sources.items():
+            _copy_into(_target(model, canonical), f, key)
+        verify_aliases(model, graph)
+        if optimizer is not None and opt_meta is not None:
+            restore_optimizer(model, optimizer, opt_meta, f.get_tensor, keys, shapes)
     return LoadReport(
         states={n: "fresh" if n in missing else "exact_load" for n in names},
         missing=tuple(missing),

@@ -349,8 +349,12 @@ def load_distributed(
     tokenizer: Any = None,
     strict: bool = True,
     group: ProcessGroup | None = None,
+    retie: bool = False,
 ) -> LoadReport:
     """Check, restore ties, read values (and optimizer state) from a DCP folder; prove ties.
+
+    ``retie`` as for :func:`~tokembed.checkpoint.load_checkpoint`: a recorded tie
+    between two independent Parameters of ``model`` is refused without it.
 
     Non-collective reads: each rank reads only the saved chunks that overlap its
     blocks. A sharded model's ranks of ``group`` exchange one verdict before
@@ -367,7 +371,7 @@ def load_distributed(
         meta = read_dcp_metadata(root)
         record = read_dcp_record(root, metadata=meta)
         check_tokenizer(record, tokenizer)
-        graph = restore_graph(model, record)
+        graph = restore_graph(model, record, retie=retie)
         stored = set(meta.state_dict_metadata)
         sources, missing = _source_keys(model, graph, stored)
         names = set(model.state_dict())

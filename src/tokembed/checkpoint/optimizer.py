@@ -34,6 +34,7 @@ from tokembed.errors import CheckpointError
 
 __all__ = [
     "PREFIX",
+    "check_optimizer_state",
     "check_registration",
     "check_saved_groups",
     "optimizer_tensors",
@@ -162,46 +163,91 @@ def restore_options(group: dict[str, Any], saved: Mapping[str, Any]) -> None:
             group[key] = value
 
 
+# Per-parameter state that torch's optimizers keep as 0-dim tensors (Adam's and others'
+# ``step``, ASGD's ``eta`` and ``mu``). Every other state tensor is a moment shaped like
+# its parameter: a 0-dim one would broadcast silently in the next step.
+_SCALAR_STATE = frozenset({"step", "eta", "mu"})
+
+
+def _moment_problem(moment: str, shape: tuple[int, ...], param: torch.Tensor) -> str | None:
+    if shape == tuple(param.shape):
+        return None
+    if not shape and moment in _SCALAR_STATE:
+        return None
+    return f"is {list(shape)}, the parameter is {list(param.shape)}"
+
+
+def check_optimizer_state(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    meta: Mapping[str, Any],
+    shapes: Mapping[str, tuple[int, ...]],
+) -> None:
+    """Check saved optimizer state against ``optimizer`` without changing either.
+
+    ``shapes`` maps each saved tensor key (``optimizer/<name>/<state key>``) to its
+    shape, as the file's header records it.
+
+    Raises:
+        CheckpointError STALE_OPTIMIZER_PARAMETER / DUPLICATE_OPTIMIZER_REGISTRATION.
+        CheckpointError OPTIMIZER_STATE_MISMATCH: another optimizer class, other
+            groups or members, a moment of another shape, or a 0-dim moment where
+            the parameter is not 0-dim (only ``step``-like counters are scalars).
+    """
+    names = check_saved_groups(model, optimizer, meta)
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            prefix = f"{PREFIX}{names[id(param)]}/"
+            for key in sorted(k for k in shapes if k.startswith(prefix)):
+                moment = key[len(prefix) :]
+                problem = _moment_problem(moment, tuple(shapes[key]), param)
+                if problem is not None:
+                    raise CheckpointError(
+                        "OPTIMIZER_STATE_MISMATCH",
+                        f"{moment} of {names[id(param)]!r} {problem}",
+                        value=(names[id(param)], moment),
+                        fix="load optimizer state saved for this model's shapes",
+                    )
+
+
 def restore_optimizer(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     meta: Mapping[str, Any],
     read: Callable[[str], torch.Tensor],
     keys: set[str],
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
 ) -> None:
     """Load per-logical-parameter state into ``optimizer`` (built after aliases were restored).
 
-    ``read(key)`` returns a saved tensor; ``keys`` are the saved tensor keys. Each
-    parameter's old state is dropped before its saved state is read, so at most
-    one set of moments exists at a time.
+    ``read(key)`` returns a saved tensor; ``keys`` are the saved tensor keys;
+    ``shapes`` their shapes when the caller knows them without reading (a file's
+    header). Everything is checked (:func:`check_optimizer_state`) before the
+    optimizer changes, so a refusal leaves its state as it was. Each parameter's
+    old state is dropped before its saved state is read, so at most one set of
+    moments exists at a time.
 
     Raises:
         CheckpointError STALE_OPTIMIZER_PARAMETER / DUPLICATE_OPTIMIZER_REGISTRATION.
-        CheckpointError OPTIMIZER_STATE_MISMATCH: another optimizer class, other
-            groups or members, or a moment of another shape.
+        CheckpointError OPTIMIZER_STATE_MISMATCH: as :func:`check_optimizer_state`.
     """
-    names = check_saved_groups(model, optimizer, meta)
+    saved_keys = [k for k in keys if k.startswith(PREFIX)]
+    if shapes is None:
+        shapes = {k: tuple(read(k).shape) for k in saved_keys}
+    check_optimizer_state(model, optimizer, meta, shapes)
+    names = check_registration(model, optimizer)
     scalars = meta.get("scalars", {})
-    for group, saved in zip(optimizer.param_groups, meta["param_groups"], strict=True):
+    for group, saved in zip(optimizer.param_groups, meta.get("param_groups", []), strict=True):
         restore_options(group, saved)
         for param in group["params"]:
             name = names[id(param)]
             optimizer.state.pop(param, None)
             prefix = f"{PREFIX}{name}/"
             state: dict[str, Any] = dict(scalars.get(name, {}))
-            for key in (k for k in keys if k.startswith(prefix)):
+            for key in (k for k in saved_keys if k.startswith(prefix)):
                 value = read(key)
-                moment = key[len(prefix) :]
-                if value.dim() > 0 and value.shape != param.shape:
-                    raise CheckpointError(
-                        "OPTIMIZER_STATE_MISMATCH",
-                        f"{moment} of {name!r} is {list(value.shape)}, the parameter is "
-                        f"{list(param.shape)}",
-                        value=(name, moment),
-                        fix="load optimizer state saved for this model's shapes",
-                    )
                 if value.dim() > 0:  # moments follow the parameter's device and dtype
                     value = value.to(device=param.device, dtype=param.dtype)
-                state[moment] = value
+                state[key[len(prefix) :]] = value
             if state:
                 optimizer.state[param] = state

@@ -138,6 +138,10 @@ def _run(args: argparse.Namespace) -> int:
             from tokembed.files.atomic import check_output
 
             check_output(Path(out), inputs=inputs)
+    if args.plot is not None:  # before the audit runs, not after
+        from tokembed.measure.curves import plot_format
+
+        plot_format(args.plot)
     tok = load_tokenizer(_tokenizer_spec(args), args.encoding)
     texts = [load_corpus(c).text for c in args.corpus] if args.corpus else None
     config = AuditConfig(

@@ -35,10 +35,12 @@ __all__ = [
     "add_quiet",
     "add_tokenizer_option",
     "as_json",
+    "finite_float",
     "input_files",
     "load_tokenizer",
     "load_tokenizers",
     "progress_wanted",
+    "quiet_libraries",
     "read_stdin_text",
     "speak_cli",
     "usage",
@@ -51,10 +53,11 @@ TOKENIZER_HELP = (
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse that reports a usage mistake in one line (exit 2), without the usage block."""
+    """argparse that reports a usage mistake as one coded line (exit 2), without the usage block."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"tokembed: usage: {message} (see `{self.prog} --help`)\n")
+        # One line with a code, like every other failure (exit 2: a usage mistake).
+        self.exit(2, f"tokembed: INVALID_ARGUMENT: {message} — see `{self.prog} --help`\n")
 
 
 def add_tokenizer_option(
@@ -87,6 +90,57 @@ def add_quiet(p: argparse.ArgumentParser) -> None:
 
 def add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+# What transformers, huggingface_hub and tqdm (the GGUF conversion bar included) read to
+# stay silent; set while a command runs without progress, so nothing but the command's
+# own lines reaches a file or pipe.
+_SILENT_ENV = {
+    "TQDM_DISABLE": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+    "DS_ACCELERATOR": "cpu",  # deepspeed, when transformers imports it, logs its guess otherwise
+}
+
+
+@contextlib.contextmanager
+def quiet_libraries(quiet: bool) -> Iterator[None]:
+    """Silence libraries' progress bars, warnings and logging while the block runs (if ``quiet``).
+
+    ``main`` wraps every command in it when progress is not wanted (``--quiet``, or
+    stderr is not a terminal), so that a failure's one ``tokembed: CODE: ...`` line is
+    the only thing on stderr. The environment and warning filters are restored after.
+    """
+    if not quiet:
+        yield
+        return
+    import logging
+    import os
+    import warnings
+
+    saved = {k: os.environ.get(k) for k in _SILENT_ENV}
+    os.environ.update(_SILENT_ENV)
+    levels = {n: logging.getLogger(n).level for n in ("transformers", "huggingface_hub", "gguf")}
+    for name in levels:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    hf = sys.modules.get("transformers.utils.logging")
+    if hf is not None:  # already imported: its switches, not the environment, decide
+        hf.disable_progress_bar()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+        if hf is not None:
+            hf.enable_progress_bar()
 
 
 def progress_wanted(args: argparse.Namespace) -> bool:
@@ -127,11 +181,19 @@ def load_tokenizer(spec: str, encoding: str | None = None, *, among: bool = Fals
 
     ``--encoding`` applies to this one value, so giving it for a file that is not a rank
     file is refused; ``among=True`` (one of several ``-t``) applies it only where it can.
+    A ``-t TOK@ENC`` whose ENC differs from ``--encoding`` is refused (INVALID_ARGUMENT),
+    never resolved silently one way.
     """
     from tokembed.tokenizer.formats import load_tokenizer as load
     from tokembed.tokenizer.formats.specs import split_spec
 
     path, enc = split_spec(spec)
+    if enc is not None and encoding is not None and enc != encoding:
+        raise usage(
+            f"-t {spec} names encoding {enc!r} and --encoding names {encoding!r}",
+            value=(enc, encoding),
+            fix=f"give the encoding once: -t {path}@{encoding}, or drop --encoding",
+        )
     if enc is None and (not among or _takes_encoding(path)):
         enc = encoding
     if enc is not None and _is_json_tokenizer(path):
@@ -211,6 +273,25 @@ def as_json(data: Any) -> str:
     import json
 
     return json.dumps(data, indent=2, ensure_ascii=False)
+
+
+def finite_float(text: str) -> float:
+    """An argparse type: a finite float that float32 can hold (``nan``, ``inf``, ``1e308`` are not).
+
+    Values written into model tables are float32 or narrower; a number beyond that range
+    would be written as infinity.
+    """
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or abs(value) > 3.4028234663852886e38:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a finite number a float32 table can hold (|x| <= 3.4e38)"
+        )
+    return value
 
 
 def _pattern_preset(text: str) -> str:

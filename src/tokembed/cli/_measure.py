@@ -268,6 +268,10 @@ def _check_curve_outputs(args: argparse.Namespace) -> None:
             value=args.curve,
             fix="pass -t TOK (the curve uses the first one)",
         )
+    if getattr(args, "plot", None):  # an unknown image suffix is refused before the work
+        from tokembed.measure.curves import plot_format
+
+        plot_format(args.plot)
 
 
 def _run_measure(args: argparse.Namespace) -> int:

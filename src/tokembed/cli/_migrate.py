@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tokembed.cli._common import add_quiet
+from tokembed.cli._common import add_quiet, finite_float
 
 __all__ = ["register"]
 
@@ -31,12 +31,19 @@ def _add_migrate(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument(
         "--bias", default="mean", choices=("mean", "zeros", "prior"), help="new bias entries"
     )
-    p.add_argument("--bias-value", type=float, default=0.0, help="value for --bias prior")
+    p.add_argument(
+        "--bias-value", type=finite_float, default=0.0, help="value for --bias prior (finite)"
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of random initializers")
     p.add_argument(
         "--accept-overlap",
         action="store_true",
         help="reuse equal pieces as exact rows although the pre-tokenizer changed",
+    )
+    p.add_argument(
+        "--accept-removal",
+        action="store_true",
+        help="allow a change that drops trained rows (a removal or mixed change)",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     add_quiet(p)
@@ -45,24 +52,43 @@ def _add_migrate(sub: argparse._SubParsersAction[Any]) -> None:
 
 def _run_migrate(args: argparse.Namespace) -> int:
     import json
+    import shutil
     from pathlib import Path
 
-    from tokembed.artifacts.models import load_model
+    from tokembed.artifacts.models import check_model_source, load_model
     from tokembed.artifacts.recorded_hash import folder_address_hash
     from tokembed.checkpoint.folder import save_model_folder
     from tokembed.embedding.init import Initializer
+    from tokembed.errors import CheckpointError, UsageError
+    from tokembed.files.atomic import check_output
     from tokembed.migrate import NewRows, classify_change, decompositions, migrate_model, row_map
     from tokembed.migrate.release import build_manifest, model_digest, model_tensors
     from tokembed.migrate.roles import parameter, vocab_roles
     from tokembed.tokenizer.formats import load_tokenizer, save_tokenizer
 
-    if getattr(args, "quiet", False):
-        from transformers.utils import logging
-
-        logging.disable_progress_bar()
+    # Everything that can be refused is refused before the model loads (seconds to
+    # minutes): the output, the model's files, the tokenizers and the kind of change.
+    inputs = [args.old, args.new, args.model]
+    out = Path(args.output)
+    check_output(out, inputs=inputs)
+    if out.exists():
+        raise UsageError(
+            "OUTPUT_EXISTS",
+            f"refusing to write {out}: it exists",
+            value=str(out),
+            fix="choose a new output folder (-o)",
+        )
+    model_path = check_model_source(args.model)
     old_tok, new_tok = load_tokenizer(args.old), load_tokenizer(args.new)
     change = classify_change(old_tok, new_tok)
-    model_path = Path(args.model)
+    if change.kind in ("removal", "mixed") and not args.accept_removal:
+        raise CheckpointError(
+            "NOT_APPEND_ONLY",
+            f"the change from --old to --new is {change.kind}: {len(change.removed)} trained "
+            "rows would be dropped from the model",
+            value=change.kind,
+            fix="pass --accept-removal to drop them on purpose",
+        )
     model = load_model(model_path)
     rows_now = parameter(model, vocab_roles(model).input).shape[0]
     rows = row_map(change, old_rows=rows_now, accept_overlap=args.accept_overlap)
@@ -87,13 +113,14 @@ def _run_migrate(args: argparse.Namespace) -> int:
     )
     manifest = build_manifest(change=change, migration=result, model=model, old_model=old_digest)
     report = {"change": change.evidence(), "migration": result.to_json()}
-    inputs = [args.old, args.new, args.model]
-    out = Path(args.output)
-    from tempfile import TemporaryDirectory
+    from tokembed.files.atomic import new_temp_folder
 
-    with TemporaryDirectory() as tmp:
-        tok_file = save_tokenizer(new_tok, Path(tmp) / "tokenizer.tokembed.json")
+    tmp = new_temp_folder(out)  # named so that the stale-temp cleanup finds it after a kill
+    try:
+        tok_file = save_tokenizer(new_tok, tmp / "tokenizer.tokembed.json")
         tokenizer_bytes = tok_file.read_bytes()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     save_model_folder(
         out,
         model,

@@ -62,6 +62,7 @@ __all__ = [
     "compression_curve_reference",
     "curve_csv",
     "plot_curve",
+    "plot_format",
 ]
 
 _CSV_FIELDS = (
@@ -316,6 +317,35 @@ def curve_csv(points: Sequence[CurvePoint]) -> str:
     return out.getvalue()
 
 
+def plot_format(path: str | Path) -> str:
+    """The image format a plot written to ``path`` gets (its suffix; no suffix: ``"png"``).
+
+    Every plot of the project (curves, the audit's indicator) is written through this
+    check, and the command line calls it before any work, so an unknown suffix is a
+    coded refusal, not matplotlib's error after the work is done.
+
+    Example::
+
+        >>> plot_format("curve.SVG"), plot_format("out")
+        ('svg', 'png')
+
+    Raises:
+        UsageError INVALID_ARGUMENT: a suffix matplotlib cannot write (``.bmp``).
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    kind = Path(path).suffix.lstrip(".").lower() or "png"
+    known = FigureCanvasAgg.get_supported_filetypes()
+    if kind not in known:
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            f"cannot write a plot as .{kind}: {path}",
+            value=str(path),
+            fix=f"name the plot with one of .{', .'.join(sorted(known))} (e.g. .png or .svg)",
+        )
+    return kind
+
+
 def plot_curve(
     points: Sequence[CurvePoint],
     path: str | Path | None = None,
@@ -325,9 +355,13 @@ def plot_curve(
 ) -> str:
     """Plot ``metric`` against the merge count (linear axis), one line per label.
 
-    Writes ``path`` (format from its suffix: .svg or .png) when given and returns the
+    Writes ``path`` (format from its suffix, :func:`plot_format`) when given and returns the
     SVG text, which the HTML report embeds inline. matplotlib is imported here only.
+
+    Raises:
+        UsageError INVALID_ARGUMENT: ``path`` has a suffix no plot can be written as.
     """
+    kind = None if path is None else plot_format(path)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -363,7 +397,7 @@ def plot_curve(
         if path is not None:
             # Rendered in memory and renamed into place: a kill leaves the old plot whole.
             image = io.BytesIO()
-            fig.savefig(image, format=Path(path).suffix.lstrip(".").lower() or "png")
+            fig.savefig(image, format=kind)
             write_bytes_atomic(Path(path), image.getvalue())
         buf = io.StringIO()
         fig.savefig(buf, format="svg")

@@ -204,6 +204,9 @@ def migrate_model(
         plan.append((roles.bias, bias))
     records: list[InitRecord] = []
     moved: list[str] = []
+    # Every new row is computed and checked before the first table changes: a refusal
+    # (a non-finite row, a bad bias value) leaves the model as it was.
+    new_values: dict[str, torch.Tensor] = {}
     for name, rule in plan:
         module, attr = parameter_owner(model, name)
         old = getattr(module, attr)
@@ -213,6 +216,20 @@ def migrate_model(
         else:
             values = bias_rows(old.detach(), rows, rule, value=bias_value)
             records += [InitRecord(row=v, initializer=f"bias_{rule}") for v in rows.new_row_ids]
+        if values.numel() and not bool(torch.isfinite(values).all()):
+            raise EmbeddingError(
+                "NON_FINITE_VALUES",
+                f"the new rows of {name!r} hold NaN or infinity ({rule if isinstance(rule, str) else rule.name} "
+                "initializer): they would be written into the migrated model",
+                value=name,
+                fix="repair the non-finite rows of the old table, or choose another initializer",
+            )
+        new_values[name] = values
+        del values, old
+    for name, _rule in plan:
+        module, attr = parameter_owner(model, name)
+        old = getattr(module, attr)
+        values = new_values.pop(name)
         new = nn.Parameter(
             migrate_rows(old, rows, values, name=name, verify=verify),
             requires_grad=old.requires_grad,

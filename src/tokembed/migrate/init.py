@@ -257,12 +257,22 @@ def bias_rows(
 
     Raises:
         EmbeddingError UNKNOWN_INITIALIZER: ``rule`` not in BIAS_RULES.
+        UsageError INVALID_ARGUMENT: ``value`` is NaN, infinite or beyond the bias's dtype.
     """
     count = len(rows.new_row_ids)
     require_initializer(rule, BIAS_RULES, kind="bias rule")
     if rule == "zeros":
         return old.new_zeros(count)
     if rule == "prior":
+        limit = torch.finfo(old.dtype).max if old.dtype.is_floating_point else math.inf
+        if not math.isfinite(value) or abs(value) > limit:
+            raise UsageError(
+                "INVALID_ARGUMENT",
+                f"bias value {value!r} is not a finite {str(old.dtype).removeprefix('torch.')}: "
+                "every logit it touches would be NaN or infinite",
+                value=value,
+                fix=f"give bias_value a finite number of magnitude at most {limit:.3g}",
+            )
         return old.new_full((count,), value)
     gen = torch.Generator().manual_seed(seed)
     mean = float(torch.mean(old.detach(), dim=0, dtype=torch.float32))

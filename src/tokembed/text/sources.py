@@ -31,7 +31,9 @@ import glob
 import gzip
 import hashlib
 import io
+import os
 import re
+import stat
 import sys
 import sysconfig
 import zlib
@@ -41,6 +43,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from tokembed.errors import MeasureError, UsageError
+from tokembed.files.os_errors import input_error
 
 __all__ = [
     "DEFAULT_CORPUS_BYTES",
@@ -105,12 +108,40 @@ class SourceText:
 
 
 def _not_found(arg: str, what: str) -> UsageError:
+    if _mode(Path(arg)) is not None and not Path(arg).is_dir():  # there, but not text
+        return UsageError(
+            "FILE_UNREADABLE",
+            f"{arg} is not a regular file (a socket or device, or a pipe where byte ranges "
+            "are needed)",
+            value=arg,
+            fix="pass regular files, folders, globs, or '-' for standard input",
+        )
     return UsageError(
         "FILE_NOT_FOUND",
         f"{what}: {arg}",
         value=arg,
         fix="pass existing files, folders, globs or '-' for standard input",
     )
+
+
+def _mode(path: Path) -> int | None:
+    """``path``'s stat mode; None when nothing is there. A refusal to look is coded.
+
+    ``Path.is_file`` raises PermissionError for a path under a folder that may not be
+    searched; that becomes FILE_UNREADABLE here instead of a traceback.
+    """
+    try:
+        return os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError, ValueError):
+        return None
+    except OSError as exc:
+        raise input_error(exc, path) from None
+
+
+def _readable(path: Path) -> bool:
+    """A regular file, a FIFO (``<(cmd)``, ``mkfifo``) or a character device (``/dev/null``)."""
+    mode = _mode(path)
+    return mode is not None and (stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISCHR(mode))
 
 
 def _walk(folder: Path) -> Iterator[Path]:
@@ -126,16 +157,19 @@ def _walk(folder: Path) -> Iterator[Path]:
 def expand_paths(paths_or_globs: Iterable[str | Path]) -> list[str]:
     """Files named by the arguments, in order (folders recursive and sorted, globs sorted).
 
+    A FIFO or character device (``<(cmd)``, ``/dev/null``) is read like a file.
+
     Raises:
         UsageError(FILE_NOT_FOUND): an argument names nothing, or a glob matches no file.
+        UsageError(FILE_UNREADABLE): an argument is a socket or block device.
     """
     out: list[str] = []
     for item in paths_or_globs:
         arg = str(item)
         path = Path(arg)
-        if arg == STDIN or path.is_file():
+        if arg == STDIN or _readable(path):
             out.append(arg)
-        elif path.is_dir():
+        elif _mode(path) is not None and stat.S_ISDIR(_mode(path) or 0):
             out += [str(p) for p in _walk(path)]
         elif _GLOB_CHARS & set(arg):
             matches = sorted(m for m in glob.glob(arg, recursive=True) if Path(m).is_file())
@@ -214,7 +248,7 @@ def read_source(
         MeasureError(INPUT_NOT_UTF8): the text is not UTF-8 (message: file and byte offset).
     """
     name = str(name)
-    if name != STDIN and not Path(name).is_file():
+    if name != STDIN and not _readable(Path(name)):
         raise _not_found(name, "no such file")
     try:
         stored = (stdin or sys.stdin.buffer).read() if name == STDIN else Path(name).read_bytes()

@@ -28,9 +28,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tokembed.errors import TokenizerError
+from tokembed.errors import FormatError, TokenizerError
 
-__all__ = ["BPETables", "address_hash"]
+__all__ = ["ID_LIMIT", "BPETables", "address_hash"]
+
+# Every id (piece or special) must fit a uint32: that is how the compiled encoder,
+# ``encode_to_numpy`` and every export store ids. One limit, checked here, where every
+# tokenizer of every format (and every trained one) is built.
+ID_LIMIT = 2**32
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -90,7 +95,23 @@ class BPETables:
                 )
             produced.add(result)
             pair_ranks[(left, right)] = (rank, result)
+        for i in pieces:
+            if not 0 <= i < ID_LIMIT:
+                raise TokenizerError(
+                    "INVALID_MERGES",
+                    f"piece id {i} is outside [0, 2**32): ids are stored as 32-bit integers",
+                    value=i,
+                    fix="number the pieces below 2**32",
+                )
         for name, sid in self.specials.items():
+            if sid >= ID_LIMIT:
+                raise FormatError(  # the code's one class, as the exports raise it
+                    "SPECIAL_ID_UNREPRESENTABLE",
+                    f"special token {name!r} has id {sid}, outside [0, 2**32): ids are stored "
+                    "as 32-bit integers (the compiled encoder, encode_to_numpy, every export)",
+                    value=(name, sid),
+                    fix="give special tokens ids below 2**32",
+                )
             if sid < 0 or sid in pieces:
                 raise TokenizerError(
                     "SPECIAL_TOKEN_CONFLICT",

@@ -31,7 +31,7 @@ from tokembed.tokenizer._dask_count import count_on_dask
 from tokembed.tokenizer.chunks import ChunkTable
 from tokembed.tokenizer.dialect import Dialect
 from tokembed.tokenizer.learn import learn_merges
-from tokembed.tokenizer.model import BPETables
+from tokembed.tokenizer.model import ID_LIMIT, BPETables
 from tokembed.tokenizer.pretokenize import Pretokenizer
 from tokembed.tokenizer.special import assign_special_ids
 from tokembed.tokenizer.tokenizer import Tokenizer
@@ -88,13 +88,17 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if isinstance(self.merges, bool) or not isinstance(self.merges, int) or self.merges < 0:
             raise _bad("merges", self.merges, "pass a non-negative integer")
+        if self.merges > ID_LIMIT - 256:  # merge k makes id 256 + k, a 32-bit id
+            raise _bad("merges", self.merges, f"pass at most {ID_LIMIT - 256:,} merges")
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
             raise _bad("workers", self.workers, "pass workers=1 or more")
         for name, sid in self.specials.items():
             if not isinstance(name, str) or not name:
                 raise _bad("specials", name, "special-token names are non-empty strings")
-            if sid is not None and (isinstance(sid, bool) or not isinstance(sid, int) or sid < 0):
-                raise _bad("specials", {name: sid}, "give a non-negative id or None")
+            if sid is not None and (
+                isinstance(sid, bool) or not isinstance(sid, int) or not 0 <= sid < ID_LIMIT
+            ):
+                raise _bad("specials", {name: sid}, "give an id in [0, 2**32) or None")
         if self.engine not in ("local", "dask"):
             raise _bad("engine", self.engine, "pass engine='local' or engine='dask'")
         if self.scheduler is not None and (

@@ -196,6 +196,44 @@ uint32_t tk_tables_max_rank(const tk_tables *t) { return t->max_rank; }
 uint32_t tk_tables_max_id(const tk_tables *t) { return t->max_id; }
 int tk_tables_has_byte(const tk_tables *t, int byte) { return t->byte_id[byte] != UINT32_MAX; }
 
+/* =============================== fork safety ===============================
+ * A process may fork while another of its threads is inside an encoder, holding the
+ * encoder's lock or a shard's lock of the shared cache. The child has only the forking
+ * thread: those locks would stay locked forever (a DataLoader worker that encodes with
+ * the parent's tokenizer hangs), and what they guard may be half-updated.
+ *
+ * A fork generation, bumped by a pthread_atfork child handler, says which process a lock
+ * belongs to. Every encoder and shared cache records the generation its locks were made
+ * in; the first use in a newer generation (only ever in a forked child) makes its locks
+ * new and drops its caches and buffers as they were at fork (leaked, never read or freed:
+ * the parent may have been mid-update), so the child starts from an empty cache. */
+static unsigned tk_fork_gen;                                    /* read with __atomic */
+static pthread_mutex_t tk_repair_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t tk_atfork_once = PTHREAD_ONCE_INIT;
+static unsigned long long tk_fork_repairs; /* objects repaired in this process (tests) */
+
+static void tk_after_fork_child(void) {
+    __atomic_add_fetch(&tk_fork_gen, 1, __ATOMIC_SEQ_CST);
+    pthread_mutex_init(&tk_repair_lock, NULL); /* a thread of the parent may have held it */
+}
+
+static void tk_install_atfork(void) { pthread_atfork(NULL, NULL, tk_after_fork_child); }
+
+static unsigned tk_generation(void) {
+    pthread_once(&tk_atfork_once, tk_install_atfork);
+    return __atomic_load_n(&tk_fork_gen, __ATOMIC_ACQUIRE);
+}
+
+unsigned long long tk_fork_repair_count(void) {
+    return __atomic_load_n(&tk_fork_repairs, __ATOMIC_ACQUIRE);
+}
+
+static void tk_cache_abandon(tk_cache *c) {
+    size_t limit = c->limit;
+    memset(c, 0, sizeof *c); /* what it held stays allocated: it may be half-written */
+    c->limit = limit;
+}
+
 /* ============================== shared cache ============================== */
 /* Split into shards by the chunk's hash, each with its own lock, so two threads rarely wait
  * on each other, and a chunk merged by one thread is a hit for the others (private caches
@@ -205,11 +243,32 @@ int tk_tables_has_byte(const tk_tables *t, int byte) { return t->byte_id[byte] !
 struct tk_shared_cache {
     tk_cache shard[TK_SHARDS];
     pthread_mutex_t lock[TK_SHARDS];
+    unsigned gen; /* fork generation its locks were made in */
 };
+
+/* 1 when ``c``'s locks were made before the fork that started this process (and were just
+ * made new), else 0. */
+static int shared_repair(tk_shared_cache *c) {
+    unsigned g = tk_generation();
+    if (__atomic_load_n(&c->gen, __ATOMIC_ACQUIRE) == g) return 0;
+    pthread_mutex_lock(&tk_repair_lock);
+    int repaired = c->gen != g;
+    if (repaired) {
+        for (int k = 0; k < TK_SHARDS; k++) {
+            pthread_mutex_init(&c->lock[k], NULL);
+            tk_cache_abandon(&c->shard[k]);
+        }
+        __atomic_add_fetch(&tk_fork_repairs, 1, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&c->gen, g, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&tk_repair_lock);
+    return repaired;
+}
 
 tk_shared_cache *tk_shared_cache_new(size_t limit) {
     tk_shared_cache *c = calloc(1, sizeof *c);
     if (!c) return NULL;
+    c->gen = tk_generation();
     for (int k = 0; k < TK_SHARDS; k++) {
         pthread_mutex_init(&c->lock[k], NULL);
         c->shard[k].limit = limit ? (limit + TK_SHARDS - 1) / TK_SHARDS : 0;
@@ -219,6 +278,7 @@ tk_shared_cache *tk_shared_cache_new(size_t limit) {
 
 void tk_shared_cache_free(tk_shared_cache *c) {
     if (!c) return;
+    shared_repair(c); /* in a forked child: never free what the parent may have been writing */
     for (int k = 0; k < TK_SHARDS; k++) {
         tk_cache_free(&c->shard[k]);
         pthread_mutex_destroy(&c->lock[k]);
@@ -227,6 +287,7 @@ void tk_shared_cache_free(tk_shared_cache *c) {
 }
 
 size_t tk_shared_cache_size(tk_shared_cache *c) {
+    shared_repair(c);
     size_t n = 0;
     for (int k = 0; k < TK_SHARDS; k++) {
         pthread_mutex_lock(&c->lock[k]);
@@ -246,11 +307,32 @@ struct tk_encoder {
     pthread_mutex_t lock;
     uint32_t *out;
     size_t out_len, out_cap;
+    unsigned gen; /* fork generation its lock was made in */
 };
+
+/* Make ``e`` (and its shared cache) usable in a forked child: see "fork safety". */
+static void encoder_repair(tk_encoder *e) {
+    if (e->shared) shared_repair(e->shared);
+    unsigned g = tk_generation();
+    if (__atomic_load_n(&e->gen, __ATOMIC_ACQUIRE) == g) return;
+    pthread_mutex_lock(&tk_repair_lock);
+    if (e->gen != g) {
+        pthread_mutex_init(&e->lock, NULL);
+        tk_cache_abandon(&e->cache);
+        memset(&e->memo, 0, sizeof e->memo);
+        memset(&e->scratch, 0, sizeof e->scratch);
+        e->out = NULL;
+        e->out_len = e->out_cap = 0;
+        __atomic_add_fetch(&tk_fork_repairs, 1, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&e->gen, g, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&tk_repair_lock);
+}
 
 tk_encoder *tk_encoder_new(const tk_tables *tables, tk_shared_cache *shared, size_t cache_limit) {
     tk_encoder *e = calloc(1, sizeof *e);
     if (!e) return NULL;
+    e->gen = tk_generation();
     pthread_mutex_init(&e->lock, NULL);
     e->tables = tables;
     e->shared = shared;
@@ -260,6 +342,7 @@ tk_encoder *tk_encoder_new(const tk_tables *tables, tk_shared_cache *shared, siz
 
 void tk_encoder_free(tk_encoder *e) {
     if (!e) return;
+    encoder_repair(e);
     tk_cache_free(&e->cache);
     tk_memo_free(&e->memo);
     tk_scratch_free(&e->scratch);
@@ -356,6 +439,7 @@ int tk_encode_pieces(tk_encoder *e, const unsigned char *text, const size_t *len
                      size_t *bad) {
     int status = 0;
     size_t base = 0;
+    encoder_repair(e);
     pthread_mutex_lock(&e->lock);
     e->out_len = 0;
     for (size_t i = 0; i < n_pieces && status == 0; i++) {
@@ -371,6 +455,7 @@ int tk_encode_pieces(tk_encoder *e, const unsigned char *text, const size_t *len
 int tk_encode_text(tk_encoder *e, int preset, int dialect, const unsigned char *text, size_t n,
                    size_t *bad) {
     tk_job job = {e, text, 0, 0};
+    encoder_repair(e);
     pthread_mutex_lock(&e->lock);
     e->out_len = 0;
     tk_scan(preset, dialect, text, n, emit_piece, &job);
@@ -382,6 +467,7 @@ int tk_encode_text(tk_encoder *e, int preset, int dialect, const unsigned char *
 int tk_encode_texts(tk_encoder *e, int preset, int dialect, const unsigned char *const *texts,
                     const size_t *lens, size_t n_texts, size_t *ends, size_t *failed, size_t *bad) {
     tk_job job = {e, NULL, 0, 0};
+    encoder_repair(e);
     pthread_mutex_lock(&e->lock);
     e->out_len = 0;
     for (size_t i = 0; i < n_texts && job.status == 0; i++) {
@@ -404,6 +490,7 @@ size_t tk_encoder_cache_size(const tk_encoder *e) { return e->cache.used; }
 uint64_t tk_encoder_cache_clears(const tk_encoder *e) { return e->cache.clears; }
 
 void tk_encoder_clear_cache(tk_encoder *e) {
+    encoder_repair(e);
     pthread_mutex_lock(&e->lock);
     tk_cache_clear(&e->cache);
     pthread_mutex_unlock(&e->lock);

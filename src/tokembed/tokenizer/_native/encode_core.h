@@ -59,4 +59,7 @@ const uint32_t *tk_encoder_output(const tk_encoder *e, size_t *n);
 size_t tk_encoder_cache_size(const tk_encoder *e);
 uint64_t tk_encoder_cache_clears(const tk_encoder *e);
 void tk_encoder_clear_cache(tk_encoder *e);
+
+/* Encoders and shared caches whose locks were made new in this forked process (tests). */
+unsigned long long tk_fork_repair_count(void);
 #endif

@@ -631,9 +631,15 @@ static PyObject *scan_text(PyObject *mod, PyObject *args) {
     return bad >= 0 ? Py_BuildValue("(in)", 2, bad) : Py_BuildValue("(in)", 0, (Py_ssize_t)-1);
 }
 
+static PyObject *fork_repairs(PyObject *mod, PyObject *unused) {
+    return PyLong_FromUnsignedLongLong(tk_fork_repair_count());
+}
+
 static PyMethodDef module_methods[] = {
     {"scan_text", scan_text, METH_VARARGS,
      "scan_text(text, missing, bmp) -> (problem, offset): 1 a surrogate, 2 a missing byte, 0 none."},
+    {"fork_repairs", fork_repairs, METH_NOARGS,
+     "fork_repairs() -> int: encoders and shared caches made usable again in this forked process."},
     {NULL, NULL, 0, NULL},
 };
 

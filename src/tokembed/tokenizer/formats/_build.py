@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from tokembed.errors import FormatError, TokenizerError, UsageError
 from tokembed.tokenizer.dialect import Dialect
-from tokembed.tokenizer.model import BPETables
+from tokembed.tokenizer.model import ID_LIMIT, BPETables
 from tokembed.tokenizer.patterns import PATTERNS
 from tokembed.tokenizer.pretokenize import Pretokenizer
 
@@ -58,7 +58,7 @@ def require_distinct_pieces(tables: BPETables, why: str, *, fix: str) -> None:
 
 
 # Ordinary ids index 32-bit arrays in the encoder (and tiktoken's u32 ranks).
-_ID_LIMIT = 2**32
+_ID_LIMIT = ID_LIMIT  # the one limit, tokembed.tokenizer.model.ID_LIMIT
 
 
 def build_tables(
