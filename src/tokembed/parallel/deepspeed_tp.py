@@ -180,6 +180,21 @@ def _publish_universal_metadata(model: nn.Module, emb: VocabParallelEmbedding) -
     setattr(emb.weight, DS_AUTOTP_UC_META, meta)
 
 
+def _address(tokenizer: Any) -> str | None:
+    """A tokenizer's ``address_hash``, or the hash itself when given as a str."""
+    if tokenizer is None or isinstance(tokenizer, str):
+        return tokenizer
+    found = getattr(tokenizer, "address_hash", None)
+    if not isinstance(found, str):
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            f"{type(tokenizer).__name__} has no address_hash",
+            value=type(tokenizer).__name__,
+            fix="pass a tokenizer or its address_hash",
+        )
+    return found
+
+
 def _layout(engine: Any, tokenizer: Any) -> dict[str, Any]:
     emb = engine.module.get_input_embeddings()
     if not isinstance(emb, VocabParallelEmbedding):
@@ -188,7 +203,7 @@ def _layout(engine: Any, tokenizer: Any) -> dict[str, Any]:
             "format": 1,
             "sharded": False,
             "vocab_rows": int(weight.shape[0]),
-            "address_hash": getattr(tokenizer, "address_hash", None),
+            "address_hash": _address(tokenizer),
         }
     return {
         "format": 1,
@@ -196,7 +211,7 @@ def _layout(engine: Any, tokenizer: Any) -> dict[str, Any]:
         "vocab_rows": emb.num_embeddings,
         "tp_size": emb.world_size,
         "intervals": [list(iv) for iv in emb.ownership.intervals],
-        "address_hash": getattr(tokenizer, "address_hash", None) or emb.config.address_hash,
+        "address_hash": _address(tokenizer) or emb.config.address_hash,
     }
 
 
@@ -227,8 +242,8 @@ def save_autotp_checkpoint(
 
     Beside DeepSpeed's files, :data:`LAYOUT_FILE` records the vocabulary rows,
     the tensor-parallel size and row intervals of the sharded embedding, and the
-    tokenizer's ``address_hash`` (``tokenizer`` or the table's own binding).
-    Every rank calls it; returns the tag folder.
+    tokenizer's ``address_hash`` (``tokenizer``, a Tokenizer or its hash, or the
+    table's own binding). Every rank calls it; returns the tag folder.
 
     Example::
 
