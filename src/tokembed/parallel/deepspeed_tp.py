@@ -122,18 +122,46 @@ def _refuse_hidden_slice_spec(model: nn.Module, tp: Mapping[str, Any], full: tor
     partition = TPTrainingConfig(**tp).get_partition_config_object()
     if partition is None:
         return
-    name = next(n for n, p in model.named_parameters(remove_duplicate=False) if p is full)
+    # Every name of the table: a tied head's spec slices the same Parameter (DeepSpeed's
+    # row-parallel head would then demand an nn.Embedding sliced on the hidden dimension).
+    names = [n for n, p in model.named_parameters(remove_duplicate=False) if p is full]
     model_type = getattr(getattr(model, "config", None), "model_type", None)
-    spec = partition.find_matching_spec(name, str(model_type).lower() if model_type else None)
-    if spec is not None and spec.partition_type.value != "skip":
+    for name in names:
+        spec = partition.find_matching_spec(name, str(model_type).lower() if model_type else None)
+        if spec is None or spec.partition_type.value == "skip":
+            continue
         raise ParallelError(
             "HIDDEN_DIM_SHARDED",
             f"tensor_parallel.partition_config spec {spec.patterns} ({spec.partition_type.value}) "
             f"also partitions {name}: AutoTP would slice it on the hidden dimension",
             value=name,
-            fix="remove the embedding from the partition_config (or mark it 'skip') when "
-            "vocab_parallel_embedding is on",
+            fix="remove the embedding (and a head tied to it) from the partition_config, "
+            "or mark it 'skip', when vocab_parallel_embedding is on",
         )
+
+
+def _follows_hf_plan(model: nn.Module) -> bool:
+    """Whether the model's Hugging Face tp_plan shards its input embedding by rows.
+
+    The plan DeepSpeed reads (config, class and instance plans merged): an entry
+    ``embedding_rowwise`` whose pattern names the input embedding's module.
+    """
+    import re
+
+    from deepspeed.runtime.tensor_parallel.config import _get_hf_tp_plan
+
+    plan = _get_hf_tp_plan(model) or {}
+    emb = model.get_input_embeddings()  # type: ignore[operator]
+    names = [n for n, m in model.named_modules() if m is emb]
+    for pattern, style in plan.items():
+        if str(style).lower() != "embedding_rowwise":
+            continue
+        # HF plan keys are module paths with '*' for any one component; the merged plan
+        # may drop the 'model.' prefix.
+        regex = re.compile(r"(.*\.)?" + re.escape(pattern).replace(r"\*", r"[^.]+") + "$")
+        if any(regex.match(name) for name in names):
+            return True
+    return False
 
 
 def _refuse_unsupported_layout(cfg: Mapping[str, Any], tp_size: int) -> None:
@@ -332,8 +360,10 @@ def initialize_autotp(
 ) -> tuple[Any, ...]:
     """Shard the input embedding over AutoTP's group, then ``deepspeed.initialize``.
 
-    ``config["tensor_parallel"]["vocab_parallel_embedding"]`` (default True) turns the
-    add-on on; ``tie=True`` also shards a tied output head with it (then compute the
+    ``config["tensor_parallel"]["vocab_parallel_embedding"]`` turns the add-on on:
+    True (the default) or False, or None to follow the model's Hugging Face tp_plan
+    (on when it names the input embedding ``embedding_rowwise``, as transformers
+    does for Llama); ``tie=True`` also shards a tied output head with it (then compute the
     loss with :func:`~tokembed.parallel.causal_lm.causal_lm_loss`). ``optimizer``
     must be a callable or None: an Optimizer built before sharding would step the
     replaced full table. Returns what ``deepspeed.initialize`` returns.
@@ -348,7 +378,16 @@ def initialize_autotp(
     """
     cfg = copy.deepcopy(dict(config))
     tp = dict(cfg.get("tensor_parallel", {}))
-    enabled = bool(tp.pop(_FLAG, True))
+    flag = tp.pop(_FLAG, True)
+    if flag is not None and not isinstance(flag, bool):
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            f"tensor_parallel.{_FLAG} must be true, false or null, not {flag!r}",
+            value=flag,
+            fix="true shards the embedding, false leaves it replicated, null follows the "
+            "model's Hugging Face tp_plan",
+        )
+    enabled = _follows_hf_plan(model) if flag is None else flag
     cfg["tensor_parallel"] = tp
     tp_size = tp.get("autotp_size")
     if not isinstance(tp_size, int):
