@@ -31,7 +31,7 @@ from tokembed.artifacts.config import read_model_config
 from tokembed.errors import TokembedError
 from tokembed.measure.corpus import load_corpus
 from tokembed.parallel.intervals import row_intervals
-from tokembed.parallel.reshard import load_rows, read_layout, save_shard
+from tokembed.parallel.reshard import load_rows, read_layout, save_shards
 from tokembed.tokenizer.bytes_unicode import BYTE_TO_CHAR
 from tokembed.tokenizer.formats import export_hf, export_tiktoken, load_tokenizer, save_tokenizer
 from tokembed.tokenizer.model import BPETables
@@ -99,10 +99,12 @@ def _seed_files() -> dict[str, dict[str, bytes]]:
         ranks = export_tiktoken(_TOK, root / "tt")
         table = torch.arange(24, dtype=torch.float32).reshape(6, 4)
         intervals = row_intervals(6, 2)
-        for rank, (s, e) in enumerate(intervals):
-            save_shard(
-                root / "shards", table[s:e], num_embeddings=6, intervals=intervals, rank=rank
-            )
+        save_shards(
+            root / "shards",
+            [table[s:e] for s, e in intervals],
+            num_embeddings=6,
+            intervals=intervals,
+        )
         shard_files = {p.name: p.read_bytes() for p in (root / "shards").iterdir()}
         return {
             "gguf": {"m.gguf": _gguf_seed(root / "m.gguf")},
@@ -263,6 +265,6 @@ test_fuzz_tiktoken_rank_file_and_sidecar = _fuzz("ranks")
 test_fuzz_gpt2_vocab_and_merges = _fuzz("gpt2")
 test_fuzz_conllu = _fuzz("conllu")
 test_fuzz_hf_config_json = _fuzz("config")
-test_fuzz_shard_layout_and_safetensors_shards = _fuzz("shards")
+test_fuzz_vocab_shard_checkpoint_folder = _fuzz("shards")
 test_fuzz_gguf_header_and_table = _fuzz("gguf")
 test_fuzz_tokenizer_config_roles = _fuzz("roles")

@@ -160,6 +160,9 @@ CODES: dict[str, str] = {
     "MALFORMED_CHECKPOINT": "a checkpoint's metadata is missing, malformed or disagrees with it",
     "HEAD_VOCAB_MISMATCH": "an output head's vocabulary axis differs from the input table's rows",
     "HEAD_LAYOUT_MISMATCH": "an output head's weight is not [V, d] (nn.Linear layout): transposed or other width",
+    "TIE_ACROSS_SHARD_GROUPS": "registrations of one tied Parameter fall into different fully_shard groups",
+    "TIE_LOST_IN_MATERIALIZATION": "to_empty, meta-device materialization or a DTensor plan replaced a tied Parameter by separate ones",
+    "CHECKPOINT_SHARD_MISSING": "a data file a distributed checkpoint's metadata names is absent or shorter than recorded",
     # --- migrate -----------------------------------------------------------
     "NOT_APPEND_ONLY": "a change required to be append-only moves, removes or rewrites an old id",
     "SEMANTICS_CHANGED": "the pre-tokenizer changed, so equal pieces are not proved equal symbols",

@@ -10,6 +10,8 @@ import tokembed.artifacts as artifacts
 
 _MODULES = (
     "config",
+    "dcp_io",
+    "dcp_metadata",
     "digest",
     "gguf_reader",
     "models",

@@ -64,7 +64,7 @@ def _migrate_on_ranks(rank: int, world_size: int, tied: bool, directory: str) ->
     opt.step()
     values = init_rows(emb.gather_weight(), _rows(), NewRows(name="mean"))
     new_emb, new_head = migrate_vocab_parallel(emb, _rows(), values, head=head, optimizer=opt)
-    save_vocab_shards(new_emb, directory)  # the migrated shards as files, one per rank
+    save_vocab_shards(new_emb, directory)  # the migrated shards: one checkpoint folder
     state = opt.state[new_emb.weight]
     sizes = [e - s for s, e in new_emb.intervals]
     from tokembed.parallel.collectives import all_gather_uneven
@@ -84,10 +84,11 @@ def _migrate_on_ranks(rank: int, world_size: int, tied: bool, directory: str) ->
 @pytest.mark.parametrize("world_size", [2, 4])
 def test_shards_equal_the_single_process_migration(world_size: int, tmp_path: Path) -> None:
     table, state = _reference()
-    results = run_ranks(_migrate_on_ranks, world_size, True, str(tmp_path))
-    # Saved at this size, read back at the other: the files hold the migrated logical table.
+    folder = tmp_path / "shards"
+    results = run_ranks(_migrate_on_ranks, world_size, True, str(folder))
+    # Saved at this size, read back at the other: the folder holds the migrated logical table.
     other = 6 - world_size
-    pieces = [load_rows(tmp_path, s, e) for s, e in row_intervals(len(SOURCE), other)]
+    pieces = [load_rows(folder, s, e) for s, e in row_intervals(len(SOURCE), other)]
     assert torch.equal(torch.cat(pieces), table)
     for out in results:
         assert torch.equal(out["table"], table)

@@ -61,12 +61,26 @@ import torch.multiprocessing as mp
 
 from tokembed._determinism import configure_torch, pinned_environment
 
-__all__ = ["RankFailed", "rank_threads", "run_ranks"]
+__all__ = ["RankFailed", "backend_for", "rank_device", "rank_threads", "run_ranks"]
 
 # Seconds the parent keeps waiting for the other ranks after one has failed:
 # enough for ranks that were about to finish, far below any collective timeout.
 _GRACE_S = 3.0
 _HOST = "127.0.0.1"
+
+
+def backend_for(world_size: int) -> str:
+    """``"nccl"`` when there is a GPU per rank, else ``"gloo"`` (CPU)."""
+    return (
+        "nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= world_size else "gloo"
+    )
+
+
+def rank_device() -> torch.device:
+    """The device a rank's tensors live on: its GPU under NCCL, else the CPU."""
+    if dist.is_initialized() and dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
 
 
 def rank_threads() -> int:
@@ -95,14 +109,17 @@ def _child(
     args: tuple[Any, ...],
     results: Any,
     threads: int,
+    backend: str,
 ) -> None:
     try:
         configure_torch(threads=threads)
+        if backend == "nccl":
+            torch.cuda.set_device(rank)
         store = dist.TCPStore(
             _HOST, port, world_size, is_master=False, timeout=timedelta(seconds=timeout)
         )
         dist.init_process_group(
-            "gloo",
+            backend,
             store=store,
             rank=rank,
             world_size=world_size,
@@ -136,8 +153,12 @@ def run_ranks(
     world_size: int,
     *args: Any,
     timeout: float = 120.0,
+    backend: str = "gloo",
 ) -> list[Any]:
     """Run ``fn(rank, world_size, *args)`` on ``world_size`` gloo ranks; return results by rank.
+
+    ``backend="nccl"`` joins an NCCL group instead, rank ``r`` on ``cuda:r``
+    (:func:`backend_for` picks NCCL where enough GPUs exist).
 
     Raises:
         RankFailed: a rank raised (message carries its traceback), died
@@ -155,7 +176,7 @@ def run_ranks(
     processes = [
         ctx.Process(
             target=_child,
-            args=(rank, world_size, store.port, timeout, fn, args, results, threads),
+            args=(rank, world_size, store.port, timeout, fn, args, results, threads, backend),
             daemon=True,
         )
         for rank in range(world_size)

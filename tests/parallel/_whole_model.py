@@ -441,9 +441,9 @@ def _reshard_across_sizes(
     dist.barrier()
     wide = VocabParallelEmbedding(VOCAB, HIDDEN)  # the world: TP = 4
     load_vocab_shards(wide, f"{directory}/tp2")
-    save_vocab_shards(wide, f"{directory}/tp4")
+    save_vocab_shards(wide, f"{directory}/tp4-from-tp2")  # a new folder: tp4 exists
     narrow = VocabParallelEmbedding(VOCAB, HIDDEN, group=tp)
-    load_vocab_shards(narrow, f"{directory}/tp4")
+    load_vocab_shards(narrow, f"{directory}/tp4-from-tp2")
     smaller = VocabParallelEmbedding(VOCAB - 1, HIDDEN, group=tp)
     torch.manual_seed(5)
     linear = nn.Linear(HIDDEN, VOCAB, bias=False)  # an untied output head, same on every rank
@@ -459,7 +459,7 @@ def _reshard_across_sizes(
         "tp4_rows": (wide.vocab_start, wide.vocab_end),
         "tp4": wide.gather_weight(),
         "tp2_again": narrow.gather_weight(),
-        "wrong_shape": _code(lambda: load_vocab_shards(smaller, f"{directory}/tp4")),
+        "wrong_shape": _code(lambda: load_vocab_shards(smaller, f"{directory}/tp4-from-tp2")),
     }
 
 

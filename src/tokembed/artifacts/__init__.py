@@ -9,6 +9,9 @@ format is parsed, validated and written in one place:
   checked without touching tensor bytes, and the tokembed record in it;
 * :mod:`~tokembed.artifacts.safetensors_writer` — the one safetensors writer,
   streaming tensor bytes to the file (:func:`write_safetensors`);
+* :mod:`~tokembed.artifacts.dcp_metadata` / :mod:`~tokembed.artifacts.dcp_io` —
+  distributed checkpoint folders: their metadata checked before any byte is
+  loaded, and the one writer and reader of sharded state (:func:`write_dcp`);
 * :mod:`~tokembed.artifacts.gguf_reader` — a GGUF header and one tensor at a time;
 * :mod:`~tokembed.artifacts.models` — a transformers model loaded from a folder
   or a GGUF file (:func:`load_model`), or built empty from its config;
@@ -29,6 +32,8 @@ Example::
 
 from tokembed.artifacts import (
     config,
+    dcp_io,
+    dcp_metadata,
     digest,
     gguf_reader,
     models,
@@ -37,6 +42,8 @@ from tokembed.artifacts import (
     safetensors_writer,
 )
 from tokembed.artifacts.config import *
+from tokembed.artifacts.dcp_io import *
+from tokembed.artifacts.dcp_metadata import *
 from tokembed.artifacts.digest import *
 from tokembed.artifacts.gguf_reader import *
 from tokembed.artifacts.models import *
@@ -46,6 +53,8 @@ from tokembed.artifacts.safetensors_writer import *
 
 __all__: list[str] = []
 __all__ += config.__all__
+__all__ += dcp_io.__all__
+__all__ += dcp_metadata.__all__
 __all__ += digest.__all__
 __all__ += gguf_reader.__all__
 __all__ += models.__all__

@@ -35,6 +35,8 @@ __all__ = [
     "AliasGraph",
     "alias_graph",
     "apply_aliases",
+    "local_tensor",
+    "placement",
     "same_storage",
     "verify_aliases",
 ]
@@ -88,10 +90,52 @@ class AliasGraph:
         return AliasGraph.from_aliases(mapping)
 
 
+def local_tensor(t: torch.Tensor) -> torch.Tensor:
+    """The part of ``t`` this process stores: a DTensor's local shard, any other tensor itself."""
+    from torch.distributed.tensor import DTensor
+
+    if isinstance(t, DTensor):
+        local: torch.Tensor = t.to_local().detach()
+        return local
+    return t
+
+
+def placement(t: torch.Tensor) -> str:
+    """How ``t`` is distributed: ``""`` for a plain tensor, a DTensor's mesh and placements.
+
+    Example::
+
+        >>> placement(fsdp_model.emb.weight)  # doctest: +SKIP
+        'mesh (2,) Shard(dim=0)'
+    """
+    from torch.distributed.tensor import DTensor
+
+    if not isinstance(t, DTensor):
+        return ""
+    mesh = t.device_mesh
+    names = f" {mesh.mesh_dim_names}" if mesh.mesh_dim_names else ""
+    return f"mesh {tuple(mesh.shape)}{names} " + ", ".join(str(p) for p in t.placements)
+
+
 def same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """True when ``a`` and ``b`` view the same bytes: storage, offset, shape and stride."""
+    """True when ``a`` and ``b`` view the same bytes: storage, offset, shape and stride.
+
+    DTensors (FSDP2, tensor-parallel plans) view the same bytes when they have the
+    same global shape, mesh and placements and their local shards do; a DTensor and
+    a plain tensor never do.
+    """
+    from torch.distributed.tensor import DTensor
+
+    if a is b:
+        return True
+    if isinstance(a, DTensor) or isinstance(b, DTensor):
+        if not (isinstance(a, DTensor) and isinstance(b, DTensor)):
+            return False
+        if a.shape != b.shape or a.device_mesh != b.device_mesh or a.placements != b.placements:
+            return False
+        a, b = local_tensor(a), local_tensor(b)
     if a.device.type == "meta" or b.device.type == "meta":  # no storage: identity is all there is
-        return a is b
+        return False
     return (
         a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
         and a.storage_offset() == b.storage_offset()

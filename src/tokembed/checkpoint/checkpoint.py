@@ -1,11 +1,13 @@
-"""Save and load checkpoints that keep their alias graph (safetensors underneath).
+"""Save and load checkpoints that keep their alias graph: one file, or a DCP folder.
 
 :func:`save_checkpoint` stores one tensor per alias group (its canonical name),
-the alias map, shapes and dtypes, the tokenizer's address hash, the row layout
-of sharded tables and the optimizer's per-parameter state (format in
-:mod:`tokembed.checkpoint.format`, written by :mod:`tokembed.artifacts.safetensors_writer`).
-The file is written to a temporary sibling, fsynced and renamed; inputs are never
-overwritten.
+the alias map, shapes and dtypes, the tokenizer's address hash and the
+optimizer's per-parameter state. An unsharded model goes to one safetensors file
+(format in :mod:`tokembed.checkpoint.format`, written by
+:mod:`tokembed.artifacts.safetensors_writer`); a sharded one (FSDP2, DTensor plans,
+vocabulary-parallel tables) to a ``torch.distributed.checkpoint`` folder with the
+same record (:mod:`tokembed.checkpoint.distributed`). Either is written to a
+temporary sibling, fsynced and renamed; inputs are never overwritten.
 
 :func:`load_checkpoint` restores the topology before any value: the aliases
 recorded in the file, those the model already has and those its transformers
@@ -20,7 +22,8 @@ identity is proven afterwards. It refuses, each with a code:
   ``strict=False`` both are reported instead);
 * a lossy dtype cast — UNSAFE_CAST; another shape — SHAPE_MISMATCH;
 * another tokenizer than the one in use — ADDRESS_HASH_MISMATCH;
-* a sharded table saved with other row intervals — SHARD_LAYOUT_MISMATCH;
+* a single file loaded into a row-sharded table (a file holds whole tables;
+  sharded state lives in distributed checkpoint folders) — SHARD_LAYOUT_MISMATCH;
 * an optimizer that holds a replaced Parameter or one Parameter twice.
 
 Large tensors are copied into the model in row blocks straight from the
@@ -40,12 +43,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
+from torch.distributed import ProcessGroup
 
 from tokembed.artifacts.digest import tensor_digest
 from tokembed.artifacts.recorded_hash import address_hash_of
@@ -56,48 +59,26 @@ from tokembed.artifacts.safetensors_header import (
     read_checkpoint_metadata,
 )
 from tokembed.artifacts.safetensors_writer import write_safetensors
-from tokembed.checkpoint._hf import hf_claims
-from tokembed.checkpoint.alias import AliasGraph, alias_graph, apply_aliases, verify_aliases
+from tokembed.checkpoint.alias import alias_graph, apply_aliases, verify_aliases
+from tokembed.checkpoint.binding import (
+    LoadReport,
+    check_tokenizer,
+    is_sharded,
+    refuse_hidden_sharing,
+    restore_graph,
+    row_tables,
+)
+from tokembed.checkpoint.distributed import load_distributed, save_distributed
 from tokembed.checkpoint.optimizer import PREFIX, optimizer_tensors, restore_optimizer
 from tokembed.embedding.materialize import is_safe_cast
-from tokembed.errors import CheckpointError, EmbeddingError, ParallelError
+from tokembed.errors import CheckpointError, EmbeddingError, ParallelError, UsageError
 from tokembed.files.atomic import check_output, replace_with
 
-__all__ = ["LoadReport", "load_checkpoint", "save_checkpoint"]
+__all__ = ["load_checkpoint", "save_checkpoint"]
 
 # Row blocks of at most 64 MiB: large enough that the copy runs at memory bandwidth,
 # small enough that loading a 2 GiB table adds a few percent of it to the peak.
 _BLOCK_BYTES = 64 << 20
-
-
-def _shards(model: nn.Module) -> dict[str, dict[str, int]]:
-    layout = {}
-    for name, module in model.named_modules():
-        start, end = getattr(module, "vocab_start", None), getattr(module, "vocab_end", None)
-        if start is not None and end is not None and "weight" in module._parameters:
-            layout[f"{name}.weight" if name else "weight"] = {
-                "num_embeddings": int(module.num_embeddings),
-                "start": int(start),
-                "end": int(end),
-                "world_size": len(module.intervals),
-            }
-    return layout
-
-
-def _refuse_hidden_sharing(tensors: dict[str, torch.Tensor]) -> None:
-    seen: dict[tuple[int, int], str] = {}
-    for name, t in tensors.items():
-        if t.numel() == 0:
-            continue
-        key = (t.untyped_storage().data_ptr(), int(t.storage_offset()))
-        if key in seen:
-            raise CheckpointError(
-                "UNDECLARED_TIE",
-                f"{name!r} shares storage with {seen[key]!r} but they are two Parameter objects",
-                value=(seen[key], name),
-                fix="make them one Parameter (a declared alias) or clone one of them",
-            )
-        seen[key] = name
 
 
 def save_checkpoint(
@@ -108,27 +89,56 @@ def save_checkpoint(
     tokenizer: Any = None,
     digests: bool = False,
     inputs: Iterable[str | os.PathLike[str]] = (),
+    distributed: bool | None = None,
+    group: ProcessGroup | None = None,
 ) -> Path:
-    """Write ``model`` (and ``optimizer``'s state) to one safetensors file; returns the path.
+    """Write ``model`` (and ``optimizer``'s state): one safetensors file, or a DCP folder.
+
+    A model that holds sharded state (FSDP2 or DTensor parameters, vocabulary-
+    parallel tables) is written as a distributed checkpoint folder ``path``
+    (:func:`~tokembed.checkpoint.distributed.save_distributed`: collective over
+    ``group``, every rank calls it); any other model as one safetensors file.
+    ``distributed=True`` writes a folder for an unsharded model too (loadable at
+    any world size). Returns the path.
 
     Args:
         tokenizer: a tokenizer (its ``address_hash``) or the hash string the
             rows belong to; recorded and checked by :func:`load_checkpoint`.
         digests: also record each tensor's SHA-256 digest
             (:func:`~tokembed.artifacts.digest.tensor_digest`; ``tokembed checkpoint
-            verify`` then checks the bytes; costs one pass over the data).
-        inputs: files this save must not overwrite.
+            verify`` then checks the bytes; costs one pass over the data). Files only.
+        inputs: paths this save must not overwrite.
 
     Raises:
-        UsageError OUTPUT_EXISTS: ``path`` is one of ``inputs`` or a folder.
+        UsageError OUTPUT_EXISTS: ``path`` is one of ``inputs`` or a folder (an
+            existing folder for a distributed checkpoint).
+        UsageError INVALID_ARGUMENT: ``distributed=False`` for a sharded model, or
+            ``digests=True`` for a distributed checkpoint.
         CheckpointError UNDECLARED_TIE: two distinct Parameters share storage.
         CheckpointError STALE_OPTIMIZER_PARAMETER / DUPLICATE_OPTIMIZER_REGISTRATION.
     """
+    sharded = is_sharded(model)
+    if distributed is None:
+        distributed = sharded
+    if (sharded and not distributed) or (distributed and digests):
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            "a sharded model is saved as a distributed checkpoint folder"
+            if sharded and not distributed
+            else "digests are recorded in single-file checkpoints only",
+            value=str(path),
+            fix="save sharded state with distributed=True (the default for a sharded "
+            "model) and without digests=True",
+        )
+    if distributed:
+        return save_distributed(
+            model, path, optimizer=optimizer, tokenizer=tokenizer, inputs=inputs, group=group
+        )
     target = check_output(Path(path), inputs=[str(p) for p in inputs])
     graph = alias_graph(model)
     aliases = graph.aliases()
     tensors = {k: v.detach() for k, v in model.state_dict().items() if k not in aliases}
-    _refuse_hidden_sharing(tensors)
+    refuse_hidden_sharing(tensors)
     opt_meta = None
     if optimizer is not None:
         state, opt_meta = optimizer_tensors(model, optimizer)
@@ -142,7 +152,6 @@ def save_checkpoint(
             for k, v in tensors.items()
         },
         "address_hash": address_hash_of(tokenizer),
-        "shards": _shards(model),
         "optimizer": opt_meta,
     }
     metadata = {"format": "pt", CHECKPOINT_META_KEY: json.dumps(meta, sort_keys=True)}
@@ -151,61 +160,18 @@ def save_checkpoint(
     return target
 
 
-@dataclass(frozen=True, kw_only=True)
-class LoadReport:
-    """What a load did: keys missing or unexpected (``strict=False``), aliases re-pointed.
-
-    ``states`` names each state-dict entry's materialization: ``"exact_load"``
-    (copied from the file) or ``"fresh"`` (missing under ``strict=False``: it keeps
-    the values the constructor gave it, and the caller must treat it as new).
-    """
-
-    states: dict[str, str]
-    missing: tuple[str, ...]
-    unexpected: tuple[str, ...]
-    retied: tuple[str, ...]
-    aliases: dict[str, str]
-    address_hash: str | None
-    optimizer_restored: bool
-
-
-def _graph_for(model: nn.Module, meta: dict[str, Any] | None) -> AliasGraph:
-    saved = AliasGraph.from_aliases(meta.get("aliases", {})) if meta else AliasGraph(groups=())
-    claims = hf_claims(model)
-    for alias, canonical in saved.aliases().items():
-        if claims.get((alias, canonical)) is False:
-            raise CheckpointError(
-                "UNDECLARED_TIE",
-                f"the checkpoint ties {alias!r} to {canonical!r} but the model's config unties "
-                "them: restoring the alias would change the architecture silently",
-                value=(alias, canonical),
-                fix="set config.tie_word_embeddings=True and rebuild the model, or load into a "
-                "tied model and convert with tokembed.checkpoint.untie",
-            )
-    claimed = AliasGraph.from_aliases({a: c for (a, c), tied in claims.items() if tied})
-    return saved.merged(alias_graph(model)).merged(claimed)
-
-
-def _check_binding(meta: dict[str, Any] | None, tokenizer: Any, model: nn.Module) -> None:
-    expected, found = address_hash_of(tokenizer), (meta or {}).get("address_hash")
-    if expected is not None and found != expected:
-        raise EmbeddingError(
-            "ADDRESS_HASH_MISMATCH",
-            f"the checkpoint's rows belong to tokenizer {found!r}, the one in use is {expected!r}",
-            value=found,
-            fix="load with the tokenizer the checkpoint was trained with, or migrate the "
-            "vocabulary explicitly",
+def _refuse_row_shards(path: str | os.PathLike[str], model: nn.Module) -> None:
+    # A file holds whole [V, d] tables; a rank of a row-sharded table holds [s, e) of it.
+    sharded = row_tables(model)
+    if sharded:
+        name, rows = next(iter(sharded.items()))
+        raise ParallelError(
+            "SHARD_LAYOUT_MISMATCH",
+            f"{path} is a single-file checkpoint, but this rank holds rows"
+            f" [{rows['start']}, {rows['end']}) of {name!r}",
+            value=name,
+            fix="convert the file with file_to_dcp(file, folder) and load the folder on every rank",
         )
-    mine = _shards(model)
-    for name, saved in ((meta or {}).get("shards") or {}).items():
-        if mine.get(name) != saved:
-            raise ParallelError(
-                "SHARD_LAYOUT_MISMATCH",
-                f"{name!r} was saved as rows {saved}, this rank holds {mine.get(name)}",
-                value=name,
-                fix="load each rank's file into the same tensor-parallel layout, or reshard "
-                "with tokembed.parallel.load_vocab_shards",
-            )
 
 
 def _copy_into(dst: torch.Tensor, f: Any, key: str) -> None:
@@ -264,10 +230,16 @@ def load_checkpoint(
     optimizer: torch.optim.Optimizer | None = None,
     tokenizer: Any = None,
     strict: bool = True,
+    group: ProcessGroup | None = None,
 ) -> LoadReport:
     """Restore aliases, then values, then (optionally) optimizer state; prove the aliases.
 
-    Also reads foreign safetensors files (e.g. transformers' ``model.safetensors``):
+    A folder is read as a distributed checkpoint
+    (:func:`~tokembed.checkpoint.distributed.load_distributed`: into a model sharded
+    at any world size and layout, or into one process; a sharded model's ranks of
+    ``group`` call it together and refuse together). A file is one safetensors
+    checkpoint. Also reads foreign files (e.g. transformers' ``model.safetensors``)
+    and folders written by plain ``dcp.save``:
     their ties come from the model and its config. ``optimizer`` must be built
     from the model after its aliases exist (load once without it first when
     the model is freshly constructed and untied).
@@ -278,13 +250,19 @@ def load_checkpoint(
             OPTIMIZER_STATE_MISMATCH, MALFORMED_CHECKPOINT.
         EmbeddingError MISSING_KEY / UNEXPECTED_KEY (strict), SHAPE_MISMATCH,
             UNSAFE_CAST, ADDRESS_HASH_MISMATCH.
-        ParallelError SHARD_LAYOUT_MISMATCH.
+        ParallelError SHARD_LAYOUT_MISMATCH: a file loaded into a row-sharded table.
+        And as :func:`~tokembed.checkpoint.distributed.load_distributed` for a folder.
     """
     from safetensors import safe_open
 
+    if Path(path).is_dir():
+        return load_distributed(
+            model, path, optimizer=optimizer, tokenizer=tokenizer, strict=strict, group=group
+        )
     meta = read_checkpoint_metadata(path)
-    _check_binding(meta, tokenizer, model)
-    graph = _graph_for(model, meta)
+    check_tokenizer(meta, tokenizer)
+    _refuse_row_shards(path, model)
+    graph = restore_graph(model, meta)
     names = list(model.state_dict().keys())
     groups: dict[str, list[str]] = {}
     for name in names:

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -49,8 +48,12 @@ from tokembed.checkpoint._hf import find_weights, hf_claims
 from tokembed.checkpoint.alias import alias_graph
 from tokembed.checkpoint.checkpoint import save_checkpoint
 from tokembed.checkpoint.ties import TieKind, TiePair, TieReport
-from tokembed.errors import UsageError
-from tokembed.files.atomic import check_output, write_bytes_atomic
+from tokembed.files.atomic import (
+    check_new_folder,
+    new_temp_folder,
+    publish_folder,
+    write_bytes_atomic,
+)
 
 __all__ = ["folder_tie_report", "save_model_folder"]
 
@@ -147,28 +150,19 @@ def save_model_folder(
         UsageError: the other codes of :func:`tokembed.files.atomic.write_files_atomic`.
         CheckpointError: as :func:`~tokembed.checkpoint.save_checkpoint`.
     """
-    target = check_output(Path(out), inputs=inputs)
-    if target.exists():
-        raise UsageError(
-            "OUTPUT_EXISTS",
-            f"refusing to write {out}: it exists",
-            value=str(out),
-            fix="choose a new output folder",
-        )
+    target = check_new_folder(Path(out), inputs=inputs)
     files: dict[str, bytes] = {}
     config: Any = getattr(model, "config", None)
     if config is not None:
         files["config.json"] = config.to_json_string().encode()
     files.update(extra)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    tmp = new_temp_folder(target)
     try:
         save_checkpoint(model, tmp / "model.safetensors", tokenizer=address_hash)
         for name, data in files.items():
             write_bytes_atomic(tmp / name, data)
-        os.chmod(tmp, 0o755)  # mkdtemp makes 0o700; a model folder is as readable as a file
-        os.rename(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    publish_folder(tmp, target)
     return [target / "model.safetensors", *(target / name for name in files)]

@@ -10,8 +10,6 @@ accepts the file) and ``"tokembed.checkpoint"``: a JSON object with
 * ``tensors`` ``{name: {"shape", "dtype"[, "sha256"]}}`` for every stored tensor
   (``sha256``: :func:`~tokembed.artifacts.digest.tensor_digest` of its values),
 * ``address_hash`` of the tokenizer the rows belong to (or null),
-* ``shards`` ``{table: {"num_embeddings", "start", "end", "world_size"}}`` for
-  row-sharded tables (each rank saves its own file),
 * ``optimizer``: class, param groups by parameter name, non-tensor state.
 
 The header and this record are read by :mod:`tokembed.artifacts.safetensors_header`.
@@ -54,7 +52,6 @@ class CheckpointSummary:
     aliases: dict[str, str]
     address_hash: str | None
     optimizer: str | None
-    shards: dict[str, Any]
     digests_checked: int
 
     def to_dict(self) -> dict[str, Any]:
@@ -118,7 +115,6 @@ def verify_checkpoint(path: str | os.PathLike[str]) -> CheckpointSummary:
         aliases=aliases,
         address_hash=meta.get("address_hash"),
         optimizer=None if optimizer is None else optimizer.get("class"),
-        shards=meta.get("shards", {}),
         digests_checked=checked,
     )
 

@@ -32,7 +32,14 @@ from torch import nn
 from tokembed.checkpoint.alias import alias_graph
 from tokembed.errors import CheckpointError
 
-__all__ = ["PREFIX", "check_registration", "optimizer_tensors", "restore_optimizer"]
+__all__ = [
+    "PREFIX",
+    "check_registration",
+    "check_saved_groups",
+    "optimizer_tensors",
+    "restore_optimizer",
+    "restore_options",
+]
 
 PREFIX = "optimizer/"
 
@@ -122,6 +129,39 @@ def optimizer_tensors(
     return tensors, meta
 
 
+def check_saved_groups(
+    model: nn.Module, optimizer: torch.optim.Optimizer, meta: Mapping[str, Any]
+) -> dict[int, str]:
+    """Require ``optimizer`` to be built like the saved one; ``id(param) -> canonical name``.
+
+    Raises:
+        CheckpointError STALE_OPTIMIZER_PARAMETER / DUPLICATE_OPTIMIZER_REGISTRATION.
+        CheckpointError OPTIMIZER_STATE_MISMATCH: another class, other groups or members.
+    """
+    names = check_registration(model, optimizer)
+    saved_groups = meta.get("param_groups", [])
+    mine = [[names[id(p)] for p in g["params"]] for g in optimizer.param_groups]
+    theirs = [list(g["params"]) for g in saved_groups]
+    if meta.get("class") != type(optimizer).__name__ or mine != theirs:
+        raise CheckpointError(
+            "OPTIMIZER_STATE_MISMATCH",
+            f"saved {meta.get('class')} with groups {theirs}; this is "
+            f"{type(optimizer).__name__} with groups {mine}",
+            value=(meta.get("class"), theirs),
+            fix="build the optimizer like the saved one: same class, same groups in the same order",
+        )
+    return names
+
+
+def restore_options(group: dict[str, Any], saved: Mapping[str, Any]) -> None:
+    """Put a saved param group's hyper-parameters (``saved["options"]``) into ``group``."""
+    for key, value in saved["options"].items():
+        if key in group and isinstance(group[key], tuple):
+            value = tuple(value)
+        if key in group and not isinstance(group[key], torch.Tensor):
+            group[key] = value
+
+
 def restore_optimizer(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -140,25 +180,10 @@ def restore_optimizer(
         CheckpointError OPTIMIZER_STATE_MISMATCH: another optimizer class, other
             groups or members, or a moment of another shape.
     """
-    names = check_registration(model, optimizer)
-    saved_groups = meta.get("param_groups", [])
-    mine = [[names[id(p)] for p in g["params"]] for g in optimizer.param_groups]
-    theirs = [list(g["params"]) for g in saved_groups]
-    if meta.get("class") != type(optimizer).__name__ or mine != theirs:
-        raise CheckpointError(
-            "OPTIMIZER_STATE_MISMATCH",
-            f"saved {meta.get('class')} with groups {theirs}; this is "
-            f"{type(optimizer).__name__} with groups {mine}",
-            value=(meta.get("class"), theirs),
-            fix="build the optimizer like the saved one: same class, same groups in the same order",
-        )
+    names = check_saved_groups(model, optimizer, meta)
     scalars = meta.get("scalars", {})
-    for group, saved in zip(optimizer.param_groups, saved_groups, strict=True):
-        for key, value in saved["options"].items():
-            if key in group and isinstance(group[key], tuple):
-                value = tuple(value)
-            if key in group and not isinstance(group[key], torch.Tensor):
-                group[key] = value
+    for group, saved in zip(optimizer.param_groups, meta["param_groups"], strict=True):
+        restore_options(group, saved)
         for param in group["params"]:
             name = names[id(param)]
             optimizer.state.pop(param, None)

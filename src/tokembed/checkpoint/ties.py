@@ -14,8 +14,10 @@ disagree:
 * claimed tied, [V, D] against [V, H] — TIE_WIDTH_MISMATCH; other shapes —
   TIE_SHAPE_MISMATCH;
 * row-sharded tables (vocab-parallel embedding and head) claimed tied whose
-  row intervals differ on this rank — TIE_PARTITION_MISMATCH; tied sharded
-  tables share one local Parameter per rank, checked like any other tie;
+  row intervals differ on this rank, or DTensor parameters (FSDP2, tensor-parallel
+  plans) claimed tied with another mesh or placement — TIE_PARTITION_MISMATCH;
+  tied sharded tables share one local Parameter per rank, checked like any other
+  tie (a DTensor by its identity, its local shard's storage and its placement);
 * pipeline replicas (``replicas=``) are checked with their own collective
   contract (:meth:`tokembed.parallel.TiedReplica.check`): REPLICA_DIVERGED.
 
@@ -39,7 +41,7 @@ import torch
 from torch import nn
 
 from tokembed.checkpoint._hf import hf_claims
-from tokembed.checkpoint.alias import alias_graph, same_storage
+from tokembed.checkpoint.alias import alias_graph, local_tensor, placement, same_storage
 from tokembed.errors import CheckpointError, ParallelError, TokembedError
 
 __all__ = ["TieKind", "TiePair", "TieReport", "check_replica_groups", "require_ties", "tie_report"]
@@ -65,6 +67,8 @@ class TiePair:
     claim_source: str
     code: str | None
     detail: str
+    left_placement: str = ""  # a DTensor's mesh and placements ("" for a plain tensor)
+    right_placement: str = ""
 
     @property
     def tied(self) -> bool:
@@ -129,9 +133,13 @@ def _intervals(model: nn.Module, name: str) -> tuple[int, int] | None:
 def _examine(model: nn.Module, left: str, right: str, claimed: bool | None, source: str) -> TiePair:
     a, b = model.get_parameter(left), model.get_parameter(right)
     same_obj, same_sto = a is b, same_storage(a, b)
-    # Meta-device tensors (architectures built without weights) have no values to compare.
-    comparable = a.shape == b.shape and a.dtype == b.dtype and a.device.type != "meta"
-    equal = bool(torch.equal(a.detach(), b.detach())) if comparable else None
+    pa, pb = placement(a), placement(b)
+    # DTensors compare their local shards (same placement only: no collective here);
+    # meta-device tensors (architectures built without weights) have no values at all.
+    la, lb = local_tensor(a), local_tensor(b)
+    comparable = a.shape == b.shape and a.dtype == b.dtype and pa == pb
+    comparable = comparable and la.shape == lb.shape and la.device.type != "meta"
+    equal = bool(torch.equal(la.detach(), lb.detach())) if comparable else None
     kind: TieKind = "distinct"
     if same_obj:
         kind = "same_parameter"
@@ -142,6 +150,8 @@ def _examine(model: nn.Module, left: str, right: str, claimed: bool | None, sour
     code, detail = None, "one Parameter" if same_obj else "one storage, two Parameter objects"
     if not (same_obj or same_sto):
         detail = "equal values in two storages: not a tie" if equal else "separate tables"
+    if pa and (same_obj or same_sto):
+        detail += f", sharded as {pa}"
     ia, ib = _intervals(model, left), _intervals(model, right)
     if claimed and a.shape[:1] == b.shape[:1] and a.shape[1:] != b.shape[1:]:
         code = "TIE_WIDTH_MISMATCH"
@@ -151,6 +161,11 @@ def _examine(model: nn.Module, left: str, right: str, claimed: bool | None, sour
         detail = f"{list(a.shape)} {a.dtype} vs {list(b.shape)} {b.dtype}"
     elif claimed and ia != ib:
         code, detail = "TIE_PARTITION_MISMATCH", f"rows {ia} vs {ib} on this rank"
+    elif claimed and (
+        pa != pb or getattr(a, "device_mesh", None) != getattr(b, "device_mesh", None)
+    ):
+        code = "TIE_PARTITION_MISMATCH"
+        detail = f"sharded as {pa or 'a plain tensor'} vs {pb or 'a plain tensor'}"
     elif claimed and not (same_obj or same_sto):
         code = "TIE_NOT_SHARED"
     elif claimed is False and (same_obj or same_sto):
@@ -168,6 +183,8 @@ def _examine(model: nn.Module, left: str, right: str, claimed: bool | None, sour
         claim_source=source,
         code=code,
         detail=detail,
+        left_placement=pa,
+        right_placement=pb,
     )
 
 

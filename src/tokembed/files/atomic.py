@@ -6,7 +6,11 @@ A reader sees the old file or the complete new one, never a partial write, becau
 the last one renamed is the set's commit point: a reader that checks it (a sidecar
 recording its partner's hash) sees either the whole new set or refuses.
 
-Temporary files are named ``.tokembed-tmp-<pid>-<random>-<name>``. A write killed
+Folders (a model folder, a distributed checkpoint) are written whole into a temporary
+sibling folder (:func:`new_temp_folder`) and renamed into place (:func:`publish_folder`):
+a reader sees no folder or a complete one.
+
+Temporary files and folders are named ``.tokembed-tmp-<pid>-<random>-<name>``. A write killed
 before its rename leaves one behind; the next write into that folder removes those
 whose process is gone (or that are older than a day, in case the pid was reused).
 
@@ -36,7 +40,10 @@ from tokembed.files.os_errors import output_error
 
 __all__ = [
     "TEMP_PREFIX",
+    "check_new_folder",
     "check_output",
+    "new_temp_folder",
+    "publish_folder",
     "remove_stale_temps",
     "replace_with",
     "write_atomic",
@@ -247,5 +254,77 @@ def replace_with(path: Path, write: Callable[[Path], None]) -> None:
         raise output_error(exc, target) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
+        raise
+    _fsync_folder(target.parent)
+
+
+def check_new_folder(path: Path, *, inputs: Iterable[str | Path] = ()) -> Path:
+    """The resolved ``path`` if a new folder may be created there: not an input, not existing.
+
+    Raises:
+        UsageError(OUTPUT_EXISTS): ``path`` exists or is one of ``inputs``.
+        UsageError(NAME_TOO_LONG, OUTPUT_PARENT_NOT_FOLDER, ...): it cannot be examined.
+    """
+    try:
+        target = Path(path).resolve()
+        if any(target == Path(p).resolve() for p in inputs):
+            raise _refuse(path, "it is one of the inputs")
+        exists = os.path.lexists(target)
+    except OSError as exc:
+        raise output_error(exc, Path(path)) from None
+    if exists:
+        raise UsageError(
+            "OUTPUT_EXISTS",
+            f"refusing to write {path}: it exists",
+            value=str(path),
+            fix="choose a new output folder",
+        )
+    return target
+
+
+def new_temp_folder(target: Path) -> Path:
+    """Create the temporary sibling folder a folder ``target`` is written into.
+
+    Its name carries :data:`TEMP_PREFIX` and this process id, so a write killed before
+    :func:`publish_folder` leaves a folder that :func:`remove_stale_temps` removes.
+
+    Raises:
+        UsageError: as :func:`write_files_atomic` (the parent cannot be created or written).
+    """
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temps(target.parent)
+        tmp = _temp_name(target)
+        tmp.mkdir(mode=0o755)
+    except OSError as exc:
+        raise output_error(exc, target) from None
+    return tmp
+
+
+def publish_folder(tmp: Path, target: Path) -> None:
+    """Rename the complete folder ``tmp`` (from :func:`new_temp_folder`) to ``target``.
+
+    The files inside are fsynced first and the parent after the rename. On failure
+    ``tmp`` is removed.
+
+    Raises:
+        UsageError(OUTPUT_EXISTS): ``target`` appeared meanwhile.
+        UsageError: the other codes of :func:`write_files_atomic`.
+    """
+    try:
+        for entry in os.scandir(tmp):
+            if entry.is_file(follow_symlinks=False):
+                with open(entry.path, "rb") as f:
+                    os.fsync(f.fileno())
+        _fsync_folder(tmp)
+        os.chmod(tmp, 0o755)  # the umask may have narrowed it; a folder is read like a file
+        if os.path.lexists(target):
+            raise _refuse(target, "it exists")
+        os.rename(tmp, target)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise output_error(exc, target) from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
         raise
     _fsync_folder(target.parent)

@@ -3,7 +3,8 @@
 Classify the change between two tokenizers (:func:`classify_change`), build the
 exact row map (:func:`row_map`), initialize the other rows (:class:`NewRows`),
 migrate every vocabulary-indexed tensor and its optimizer state
-(:func:`migrate_model`), freeze rows (:func:`freeze_rows`), measure what the
+(:func:`migrate_model`; a distributed checkpoint folder offline, table by table:
+:func:`migrate_checkpoint`), freeze rows (:func:`freeze_rows`), measure what the
 new rows did to the output distribution (:func:`probability_shift`) and bind
 it all in a release manifest (:mod:`tokembed.migrate.release`). Vocabulary-parallel
 tables: :mod:`tokembed.migrate.shards` (imported on its own; it needs torch.distributed).
@@ -15,6 +16,7 @@ from tokembed.migrate import (
     freeze,
     init,
     measure,
+    offline,
     optimizer,
     release,
     roles,
@@ -26,6 +28,7 @@ from tokembed.migrate.classify import *
 from tokembed.migrate.freeze import *
 from tokembed.migrate.init import *
 from tokembed.migrate.measure import *
+from tokembed.migrate.offline import *
 from tokembed.migrate.optimizer import *
 from tokembed.migrate.release import *
 from tokembed.migrate.roles import *
@@ -38,6 +41,7 @@ __all__ += classify.__all__
 __all__ += freeze.__all__
 __all__ += init.__all__
 __all__ += measure.__all__
+__all__ += offline.__all__
 __all__ += optimizer.__all__
 __all__ += release.__all__
 __all__ += roles.__all__

@@ -1,18 +1,20 @@
 """Row-sharded embedding checkpoints: save at one tensor-parallel size, load at another.
 
-A checkpoint directory holds one safetensors file per rank with that rank's rows
-``[s_r, e_r)`` (tensor ``"weight"``, the interval also in the file's metadata) and
-a JSON manifest ``layout.json`` naming the logical table: ``V``, ``d``, dtype,
-the interval of every file, and optionally the tokenizer address hash the rows
-belong to. Loading at any size reads, for each target interval, only the
-overlapping slices of the saved files, so the logical table — not the physical
-files — is what survives a reshard: shards edited one by one could otherwise
-drift from any table that was ever trained.
+A vocabulary-sharded table is saved as a distributed checkpoint folder
+(:func:`tokembed.artifacts.dcp_io.write_dcp`, the project's one writer of sharded
+state): the logical ``[V, d]`` tensor ``"weight"``, each rank's rows ``[s_r, e_r)``
+one chunk of it, and the record (``tokembed.json``) naming the tokenizer address
+hash the rows belong to and the intervals they were saved at. Loading at any size
+reads, for each target interval, only the overlapping chunks, so the logical table
+— not the physical files — is what survives a reshard. A whole model with such
+tables goes through :func:`tokembed.checkpoint.save_checkpoint` into the same kind
+of folder; these functions serve one table.
 
-Refusals (ParallelError SHARD_LAYOUT_MISMATCH): a manifest whose intervals leave a
-gap or overlap, a file whose rows, width, dtype or recorded interval disagree
-with the manifest, a missing file, or a target table of another shape. A target
-bound to another tokenizer gets EmbeddingError ADDRESS_HASH_MISMATCH.
+Refusals: ParallelError SHARD_LAYOUT_MISMATCH for saved chunks that leave a gap or
+overlap, a folder that holds no table, rows outside the table or a target table
+of another shape; CheckpointError CHECKPOINT_SHARD_MISSING / MALFORMED_CHECKPOINT
+for a damaged folder (as :func:`~tokembed.artifacts.dcp_metadata.read_dcp_metadata`);
+EmbeddingError ADDRESS_HASH_MISMATCH for a target bound to another tokenizer.
 
 Example::
 
@@ -23,41 +25,34 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
-import torch.distributed as dist
 from torch import nn
 from torch.distributed import ProcessGroup
 
-from tokembed.artifacts.safetensors_writer import write_safetensors
+from tokembed.artifacts.dcp_io import TensorPiece, read_dcp_tensor, write_dcp
+from tokembed.artifacts.dcp_metadata import read_dcp_metadata, read_dcp_record
 from tokembed.embedding.addressed import check_address_hash
 from tokembed.embedding.lookup_checks import check_finite, check_pad_row
 from tokembed.embedding.lookup_config import LookupConfig
-from tokembed.errors import EmbeddingError, ParallelError, UsageError
-from tokembed.files.atomic import replace_with, write_bytes_atomic
+from tokembed.errors import EmbeddingError, ParallelError
 from tokembed.parallel.intervals import validate_cover
 
 __all__ = [
-    "MANIFEST_NAME",
     "RowShardedModule",
     "ShardLayout",
     "load_rows",
     "load_vocab_shards",
     "read_layout",
-    "save_shard",
+    "save_shards",
     "save_vocab_shards",
 ]
 
-MANIFEST_NAME = "layout.json"
-_FORMAT = "tokembed.vocab_shards"
-_VERSION = 1
 _TENSOR = "weight"
 
 
@@ -92,37 +87,12 @@ def _mismatch(message: str, value: object, fix: str) -> ParallelError:
     return ParallelError("SHARD_LAYOUT_MISMATCH", message, value=value, fix=fix)
 
 
-@contextlib.contextmanager
-def _damaged_shard(path: Path) -> Iterator[None]:
-    """Turn what a truncated or garbled safetensors file raises into SHARD_LAYOUT_MISMATCH."""
-    from safetensors import SafetensorError
-
-    try:
-        yield
-    except (SafetensorError, OSError, ValueError, TypeError, KeyError, RuntimeError) as error:
-        raise _mismatch(
-            f"shard file {path} is damaged ({type(error).__name__}: {error})",
-            str(path),
-            "re-save the checkpoint (the file is truncated or not a safetensors shard)",
-        ) from None
-
-
-def _check_layout_fields(layout: ShardLayout) -> None:
-    """Refuse a manifest whose numbers or file names cannot describe one table in its folder."""
-    if layout.num_embeddings < 0 or layout.embedding_dim < 0:
-        raise ValueError("negative table size")
-    if layout.dtype not in {_dtype_name(t) for t in _SAFETENSORS_DTYPES.values()}:
-        raise ValueError(f"dtype {layout.dtype!r} is not an embedding table's")
-    if len(layout.files) != len(layout.intervals):
-        raise ValueError("one file per interval is needed")
-    for name in layout.files:  # names inside the checkpoint folder only
-        if not name or name != Path(name).name or name in (".", ".."):
-            raise ValueError(f"file name {name!r} leaves the checkpoint folder")
-
-
 @dataclass(frozen=True, kw_only=True)
 class ShardLayout:
-    """The logical table a checkpoint directory claims to hold (from ``layout.json``)."""
+    """The logical table a checkpoint folder holds: its size, dtype, saved row intervals.
+
+    ``files`` names the data file that holds each interval's rows.
+    """
 
     num_embeddings: int
     embedding_dim: int
@@ -134,90 +104,103 @@ class ShardLayout:
     def __post_init__(self) -> None:
         if self.address_hash is not None:
             check_address_hash(self.address_hash)
-        if len(self.files) != len(self.intervals):
-            raise _mismatch(
-                f"{len(self.files)} files for {len(self.intervals)} intervals",
-                (len(self.files), len(self.intervals)),
-                "write one file per interval (save_vocab_shards does)",
-            )
         try:
             validate_cover(self.intervals, self.num_embeddings)
         except ParallelError as error:
             raise _mismatch(
-                f"manifest intervals do not cover [0, {self.num_embeddings}) exactly once "
-                f"({error.code}: {error.message})",
+                f"saved intervals {[list(iv) for iv in self.intervals]} do not cover "
+                f"[0, {self.num_embeddings}) exactly once ({error.code}: {error.message})",
                 list(self.intervals),
                 "re-save the shards from one consistent tensor-parallel group",
             ) from error
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {
-                "format": _FORMAT,
-                "version": _VERSION,
-                "num_embeddings": self.num_embeddings,
-                "embedding_dim": self.embedding_dim,
-                "dtype": self.dtype,
-                "intervals": [list(iv) for iv in self.intervals],
-                "files": list(self.files),
-                "address_hash": self.address_hash,
-            },
-            indent=1,
-        )
-
-
-def _file_name(rank: int, world_size: int) -> str:
-    return f"shard-{rank:05d}-of-{world_size:05d}.safetensors"
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def save_shard(
+def _pieces(weights: Sequence[tuple[int, torch.Tensor]], num_embeddings: int) -> list[TensorPiece]:
+    pieces = []
+    for start, weight in weights:
+        if weight.dim() != 2:
+            raise _mismatch(
+                f"a shard of a table is [rows, d], not {tuple(weight.shape)}",
+                tuple(weight.shape),
+                "save the weight of a row-sharded table",
+            )
+        shape = (num_embeddings, int(weight.shape[1]))
+        pieces.append(
+            TensorPiece(name=_TENSOR, shape=shape, offset=(start, 0), tensor=weight.detach())
+        )
+    return pieces
+
+
+def _record(
+    num_embeddings: int, intervals: Sequence[tuple[int, int]], address_hash: str | None
+) -> dict[str, Any]:
+    return {
+        "address_hash": address_hash,
+        "layout": {
+            "world_size": len(intervals),
+            "tables": {
+                _TENSOR: {
+                    "num_embeddings": num_embeddings,
+                    "intervals": [[int(s), int(e)] for s, e in intervals],
+                }
+            },
+        },
+    }
+
+
+def _check_rows(
+    weights: Sequence[torch.Tensor], intervals: Sequence[tuple[int, int]], num_embeddings: int
+) -> None:
+    try:
+        validate_cover([(int(s), int(e)) for s, e in intervals], num_embeddings)
+    except ParallelError as error:
+        raise _mismatch(
+            f"intervals do not cover [0, {num_embeddings}) exactly once ({error.message})",
+            list(intervals),
+            "pass the intervals of one tensor-parallel group",
+        ) from error
+    for rank, (weight, (start, end)) in enumerate(zip(weights, intervals, strict=True)):
+        if weight.dim() != 2 or weight.shape[0] != end - start:
+            raise _mismatch(
+                f"rank {rank} holds {tuple(weight.shape)} but its interval [{start}, {end}) "
+                f"has {end - start} rows",
+                tuple(weight.shape),
+                "save the shard of the layer whose intervals you pass",
+            )
+
+
+def save_shards(
     directory: str | os.PathLike[str],
-    weight: torch.Tensor,
+    weights: Sequence[torch.Tensor],
     *,
     num_embeddings: int,
     intervals: Sequence[tuple[int, int]],
-    rank: int,
     address_hash: str | None = None,
 ) -> Path:
-    """Write rank ``rank``'s rows ``weight`` ([e_r - s_r, d]); rank 0 also writes the manifest.
+    """Write every rank's rows ``weights[r]`` (``[e_r - s_r, d]``) from one process.
 
-    No collective: usable from any process that holds a shard. Returns the shard path.
+    For shards gathered in one place (tests, conversion tools); a group saves with
+    :func:`save_vocab_shards`. Returns the new folder.
 
     Raises:
-        ParallelError SHARD_LAYOUT_MISMATCH: ``weight`` has not ``e_r - s_r`` rows, or
-            the intervals do not cover ``[0, num_embeddings)``.
+        ParallelError SHARD_LAYOUT_MISMATCH: a shard has not ``e_r - s_r`` rows, or
+            the intervals do not cover ``[0, num_embeddings)`` exactly once.
+        UsageError OUTPUT_EXISTS: the folder exists.
     """
-    layout = ShardLayout(
-        num_embeddings=num_embeddings,
-        embedding_dim=int(weight.shape[1]),
-        dtype=_dtype_name(weight.dtype),
-        intervals=tuple((int(s), int(e)) for s, e in intervals),
-        files=tuple(_file_name(r, len(intervals)) for r in range(len(intervals))),
-        address_hash=address_hash,
-    )
-    start, end = layout.intervals[rank]
-    if weight.dim() != 2 or weight.shape[0] != end - start:
+    if len(weights) != len(intervals):
         raise _mismatch(
-            f"rank {rank} holds {tuple(weight.shape)} but its interval [{start}, {end}) "
-            f"has {end - start} rows",
-            tuple(weight.shape),
-            "save the shard of the layer whose intervals you pass",
+            f"{len(weights)} shards for {len(intervals)} intervals",
+            (len(weights), len(intervals)),
+            "pass one shard per interval",
         )
-    out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
-    meta = {"vocab_start": str(start), "vocab_end": str(end), "num_embeddings": str(num_embeddings)}
-    path = out / layout.files[rank]
-    # Streamed from the tensor (block-wise if it is on a device or strided): a shard is
-    # never held as one bytes object beside the table.
-    shard = {_TENSOR: weight.detach()}
-    replace_with(path, lambda tmp: write_safetensors(tmp, shard, metadata=meta))
-    if rank == 0:
-        write_bytes_atomic(out / MANIFEST_NAME, layout.to_json().encode())
-    return path
+    _check_rows(weights, intervals, num_embeddings)
+    pieces = _pieces([(s, w) for (s, _), w in zip(intervals, weights, strict=True)], num_embeddings)
+    record = _record(num_embeddings, intervals, address_hash)
+    return write_dcp(directory, pieces, record=record, group=None) if pieces else Path(directory)
 
 
 def save_vocab_shards(
@@ -225,82 +208,76 @@ def save_vocab_shards(
     directory: str | os.PathLike[str],
     *,
     address_hash: str | None = None,
-) -> None:
-    """Every rank of ``emb.group`` writes its shard; returns after all files exist (barrier).
+) -> Path:
+    """Every rank of ``emb.group`` writes its rows into one new checkpoint folder (collective).
 
     ``address_hash`` defaults to the tokenizer ``emb`` is bound to (``emb.config``).
+    Returns the folder once every rank's rows are written and it is published.
+
+    Raises:
+        UsageError OUTPUT_EXISTS: the folder exists (on every rank).
     """
-    save_shard(
-        directory,
-        emb.weight,
-        num_embeddings=emb.num_embeddings,
-        intervals=emb.intervals,
-        rank=emb.rank,
-        address_hash=emb.config.address_hash if address_hash is None else address_hash,
+    start, end = emb.vocab_start, emb.vocab_end
+    _check_rows_local(emb.weight, start, end)
+    pieces = _pieces([(start, emb.weight)], emb.num_embeddings)
+    record = _record(
+        emb.num_embeddings,
+        emb.intervals,
+        emb.config.address_hash if address_hash is None else address_hash,
     )
-    dist.barrier(group=emb.group)
+    return write_dcp(directory, pieces, record=record, group=emb.group)
+
+
+def _check_rows_local(weight: torch.Tensor, start: int, end: int) -> None:
+    if weight.dim() != 2 or weight.shape[0] != end - start:
+        raise _mismatch(
+            f"the layer holds {tuple(weight.shape)} for rows [{start}, {end})",
+            tuple(weight.shape),
+            "save a row-sharded table whose weight holds its interval's rows",
+        )
 
 
 def read_layout(directory: str | os.PathLike[str]) -> ShardLayout:
-    """Parse and validate ``layout.json``; check every listed file's header against it.
+    """The saved table of a checkpoint folder, checked before any value is read.
 
     Raises:
-        ParallelError SHARD_LAYOUT_MISMATCH: missing or malformed manifest, gap or
-            overlap, a missing file, or a file whose shape/dtype/interval disagrees.
+        ParallelError SHARD_LAYOUT_MISMATCH: the folder holds no ``[V, d]`` table, or
+            its saved chunks leave a gap, overlap, or cut the hidden dimension.
+        CheckpointError MALFORMED_CHECKPOINT / CHECKPOINT_SHARD_MISSING; UsageError
+            FILE_NOT_FOUND: as :func:`~tokembed.artifacts.dcp_metadata.read_dcp_metadata`.
     """
-    from safetensors import safe_open
-
     root = Path(directory)
-    try:
-        raw = json.loads((root / MANIFEST_NAME).read_bytes().decode("utf-8"))
-        if not isinstance(raw, dict):
-            raise TypeError("the manifest is not a JSON object")
-        if raw.get("format") != _FORMAT or raw.get("version") != _VERSION:
-            raise KeyError("format")
-        layout = ShardLayout(
-            num_embeddings=int(raw["num_embeddings"]),
-            embedding_dim=int(raw["embedding_dim"]),
-            dtype=str(raw["dtype"]),
-            intervals=tuple((int(s), int(e)) for s, e in raw["intervals"]),
-            files=tuple(str(f) for f in raw["files"]),
-            address_hash=raw.get("address_hash"),
-        )
-        _check_layout_fields(layout)
-    except (OSError, ValueError, KeyError, TypeError, UsageError, RecursionError) as error:
+    meta = read_dcp_metadata(root)
+    record = read_dcp_record(root, metadata=meta) or {}
+    saved = meta.state_dict_metadata.get(_TENSOR)
+    size = tuple(getattr(saved, "size", ()))
+    if saved is None or len(size) != 2:
         raise _mismatch(
-            f"{root / MANIFEST_NAME} is missing or not a {_FORMAT} v{_VERSION} manifest "
-            f"({type(error).__name__}: {error})",
-            str(root / MANIFEST_NAME),
-            "point at a directory written by save_vocab_shards",
-        ) from error
-    for name, (start, end) in zip(layout.files, layout.intervals, strict=True):
-        path = root / name
-        with _damaged_shard(path):  # is_file raises on a name too long
-            if not path.is_file():
-                raise _mismatch(f"shard file {path} is missing", str(path), "copy every shard file")
-            with safe_open(str(path), framework="pt") as f:
-                meta = f.metadata() or {}
-                piece = f.get_slice(_TENSOR)
-                shape, dtype = tuple(piece.get_shape()), piece.get_dtype()
-            recorded = (int(meta.get("vocab_start", -1)), int(meta.get("vocab_end", -1)))
-        dtype_ok = _dtype_name(_SAFETENSORS_DTYPES.get(dtype, torch.uint8)) == layout.dtype
-        if shape != (end - start, layout.embedding_dim) or recorded != (start, end) or not dtype_ok:
-            raise _mismatch(
-                f"{name} holds {shape} {dtype} for rows {list(recorded)} but the manifest "
-                f"says [{end - start}, {layout.embedding_dim}] {layout.dtype} for [{start}, {end})",
-                name,
-                "the manifest and the files come from different saves: re-save them together",
-            )
-    return layout
+            f"{root} holds no [V, d] table {_TENSOR!r}",
+            str(root),
+            "point at a folder written by save_vocab_shards",
+        )
+    chunks = sorted(saved.chunks, key=lambda c: tuple(c.offsets))
+    if any(int(c.offsets[1]) != 0 or int(c.sizes[1]) != int(size[1]) for c in chunks):
+        raise _mismatch(
+            f"{root}: a saved chunk of {_TENSOR!r} does not span the hidden dimension",
+            str(root),
+            "save row-sharded tables (whole rows per rank)",
+        )
+    intervals = tuple((int(c.offsets[0]), int(c.offsets[0]) + int(c.sizes[0])) for c in chunks)
+    from torch.distributed.checkpoint.metadata import MetadataIndex
 
-
-# safetensors header dtype names -> torch dtypes (the ones an embedding table uses).
-_SAFETENSORS_DTYPES: dict[str, torch.dtype] = {
-    "F64": torch.float64,
-    "F32": torch.float32,
-    "F16": torch.float16,
-    "BF16": torch.bfloat16,
-}
+    files = tuple(
+        str(meta.storage_data[MetadataIndex(_TENSOR, c.offsets)].relative_path) for c in chunks
+    )
+    return ShardLayout(
+        num_embeddings=int(size[0]),
+        embedding_dim=int(size[1]),
+        dtype=_dtype_name(saved.properties.dtype),
+        intervals=intervals,
+        files=files,
+        address_hash=record.get("address_hash"),
+    )
 
 
 def load_rows(
@@ -310,17 +287,16 @@ def load_rows(
     *,
     layout: ShardLayout | None = None,
 ) -> torch.Tensor:
-    """Global rows ``[start, end)`` of the saved logical table, read slice by slice.
+    """Global rows ``[start, end)`` of the saved logical table, read chunk by chunk.
 
-    Only the overlapping parts of the files are read. ``load_rows(d, 0, V)`` is the
-    full table (the reference reconstruction).
+    Only the overlapping chunks are read. ``load_rows(d, 0, V)`` is the full table
+    (the reference reconstruction).
 
     Raises:
         ParallelError SHARD_LAYOUT_MISMATCH: as :func:`read_layout`, or
             ``[start, end)`` outside ``[0, V)``.
+        CheckpointError: as :func:`read_layout`.
     """
-    from safetensors import safe_open
-
     layout = read_layout(directory) if layout is None else layout
     if not 0 <= start <= end <= layout.num_embeddings:
         raise _mismatch(
@@ -328,17 +304,9 @@ def load_rows(
             (start, end),
             "load into a table with the saved number of rows",
         )
-    parts: list[torch.Tensor] = []
-    for name, (s, e) in zip(layout.files, layout.intervals, strict=True):
-        lo, hi = max(s, start), min(e, end)
-        if lo >= hi:
-            continue
-        path = Path(directory) / name
-        with _damaged_shard(path), safe_open(str(path), framework="pt") as f:
-            parts.append(f.get_slice(_TENSOR)[lo - s : hi - s])  # [hi - lo, d]
-    if not parts:  # an empty target interval (a tail rank of an uneven split)
+    if start == end:  # an empty target interval (a tail rank of an uneven split)
         return torch.empty(0, layout.embedding_dim, dtype=getattr(torch, layout.dtype))
-    return torch.cat(parts)
+    return read_dcp_tensor(directory, _TENSOR, rows=(start, end))
 
 
 def load_vocab_shards(
