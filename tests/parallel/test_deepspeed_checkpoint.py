@@ -11,7 +11,11 @@ AutoTP 2 x ZeRO-2, is saved with :func:`save_autotp_checkpoint`, and
   the metadata our layer publishes; without it the converter fails as the issue
   reports), giving the full [131, 32] table and its Adam moments;
 * and the universal checkpoint loads in one process without AutoTP (TP 1): equal
-  embedding, step 2, and the third step's loss equal to the TP-2 run's.
+  embedding, step 2, and the third step's loss equal to the TP-2 run's;
+* tied (our head on the sharded Parameter, the vocabulary-parallel loss): the
+  universal checkpoint loads at TP 1 with the tie intact and equal values, and
+  tokembed's ``save_checkpoint`` writes it as one file that records the tie and
+  the tokenizer's address hash.
 
 Another TP size cannot be built inside the 2-rank spawn (DeepSpeed's TP mesh is
 made once per process), so "another TP layout" is shown as the replicated
@@ -29,7 +33,7 @@ from typing import Any
 
 import pytest
 import torch
-from _deepspeed_ranks import code_of, hf_loss, setup_rank, train_engine
+from _deepspeed_ranks import code_of, hf_loss, setup_rank, train_engine, vp_loss
 from _harness import run_ranks
 from _llama import batches, build_llama, dims, make_optimizer
 from _parity import loss_bound
@@ -68,11 +72,12 @@ def _config(*, vocab_parallel: bool = True, universal: bool = False) -> dict[str
     return out
 
 
-def _engine(seed: int, **config: Any) -> Any:
+def _engine(seed: int, *, tied: bool = False, **config: Any) -> Any:
     engine, *_ = initialize_autotp(
-        build_llama(tied=False, seed=seed),
+        build_llama(tied=tied, seed=seed),
         _config(**config),
         optimizer=functools.partial(make_optimizer, "adamw"),
+        tie=tied and config.get("vocab_parallel", True),
     )
     return engine
 
@@ -159,7 +164,14 @@ def _checks(rank: int, world_size: int, directory: str, hashes: tuple[str, str])
     train_engine(bare, hf_loss, data[:1])
     save_autotp_checkpoint(bare, root / "bare", tag="one")
 
+    # Tied: our head shares the sharded Parameter; the pair converts as one table.
+    tied = _engine(0, tied=True)
+    train_engine(tied, vp_loss, data[:2])
+    save_autotp_checkpoint(tied, root / "tied", tag="two", tokenizer=hashes[0])
+    out["tied_embedding"] = tied.module.get_input_embeddings().gather_weight()
+
     if rank == 0:
+        _convert(root / "tied" / "two", root / "tied" / "two_universal")
         _convert(root / "ckpt" / "two", root / "ckpt" / "two_universal")
         emb = root / "ckpt" / "two_universal" / "zero" / "model.embed_tokens.weight"
         out["universal"] = {
@@ -175,21 +187,37 @@ def _checks(rank: int, world_size: int, directory: str, hashes: tuple[str, str])
     return out
 
 
-def _universal_at_tp1(rank: int, world_size: int, directory: str) -> dict[str, Any]:
-    """One process, no AutoTP: load the universal checkpoint and take the third step."""
+def _universal_at_tp1(rank: int, world_size: int, directory: str, address: str) -> dict[str, Any]:
+    """One process, no AutoTP: load the universal checkpoints; write a tokembed file."""
     setup_rank(rank, world_size)
-    engine, *_ = initialize_autotp(
-        build_llama(tied=False, seed=7),
-        {**_config(universal=True), "tensor_parallel": {"autotp_size": 1}},
-        optimizer=functools.partial(make_optimizer, "adamw"),
-    )
-    engine.load_checkpoint(str(Path(directory) / "ckpt"), tag="two_universal")
-    embedding = engine.module.get_input_embeddings().weight.detach().clone()
-    return {
-        "embedding": embedding,
+    from tokembed.checkpoint.checkpoint import save_checkpoint
+    from tokembed.checkpoint.format import verify_checkpoint
+
+    root = Path(directory)
+
+    def load(tied: bool, folder: str) -> Any:
+        engine, *_ = initialize_autotp(
+            build_llama(tied=tied, seed=7),
+            {**_config(universal=True), "tensor_parallel": {"autotp_size": 1}},
+            optimizer=functools.partial(make_optimizer, "adamw"),
+        )
+        engine.load_checkpoint(str(root / folder), tag="two_universal")
+        return engine
+
+    engine = load(False, "ckpt")
+    out: dict[str, Any] = {
+        "embedding": engine.module.get_input_embeddings().weight.detach().clone(),
         "global_steps": engine.global_steps,
         "third_step": train_engine(engine, hf_loss, batches(steps=3)[2:]),
     }
+    tied = load(True, "tied")
+    model = tied.module
+    out["tied_embedding"] = model.get_input_embeddings().weight.detach().clone()
+    out["tied_still_one_parameter"] = model.lm_head.weight is model.get_input_embeddings().weight
+    path = save_checkpoint(model, root / "tied.safetensors", tokenizer=address)
+    summary = verify_checkpoint(path)
+    out["file"] = {"aliases": summary.aliases, "address_hash": summary.address_hash}
+    return out
 
 
 def _hashes() -> tuple[str, str]:
@@ -203,8 +231,11 @@ def _hashes() -> tuple[str, str]:
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     directory = tmp_path_factory.mktemp("ds-checkpoint")
-    out = run_ranks(_checks, _TP, str(directory), _hashes(), timeout=400.0)
-    out[0]["tp1"] = run_ranks(_universal_at_tp1, 1, str(directory), timeout=200.0)[0]
+    hashes = _hashes()
+    out = run_ranks(_checks, _TP, str(directory), hashes, timeout=400.0)
+    tp1 = run_ranks(_universal_at_tp1, 1, str(directory), hashes[0], timeout=200.0)
+    out[0]["tp1"] = tp1[0]
+    out[0]["address"] = hashes[0]
     return out
 
 
@@ -265,3 +296,15 @@ def test_universal_checkpoint_loads_at_tp1_with_equal_values(
     # The third step from the loaded state: the TP-2 run's loss within fp32's bound.
     want = results[0]["third_step"][0][0]
     assert abs(tp1["third_step"][0] - want) <= loss_bound(torch.float32, dims(), want)
+
+
+def test_tied_universal_checkpoint_becomes_a_tokembed_file_with_tie_and_hash(
+    results: list[dict[str, Any]],
+) -> None:
+    tp1 = results[0]["tp1"]
+    assert torch.equal(tp1["tied_embedding"], results[0]["tied_embedding"])
+    assert tp1["tied_still_one_parameter"]
+    assert tp1["file"] == {
+        "aliases": {"lm_head.weight": "model.embed_tokens.weight"},
+        "address_hash": results[0]["address"],
+    }
