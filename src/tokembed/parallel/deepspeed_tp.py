@@ -371,7 +371,8 @@ def initialize_autotp(
     Raises:
         ParallelError: NON_OWNER_STEP for an optimizer holding the replaced table;
             HIDDEN_DIM_SHARDED when a partition_config spec would also slice the
-            embedding or a head tied to it; the codes of :func:`~tokembed.parallel.shard.shard_input_embedding`.
+            embedding or a head tied to it; the codes of
+            :func:`~tokembed.parallel.shard.shard_input_embedding`.
         UsageError: INVALID_ARGUMENT without ``tensor_parallel.autotp_size`` or with
             one that does not divide the world size, with DeepCompile's ``autotp``
             pass (which does not support vocabulary-parallel embeddings), or with a
