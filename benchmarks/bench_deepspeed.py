@@ -1,0 +1,180 @@
+"""DeepSpeed AutoTP with and without the vocabulary-parallel embedding: per-rank bytes and step time.
+
+Two ranks (``--tp 2``) in one gloo group on CPU. For ZeRO-1 and ZeRO-2 the same
+untied Llama is wrapped twice by :func:`initialize_autotp`: once with
+``vocab_parallel_embedding`` off (DeepSpeed's default: the input embedding
+replicated on every TP rank) and once on (rows ``row_intervals(V, tp)[r]`` on rank
+r). Steps (forward, backward, AdamW step) are interleaved across the four engines
+so drift hits all alike. Printed per stage and rank: the bytes of the input
+embedding's weight and of all the module's parameters on that rank (measured
+on the rank's tensors), the median and min step time, and the ratios ours /
+replicated. Targets: embedding bytes ~ ceil(V/tp)/V of the
+replicated table; step time not above the replicated one.
+
+Usage: .venv/bin/python benchmarks/bench_deepspeed.py [--vocab 32000] [--hidden 256]
+       [--layers 2] [--repeats 10] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import queue
+import statistics
+import time
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from _env import load_line, machine_line
+
+_MiB = 2**20
+_MODES = ("replicated", "vocab-parallel")
+
+
+def _model(args: argparse.Namespace) -> torch.nn.Module:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=args.vocab,
+        hidden_size=args.hidden,
+        intermediate_size=2 * args.hidden,
+        num_hidden_layers=args.layers,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=args.seq,
+        tie_word_embeddings=False,
+    )
+    return LlamaForCausalLM(config)
+
+
+def _worker(rank: int, args: argparse.Namespace, port: int, results: Any) -> None:
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(args.tp))
+    torch.set_num_threads(1)
+    store = dist.TCPStore("127.0.0.1", port, args.tp, is_master=rank == 0)
+    dist.init_process_group(
+        "gloo", store=store, rank=rank, world_size=args.tp, timeout=timedelta(seconds=600)
+    )
+    import deepspeed
+
+    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False  # gloo only, no JIT build
+    from tokembed.parallel.deepspeed_tp import initialize_autotp
+
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, args.vocab, (args.batch, args.seq), generator=gen)
+    engines: dict[tuple[int, str], Any] = {}
+    for zero in (1, 2):
+        for mode in _MODES:
+            config = {
+                "train_micro_batch_size_per_gpu": args.batch,
+                "gradient_clipping": 0.0,
+                "zero_optimization": {"stage": zero},
+                "zero_allow_untested_optimizer": True,
+                "tensor_parallel": {
+                    "autotp_size": args.tp,
+                    "vocab_parallel_embedding": mode == "vocab-parallel",
+                },
+                "steps_per_print": 10**9,
+            }
+            opt = functools.partial(torch.optim.AdamW, lr=1e-3)
+            engines[zero, mode], *_ = initialize_autotp(_model(args), config, optimizer=opt)
+    times: dict[tuple[int, str], list[float]] = {key: [] for key in engines}
+    for step in range(args.repeats + 1):
+        for key, engine in engines.items():
+            dist.barrier()
+            start = time.perf_counter()
+            loss = engine(input_ids=ids, labels=ids).loss
+            engine.backward(loss)
+            engine.step()
+            dist.barrier()
+            if step:  # the first step of each engine builds caches: not timed
+                times[key].append(time.perf_counter() - start)
+    rows = {}
+    for key, engine in engines.items():
+        weight = engine.module.get_input_embeddings().weight
+        rows[key] = {
+            "embedding": weight.numel() * weight.element_size(),
+            "model": sum(p.numel() * p.element_size() for p in engine.module.parameters()),
+            "median": statistics.median(times[key]),
+            "min": min(times[key]),
+            "type": type(engine.module.get_input_embeddings()).__name__,
+        }
+    gathered: list[Any] = [None] * args.tp
+    dist.all_gather_object(gathered, rows)
+    if rank == 0:
+        results.put(gathered)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--vocab", type=int, default=32000)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--tp", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--quick", action="store_true", help="a tiny model, 2 steps: a smoke run")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.vocab, args.hidden, args.layers, args.seq, args.repeats = 1001, 32, 1, 16, 2
+    import deepspeed
+    import transformers
+
+    print(load_line("start"))
+    print(machine_line())
+    print(
+        f"torch {torch.__version__}, deepspeed {deepspeed.__version__}, "
+        f"transformers {transformers.__version__}; 1 intra-op thread per rank"
+    )
+    print(
+        f"V={args.vocab} hidden={args.hidden} layers={args.layers} ids=[{args.batch}, {args.seq}] "
+        f"tp={args.tp} repeats={args.repeats} (interleaved)"
+    )
+    store = dist.TCPStore("127.0.0.1", 0, 1, is_master=True, wait_for_workers=False)
+    port = store.port
+    del store  # free the port for rank 0's own master store
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(r, args, port, results)) for r in range(args.tp)]
+    for proc in procs:
+        proc.start()
+    try:
+        per_rank = results.get(timeout=1800)
+    except queue.Empty:
+        print("no result within 30 minutes")
+        return 1
+    finally:
+        for proc in procs:
+            proc.join(timeout=60)
+            if proc.is_alive():
+                proc.terminate()
+    for zero in (1, 2):
+        print(f"\nZeRO-{zero}")
+        for rank, rows in enumerate(per_rank):
+            rep, ours = rows[zero, "replicated"], rows[zero, "vocab-parallel"]
+            for mode, row in (("replicated", rep), ("vocab-parallel", ours)):
+                print(
+                    f"  rank {rank} {mode:>14} ({row['type']}): embedding "
+                    f"{row['embedding'] / _MiB:8.2f} MiB, all parameters "
+                    f"{row['model'] / _MiB:8.2f} MiB, step median {row['median'] * 1e3:8.1f} ms "
+                    f"(min {row['min'] * 1e3:.1f})"
+                )
+            print(
+                f"  rank {rank} ratio vocab-parallel / replicated: embedding bytes "
+                f"{ours['embedding'] / rep['embedding']:.4f}, step time "
+                f"{ours['median'] / rep['median']:.3f}"
+            )
+    print("\n" + load_line("end"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
