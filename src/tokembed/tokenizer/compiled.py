@@ -149,11 +149,14 @@ def compiled_rank_tables(data: bytes) -> Any | None:
 class DeferredTables:
     """A rank file's compiled tables (``native``, from ``_encode.Tables.from_ranks``) to encode
     with at once, and ``build``, a picklable function that makes the explicit
-    :class:`BPETables` (with exactly ``specials``) when something first needs them."""
+    :class:`BPETables` (with exactly ``specials``) when something first needs them;
+    ``pieces`` gives the id -> bytes map alone (a linear parse, no merges derived),
+    all that decoding needs."""
 
     native: Any
     build: Callable[[], BPETables]
     specials: Mapping[str, int]
+    pieces: Callable[[], Mapping[int, bytes]]
 
 
 class CompiledEncoder:

@@ -80,10 +80,15 @@ class DecodeTable:
 
     @classmethod
     def from_tables(cls, tables: BPETables) -> DecodeTable:
-        pieces: dict[int, bytes] = dict(tables.pieces)
-        for name, sid in tables.specials.items():
-            pieces.setdefault(sid, name.encode("utf-8"))
-        return cls(pieces)
+        return cls.from_pieces(tables.pieces, tables.specials)
+
+    @classmethod
+    def from_pieces(cls, pieces: Mapping[int, bytes], specials: Mapping[str, int]) -> DecodeTable:
+        """Ordinary pieces plus each special id spelled as its name's UTF-8."""
+        table: dict[int, bytes] = dict(pieces)
+        for name, sid in specials.items():
+            table.setdefault(sid, name.encode("utf-8"))
+        return cls(table)
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """Concatenated bytes; raises UnknownTokenError(UNKNOWN_TOKEN_ID) naming id and position

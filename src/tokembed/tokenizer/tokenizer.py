@@ -371,6 +371,10 @@ class Tokenizer:
     # --- decoding ---------------------------------------------------------------
     @cached_property
     def _decoder(self) -> DecodeTable:
+        if self._tables is None and self._deferred is not None:
+            # A rank file's merges are derived on first use of .tables (seconds for o200k,
+            # more for long crafted pieces); decoding needs only the pieces.
+            return DecodeTable.from_pieces(self._deferred.pieces(), self._deferred.specials)
         return DecodeTable.from_tables(self.tables)
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import base64
+import os
+import random
+import tempfile
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from _formats_data import TIKTOKEN_NAMES, pud_texts, real_tokenizer, tokenizer_path
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tokembed.errors import FormatError, UsageError
 from tokembed.tokenizer.formats import (
     encoding_spec,
+    export_hf,
     export_tiktoken,
     load_tokenizer,
     parse_ranks,
@@ -55,27 +62,28 @@ def test_derived_merges_alone_reproduce_tiktoken(name: str) -> None:
         assert tok.encode_ordinary_reference(sample) == enc.encode_ordinary(sample), lang
 
 
-def _reference_split(ranks: dict[bytes, int], piece: bytes, max_rank: int) -> list[bytes]:
-    """Hugging Face's converter loop: rescan all pairs, join the lowest rank below max_rank."""
+def _reference_split(ranks: dict[bytes, int], piece: bytes) -> list[bytes]:
+    """tiktoken's loop inside one piece: rescan all pairs, join the lowest rank, stop at two."""
     parts = [bytes([b]) for b in piece]
-    while True:
+    while len(parts) > 2:
         found = [
             (ranks[parts[i] + parts[i + 1]], i)
             for i in range(len(parts) - 1)
-            if ranks.get(parts[i] + parts[i + 1], max_rank) < max_rank
+            if parts[i] + parts[i + 1] in ranks
         ]
         if not found:
             return parts
         _, i = min(found)
         parts[i : i + 2] = [parts[i] + parts[i + 1]]
+    return parts
 
 
 def test_split_search_equals_reference_on_r50k() -> None:
     ranks = parse_ranks(Path(tokenizer_path("r50k_base")).read_bytes())
-    for piece, rank in ranks.items():
+    for piece in ranks:
         if len(piece) > 1:
-            expected = _reference_split(ranks, piece, rank)
-            got = lowest_rank_split(ranks, piece, rank)
+            expected = _reference_split(ranks, piece)
+            got = lowest_rank_split(ranks, piece)
             assert got is not None, piece
             assert list(got) == expected, piece
 
@@ -297,3 +305,80 @@ def test_sidecar_with_an_empty_special_name_is_refused(tmp_path: Path) -> None:
     with pytest.raises(FormatError) as e:
         load_tokenizer(path)
     assert e.value.code == "MALFORMED_TOKENIZER_FILE"
+
+
+def _below_its_part(tmp_path: Path) -> tuple[Path, dict[bytes, int]]:
+    # ``abc`` ranks below its own part ``ab``: tiktoken joins a+b (257), then ab+c (256).
+    ranks = {bytes([b]): b for b in range(256)} | {b"abc": 256, b"ab": 257}
+    path = tmp_path / "below.tiktoken"
+    path.write_bytes(b"".join(base64.b64encode(p) + b" %d\n" % r for p, r in ranks.items()))
+    return path, ranks
+
+
+def test_a_piece_ranked_below_its_part_gives_one_answer_on_every_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pickle
+
+    from tokenizers import Tokenizer as HFTokenizer
+
+    monkeypatch.setenv("TOKEMBED_CACHE_DIR", str(tmp_path / "cache"))
+    path, ranks = _below_its_part(tmp_path)
+    pattern = encoding_spec("r50k_base").pattern
+    enc = tiktoken.Encoding(name="below", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+    text = "abc abc ab cab"
+    want = enc.encode_ordinary(text)
+    assert want[:3] == [256, 32, 256]
+    tok = load_tokenizer(path, encoding="r50k_base")
+    assert tok.encode_ordinary(text) == want  # compiled, before the merges exist
+    assert (257, 99, 256) in tok.tables.merges
+    assert tok.encode_ordinary(text) == want  # after .tables was touched
+    assert tok.encode_ordinary_reference(text) == want
+    assert pickle.loads(pickle.dumps(tok)).encode_ordinary(text) == want  # worker processes
+    again = load_tokenizer(path, encoding="r50k_base")  # merges now from the cache
+    assert again.tables.merges == tok.tables.merges
+    hf = HFTokenizer.from_file(str(export_hf(tok, tmp_path / "tokenizer.json")))
+    assert hf.encode(text, add_special_tokens=False).ids == want
+
+
+def test_decoding_a_rank_file_derives_no_merges(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOKEMBED_CACHE_DIR", str(tmp_path / "cache"))
+    path, _ = _below_its_part(tmp_path)
+    tok = load_tokenizer(path, encoding="r50k_base")
+    assert tok.decode([256, 32, 257]) == "abc ab"
+    assert not (tmp_path / "cache" / "rank-merges").exists()  # written when merges are derived
+    tok.tables  # noqa: B018 - deriving them now
+    assert len(list((tmp_path / "cache" / "rank-merges").iterdir())) == 1
+
+
+_WORDS = st.lists(st.text("abc", min_size=2, max_size=6), min_size=1, max_size=8)
+
+
+@settings(max_examples=120, deadline=None)
+@given(words=_WORDS, order=st.randoms(use_true_random=False), text=st.text("ab c", max_size=40))
+def test_crafted_rank_orders_give_tiktokens_ids_on_every_path(
+    words: list[str], order: random.Random, text: str
+) -> None:
+    # Every prefix of some words as a piece, in any rank order: pieces often rank below
+    # their own parts (abc before ab), and every path must still give tiktoken's ids.
+    pieces = sorted({w[:k].encode() for w in words for k in range(2, len(w) + 1)})
+    order.shuffle(pieces)
+    ranks = {bytes([b]): b for b in range(256)}
+    for piece in pieces:
+        ranks.setdefault(piece, len(ranks))
+    pattern = encoding_spec("r50k_base").pattern
+    enc = tiktoken.Encoding(
+        name="crafted", pat_str=pattern, mergeable_ranks=ranks, special_tokens={}
+    )
+    want = enc.encode_ordinary(text)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "crafted.tiktoken"
+        path.write_bytes(b"".join(base64.b64encode(p) + b" %d\n" % r for p, r in ranks.items()))
+        with mock.patch.dict(os.environ, {"TOKEMBED_CACHE_DIR": folder}):
+            tok = load_tokenizer(path, encoding="r50k_base")
+            assert tok.encode_ordinary(text) == want  # compiled, before the merges exist
+            assert tok.encode_ordinary_reference(text) == want  # derived merges
+            assert tok.encode_ordinary(text) == want
+            assert tables_to_ranks(tok.tables) == ranks  # the tiktoken export round-trips

@@ -30,7 +30,8 @@ from tokembed.files.atomic import write_bytes_atomic
 
 __all__ = ["cache_folder", "cached_merges"]
 
-_MAGIC = b"tokembed-rank-merges-v1"
+# v2: pieces ranked below one of their parts get their merge (v1 lists dropped them).
+_MAGIC = b"tokembed-rank-merges-v2"
 Merges = tuple[tuple[int, int, int], ...]
 
 

@@ -42,6 +42,8 @@ __all__ = [
     "tables_to_ranks",
 ]
 
+_NO_MERGE = 1 << 62  # above every rank a file can hold (ids are 32-bit)
+
 
 def _bad_line(source: str, lineno: int, why: str, line: bytes) -> FormatError:
     return FormatError(
@@ -102,31 +104,37 @@ def format_ranks(ranks: Mapping[bytes, int]) -> bytes:
     return b"\n".join(lines) + b"\n"
 
 
-def lowest_rank_split(
-    ranks: Mapping[bytes, int], piece: bytes, max_rank: int
-) -> tuple[bytes, bytes] | None:
-    """The two parts tiktoken's BPE leaves in ``piece`` using only ranks below ``max_rank``.
+def lowest_rank_split(ranks: Mapping[bytes, int], piece: bytes) -> tuple[bytes, bytes] | None:
+    """The two parts tiktoken's BPE leaves in ``piece`` before joining them into ``piece``.
 
-    Returns None when more than two parts remain (the piece is unreachable).
+    Every rank but the piece's own takes part, in tiktoken's order (lowest rank,
+    leftmost first), including ranks above the piece's: in a file where ``abc``
+    ranks below ``ab``, tiktoken joins ``a b`` first and then ``ab c``. Whatever the
+    context, the parts covering a piece's bytes evolve as they do in the piece
+    alone until the piece forms, so this split is the one merge that makes it.
+
+    Returns None when more than two parts remain: tiktoken never produces the
+    piece by encoding (it still decodes).
     """
     if len(piece) == 2:  # two bytes: nothing can merge before the pair itself
         return piece[:1], piece[1:]
     parts = [piece[i : i + 1] for i in range(len(piece))]
     get = ranks.get
-    # pair_rank[i] is the rank of parts[i] + parts[i+1]; max_rank stands for "no merge".
-    pair_rank = [get(parts[i] + parts[i + 1], max_rank) for i in range(len(parts) - 1)]
+    # pair_rank[i] is the rank of parts[i] + parts[i+1]; _NO_MERGE stands for "none".
+    # The whole piece is a pair only once two parts remain, where the loop stops.
+    pair_rank = [get(parts[i] + parts[i + 1], _NO_MERGE) for i in range(len(parts) - 1)]
     while len(parts) > 2:
         best = min(pair_rank)
-        if best >= max_rank:
+        if best == _NO_MERGE:
             return None
         i = pair_rank.index(best)  # leftmost lowest rank, as tiktoken
         merged = parts[i] + parts[i + 1]
         parts[i : i + 2] = [merged]
         del pair_rank[i]
         if i > 0:
-            pair_rank[i - 1] = get(parts[i - 1] + merged, max_rank)
+            pair_rank[i - 1] = get(parts[i - 1] + merged, _NO_MERGE)
         if i < len(pair_rank):
-            pair_rank[i] = get(merged + parts[i + 1], max_rank)
+            pair_rank[i] = get(merged + parts[i + 1], _NO_MERGE)
     return parts[0], parts[1]
 
 
@@ -144,7 +152,7 @@ def ranks_to_tables(
         piece = pieces[rank]
         if len(piece) < 2:
             continue
-        split = lowest_rank_split(ranks, piece, rank)
+        split = lowest_rank_split(ranks, piece)
         if split is not None:
             merges.append((ranks[split[0]], ranks[split[1]], rank))
     return BPETables(pieces=pieces, merges=tuple(merges), specials=dict(specials or {}))

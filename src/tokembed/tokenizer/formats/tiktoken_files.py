@@ -116,6 +116,11 @@ def _rank_file_tables(data: bytes, specials: Mapping[str, int], source: str) -> 
     return BPETables(pieces=pieces, merges=merges, specials=dict(specials))
 
 
+def _rank_file_pieces(data: bytes, source: str) -> dict[int, bytes]:
+    """Id -> bytes of a rank file, without deriving its merges (what decoding needs)."""
+    return {rank: piece for piece, rank in parse_ranks(data, source=source).items()}
+
+
 def _native_ranks(data: bytes, specials: Mapping[str, int]) -> Any | None:
     """Compiled rank tables when the file and specials surely load without error, else None
     (then the Python parser runs and raises the precise error, or loads a corner case)."""
@@ -150,6 +155,7 @@ def load_tiktoken(path: str | Path, *, encoding: str | None = None) -> Tokenizer
             native=native,
             build=partial(_rank_file_tables, data, dict(spec.specials), str(path)),
             specials=dict(spec.specials),
+            pieces=partial(_rank_file_pieces, data, str(path)),
         )
         return Tokenizer(
             pretokenizer=pretokenizer, tables=deferred, name=spec.name, metadata=metadata
