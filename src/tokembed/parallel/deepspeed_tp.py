@@ -43,7 +43,7 @@ import torch
 from torch import nn
 from torch.distributed import ProcessGroup
 
-from tokembed.errors import EmbeddingError, ParallelError, UsageError
+from tokembed.errors import CheckpointError, EmbeddingError, ParallelError, UsageError
 from tokembed.files.atomic import write_bytes_atomic
 from tokembed.files.os_errors import read_file_bytes
 from tokembed.parallel.shard import shard_input_embedding
@@ -248,7 +248,7 @@ def _tag_folder(directory: str | os.PathLike[str], tag: str | None) -> Path:
     if tag is None:
         latest = folder / "latest"
         if not latest.is_file():
-            raise ParallelError(
+            raise CheckpointError(
                 "MALFORMED_CHECKPOINT",
                 f"{folder} has no 'latest' file naming a checkpoint tag",
                 value=str(folder),
@@ -307,8 +307,8 @@ def load_autotp_checkpoint(
     (``ds_to_universal``, then ``load_universal_checkpoint`` in the config).
 
     Raises:
-        ParallelError: MALFORMED_CHECKPOINT without a readable layout file;
-            SHARD_LAYOUT_MISMATCH for another vocabulary size, TP size or row split.
+        CheckpointError: MALFORMED_CHECKPOINT without a readable layout file.
+        ParallelError: SHARD_LAYOUT_MISMATCH for another vocabulary size, TP size or row split.
         EmbeddingError: ADDRESS_HASH_MISMATCH when the checkpoint was saved for
             another tokenizer than ``tokenizer`` (or the table's binding).
     """
@@ -317,7 +317,7 @@ def load_autotp_checkpoint(
     try:
         saved = json.loads(read_file_bytes(path))
     except (UsageError, ValueError) as error:
-        raise ParallelError(
+        raise CheckpointError(
             "MALFORMED_CHECKPOINT",
             f"{path} is missing or not JSON: the checkpoint's vocabulary layout is unknown",
             value=str(path),
