@@ -34,10 +34,12 @@ from torch import nn
 from tokembed.artifacts.recorded_hash import address_hash_of
 from tokembed.checkpoint._hf import hf_claims
 from tokembed.checkpoint.alias import AliasGraph, alias_graph, local_tensor
+from tokembed.embedding.materialize import is_safe_cast
 from tokembed.errors import CheckpointError, EmbeddingError
 
 __all__ = [
     "LoadReport",
+    "check_source",
     "check_tokenizer",
     "is_sharded",
     "refuse_hidden_sharing",
@@ -173,4 +175,33 @@ def check_tokenizer(record: Mapping[str, Any] | None, tokenizer: Any) -> None:
             value=found,
             fix="load with the tokenizer the checkpoint was trained with, or migrate the "
             "vocabulary explicitly",
+        )
+
+
+def check_source(
+    key: str,
+    saved: tuple[tuple[int, ...], torch.dtype],
+    target: tuple[tuple[int, ...], torch.dtype],
+) -> None:
+    """Refuse saved ``key`` (shape, dtype) for a target of another shape or a lossy cast.
+
+    Raises:
+        EmbeddingError SHAPE_MISMATCH: the saved global shape is not the target's.
+        EmbeddingError UNSAFE_CAST: the target dtype would lose information.
+    """
+    (shape, dtype), (want, into) = saved, target
+    if shape != want:
+        raise EmbeddingError(
+            "SHAPE_MISMATCH",
+            f"{key!r} is saved as {list(shape)}, the model has {list(want)}",
+            value=(key, shape),
+            fix="load into the architecture the checkpoint was saved from; use growth for a "
+            "larger vocabulary",
+        )
+    if not is_safe_cast(dtype, into):
+        raise EmbeddingError(
+            "UNSAFE_CAST",
+            f"{key!r} is saved as {dtype}; the model's {into} would lose information",
+            value=(key, str(dtype), str(into)),
+            fix=f"build the model in {dtype} (or wider), or convert explicitly and record it",
         )

@@ -68,6 +68,7 @@ from tokembed.checkpoint.alias import (
 )
 from tokembed.checkpoint.binding import (
     LoadReport,
+    check_source,
     check_tokenizer,
     is_sharded,
     refuse_hidden_sharing,
@@ -81,7 +82,6 @@ from tokembed.checkpoint.optimizer import (
     optimizer_tensors,
     restore_optimizer,
 )
-from tokembed.embedding.materialize import is_safe_cast
 from tokembed.errors import CheckpointError, EmbeddingError, ParallelError, UsageError
 from tokembed.files.atomic import check_output, replace_with
 
@@ -188,23 +188,8 @@ def _refuse_row_shards(path: str | os.PathLike[str], model: nn.Module) -> None:
 def _check_source(dst: torch.Tensor, f: Any, key: str) -> None:
     """Refuse saved ``key`` for ``dst`` on another shape or a lossy cast (nothing is copied)."""
     sl = f.get_slice(key)
-    shape = tuple(sl.get_shape())
-    src_dtype = _torch_dtype(sl.get_dtype())
-    if shape != tuple(dst.shape):
-        raise EmbeddingError(
-            "SHAPE_MISMATCH",
-            f"{key!r} is saved as {list(shape)}, the model has {list(dst.shape)}",
-            value=(key, shape),
-            fix="load into the architecture the checkpoint was saved from; use growth for a "
-            "larger vocabulary",
-        )
-    if not is_safe_cast(src_dtype, dst.dtype):
-        raise EmbeddingError(
-            "UNSAFE_CAST",
-            f"{key!r} is saved as {src_dtype}; the model's {dst.dtype} would lose information",
-            value=(key, str(src_dtype), str(dst.dtype)),
-            fix=f"build the model in {src_dtype} (or wider), or convert explicitly and record it",
-        )
+    saved = (tuple(sl.get_shape()), _torch_dtype(sl.get_dtype()))
+    check_source(key, saved, (tuple(dst.shape), dst.dtype))
 
 
 def _copy_into(dst: torch.Tensor, f: Any, key: str) -> None:

@@ -59,6 +59,7 @@ from tokembed.checkpoint.alias import (
 )
 from tokembed.checkpoint.binding import (
     LoadReport,
+    check_source,
     check_tokenizer,
     is_sharded,
     refuse_hidden_sharing,
@@ -71,7 +72,6 @@ from tokembed.checkpoint.optimizer import (
     optimizer_tensors,
     restore_options,
 )
-from tokembed.embedding.materialize import is_safe_cast
 from tokembed.errors import CheckpointError, EmbeddingError, TokembedError
 
 __all__ = [
@@ -264,22 +264,7 @@ def _check_values(model: nn.Module, meta: Any, sources: dict[str, list[str]]) ->
         for key in keys:
             saved = meta.state_dict_metadata[key]
             shape, dtype = tuple(saved.size), saved.properties.dtype
-            if shape != _global(model, canonical, rows):
-                raise EmbeddingError(
-                    "SHAPE_MISMATCH",
-                    f"{key!r} is saved as {list(shape)}, the model has "
-                    f"{list(_global(model, canonical, rows))}",
-                    value=(key, shape),
-                    fix="load into the architecture the checkpoint was saved from; use growth "
-                    "for a larger vocabulary",
-                )
-            if not is_safe_cast(dtype, target.dtype):
-                raise EmbeddingError(
-                    "UNSAFE_CAST",
-                    f"{key!r} is saved as {dtype}; the model's {target.dtype} would lose information",
-                    value=(key, str(dtype), str(target.dtype)),
-                    fix=f"build the model in {dtype} (or wider), or convert explicitly and record it",
-                )
+            check_source(key, (shape, dtype), (_global(model, canonical, rows), target.dtype))
 
 
 def _divergent(
