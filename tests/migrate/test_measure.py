@@ -8,9 +8,9 @@ import pytest
 import torch
 from _fixtures import llama
 
-from tokembed.errors import CheckpointError
+from tokembed.errors import CheckpointError, UsageError
 from tokembed.migrate import NewRows, RowMap, migrate_model
-from tokembed.migrate.measure import model_logits, probability_shift
+from tokembed.migrate.measure import bits_per_byte, model_logits, probability_shift
 
 F64 = torch.finfo(torch.float64).eps
 
@@ -85,3 +85,43 @@ def test_migrated_llama_keeps_old_logits_and_the_bound() -> None:
     report = probability_shift(before, model_logits(model, ids), _grow(40, 6))
     assert report.logits_preserved
     assert report.within_mean_bound
+
+
+def test_bits_per_byte_of_uniform_logits_is_log2_v_per_token() -> None:
+    model = llama(40, tied=False)
+    with torch.no_grad():
+        model.lm_head.weight.zero_()  # every logit 0: p = 1/V for each token
+    seqs = [[1, 5, 7, 9], [1, 3], [2]]  # 3 + 1 + 0 scored ids
+    result = bits_per_byte(model, seqs, 10)
+    assert result.tokens == 4
+    assert abs(result.bits - 4 * math.log2(40)) <= 16 * F64 * result.bits
+    assert abs(result.bits_per_byte - math.log2(40) * 4 / 10) <= 16 * F64
+    two = bits_per_byte(model, seqs, 10, context=2)  # the second id conditions too
+    assert two.tokens == 2
+
+
+def test_bits_per_byte_equals_cross_entropy_of_the_model() -> None:
+    model = llama(40, tied=True, seed=3)
+    seqs = [[1, 5, 7, 9, 11, 2], [4, 8, 15, 16, 23]]
+    result = bits_per_byte(model, seqs, 17)
+    nats = 0.0
+    for s in seqs:
+        ids = torch.tensor([s])
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0, :-1].double()
+        nats += float(torch.nn.functional.cross_entropy(logits, ids[0, 1:], reduction="sum"))
+    assert result.tokens == 9
+    assert abs(result.bits - nats / math.log(2)) <= 1e-5 * result.bits  # float32 forward
+    assert result.bits_per_byte == result.bits / 17
+    assert result.to_json()["bits_per_byte"] == result.bits_per_byte
+
+
+@pytest.mark.parametrize(
+    ("seqs", "n_bytes", "context"), [([[1, 2]], 0, 1), ([[1, 2]], 5, 0), ([[1]], 5, 1)]
+)
+def test_bits_per_byte_refuses_what_it_cannot_score(
+    seqs: list[list[int]], n_bytes: int, context: int
+) -> None:
+    with pytest.raises(UsageError) as e:
+        bits_per_byte(llama(40, tied=True), seqs, n_bytes, context=context)
+    assert e.value.code == "INVALID_ARGUMENT"

@@ -1,4 +1,4 @@
-"""One self-contained HTML report: metrics, compression curve, corpora, vocabulary sizes, memory.
+"""One self-contained HTML report: metrics, adaptation, curve, corpora, vocabulary sizes, memory.
 
 The page leads with its results: a headline (what was measured, bytes/token per corpus
 and tokenizer), then the metrics table and the curve. The corpora follow, each summarised
@@ -43,7 +43,9 @@ from tokembed.measure.memory import TableConfig
 from tokembed.measure.metrics import Measurement, WordDefinition, compare
 from tokembed.measure.session import premiums_by_side
 from tokembed.measure.tables import (
+    AdaptationRow,
     MemoryRow,
+    adaptation_rows,
     corpus_rows,
     curve_rows,
     measurement_rows,
@@ -139,6 +141,9 @@ class ReportData:
     # ``TokenAudit.to_dict()`` of tokembed.audit (plain data; measure/ never imports torch),
     # optionally with "plot_png_base64".
     token_audit: Mapping[str, Any] | None = None
+    # One row per initializer of a vocabulary adaptation (examples/adapt_smollm2.py).
+    adaptation: Sequence[AdaptationRow] = ()
+    adaptation_note: str = ""
 
 
 def _table(rows: tuple[list[str], list[list[str]]], *, cls: str = "") -> str:
@@ -281,6 +286,15 @@ def render_html(data: ReportData) -> str:
     parts += [f'<p class="note">{html.escape(n)}</p>' for n in data.notes]
     if data.measurements:
         parts.append(_metrics_section(data))
+    if data.adaptation:
+        body = _table(adaptation_rows(data.adaptation))
+        note = data.adaptation_note or (
+            "bpb: model bits per byte (negative log-likelihood) on held-out text, before: the "
+            "old model and tokenizer, after: the migrated model and the new tokenizer, no "
+            "training. KL and new-token mass: the distribution over old tokens on other text. "
+            "audit flags: new ids among the audit's top ranks, as many ranks as new rows."
+        )
+        parts.append(_html.section("Adaptation per initializer", body, anchor="adapt", note=note))
     if data.curve:
         parts.append(_curve_section(data))
     if data.corpora:

@@ -1,8 +1,9 @@
-"""Tables of measurements, curves, vocabulary sizes and table memory (CLI text and HTML report).
+"""Tables of measurements, curves, vocabulary sizes, table memory and adaptations (text, HTML).
 
 Each ``*_rows`` function returns ``(headers, rows)`` of strings so that the text
-table here and the HTML report show the same cells, formatted the same way
-(thousands separators, three decimals); :func:`format_table` aligns them. Every
+table here, the Markdown table and the HTML report show the same cells, formatted
+the same way (thousands separators, three decimals); :func:`format_table` aligns
+them, :func:`markdown_table` writes them for a README. Every
 table that shows a tokenizer shows its name and the start of its address hash.
 
 Example::
@@ -25,10 +26,13 @@ from tokembed.measure.metrics import Measurement
 from tokembed.measure.vocab_sizes import VocabSizes
 
 __all__ = [
+    "AdaptationRow",
     "MemoryRow",
+    "adaptation_rows",
     "corpus_rows",
     "curve_rows",
     "format_table",
+    "markdown_table",
     "measurement_rows",
     "memory_rows",
     "short_hash",
@@ -49,6 +53,23 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     ]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     return "\n".join(lines)
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """The same cells as a GitHub Markdown table (``|`` in a cell escaped).
+
+    Example::
+
+        >>> print(markdown_table(["a", "b"], [["1", "x|y"]]))
+        | a | b |
+        |---|---|
+        | 1 | x\\|y |
+    """
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    return "\n".join([line(headers), "|" + "---|" * len(headers), *(line(r) for r in rows)])
 
 
 def _f(x: float | None, digits: int = 3) -> str:
@@ -228,4 +249,52 @@ def memory_rows(entries: Sequence[MemoryRow]) -> Rows:
                 _gib(4 * untied),
             ]
         )
+    return headers, rows
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdaptationRow:
+    """One initializer of a vocabulary adaptation, measured before any training.
+
+    ``bpb_before`` is the unmigrated model with the old tokenizer, ``bpb_after`` the
+    migrated model with the new tokenizer, on the same held-out text (model bits per
+    byte: negative log-likelihood, not the fixed-width id code of the metrics table).
+    ``mean_kl`` / ``max_kl`` / ``new_mass`` are the shift of the distribution over old
+    tokens on another text; ``flagged`` is how many of the ``new_rows`` new ids the
+    under-trained-token audit ranks among its top ``new_rows``.
+    """
+
+    initializer: str
+    new_rows: int
+    init_seconds: float
+    bpb_before: float
+    bpb_after: float
+    mean_kl: float
+    max_kl: float
+    new_mass: float
+    flagged: int
+
+
+def adaptation_rows(entries: Sequence[AdaptationRow], *, seconds: bool = True) -> Rows:
+    """Cells of the adaptation table, one row per initializer (``seconds``: show init time)."""
+    headers = ["initializer", "new rows", "bpb before", "bpb after", "Δ bpb"]
+    headers += ["mean KL", "max KL", "new-token mass", "audit flags"]
+    if seconds:
+        headers.append("init s")
+    rows = []
+    for e in entries:
+        row = [
+            e.initializer,
+            f"{e.new_rows:,}",
+            f"{e.bpb_before:.3f}",
+            f"{e.bpb_after:.3f}",
+            f"{e.bpb_after - e.bpb_before:+.3f}",
+            f"{e.mean_kl:.2e}",
+            f"{e.max_kl:.2e}",
+            f"{e.new_mass:.2e}",
+            f"{e.flagged:,} / {e.new_rows:,}",
+        ]
+        if seconds:
+            row.append(f"{e.init_seconds:.3f}")
+        rows.append(row)
     return headers, rows

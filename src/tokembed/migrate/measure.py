@@ -16,6 +16,10 @@ preserved logits are never reported as preserved probabilities.
 :func:`model_logits` gets float64 logits of a ``transformers`` causal LM from its
 last hidden state and its output role, so the comparison is not blurred by a
 matmul kernel choosing another summation order for a wider head.
+:func:`bits_per_byte` scores text with such logits: the total negative log-likelihood
+in bits of every token after each sequence's context, over the text's UTF-8 bytes, so
+models with different tokenizers are compared on the same bytes (a migrated model
+before any training: what its initializer alone gives).
 
 Example::
 
@@ -30,6 +34,7 @@ INVALID_ARGUMENT (an old row without a new row, mismatched shapes).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import torch
@@ -39,7 +44,7 @@ from tokembed.errors import CheckpointError, UsageError
 from tokembed.migrate.roles import VocabRoles, parameter, vocab_roles
 from tokembed.migrate.rowmap import RowMap
 
-__all__ = ["ShiftReport", "model_logits", "probability_shift"]
+__all__ = ["BitsPerByte", "ShiftReport", "bits_per_byte", "model_logits", "probability_shift"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -159,3 +164,80 @@ def model_logits(
         logits = logits + parameter(model, roles.bias).detach().to(torch.float64)
     scale = getattr(getattr(model, "config", None), "logit_scale", None)
     return logits * scale if isinstance(scale, int | float) else logits
+
+
+@dataclass(frozen=True, kw_only=True)
+class BitsPerByte:
+    """Negative log-likelihood of a text under a model: ``bits`` over ``bytes``."""
+
+    bits: float  # sum of -log2 p(token | earlier tokens) over the scored tokens
+    tokens: int  # scored tokens (every id after each sequence's context)
+    bytes: int  # UTF-8 bytes of the text the scored tokens spell
+
+    @property
+    def bits_per_byte(self) -> float:
+        return self.bits / self.bytes
+
+    @property
+    def bits_per_token(self) -> float:
+        return self.bits / self.tokens
+
+    def to_json(self) -> dict[str, object]:
+        return {**asdict(self), "bits_per_byte": self.bits_per_byte}
+
+
+def bits_per_byte(
+    model: nn.Module,
+    sequences: Sequence[Sequence[int]],
+    n_bytes: int,
+    *,
+    context: int = 1,
+    roles: VocabRoles | None = None,
+) -> BitsPerByte:
+    """Bits per byte of a causal LM on ``sequences`` that spell ``n_bytes`` bytes of text.
+
+    Each sequence is scored on its own: its first ``context`` ids (e.g. the BOS token)
+    condition the model and are not scored; every later id costs
+    ``-log2 softmax(logits)[id]`` with float64 :func:`model_logits` of the ids before it.
+    ``n_bytes`` is the UTF-8 length of the text the scored ids spell (the caller's
+    texts, so two tokenizers of one text are compared on one denominator). A sequence
+    must fit the model's positions; split long texts first. A model whose logits are
+    all equal gives ``log2(V) * tokens / n_bytes``.
+
+    Example::
+
+        >>> ids = [[bos, *tok.encode_ordinary(t)] for t in texts]  # doctest: +SKIP
+        >>> bits_per_byte(model, ids, sum(len(t.encode()) for t in texts)).bits_per_byte  # doctest: +SKIP
+
+    Raises:
+        UsageError INVALID_ARGUMENT: ``n_bytes`` < 1, ``context`` < 1, or no sequence
+            has an id to score.
+    """
+    if n_bytes < 1 or context < 1:
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            f"bits per byte needs n_bytes >= 1 and context >= 1 (got {n_bytes}, {context})",
+            value=(n_bytes, context),
+            fix="pass the UTF-8 byte count of the text and at least one context id (a BOS)",
+        )
+    roles = vocab_roles(model) if roles is None else roles
+    nats = 0.0
+    tokens = 0
+    for seq in sequences:
+        if len(seq) <= context:
+            continue
+        ids = torch.tensor([list(seq)], dtype=torch.int64)  # [1, T]
+        logits = model_logits(model, ids, roles=roles)[0, :-1]  # [T-1, V]: predicts ids[1:]
+        logp = torch.log_softmax(logits, dim=-1)
+        target = ids[0, 1:, None]  # [T-1, 1]
+        scored = logp.gather(1, target)[context - 1 :, 0]  # positions after the context
+        nats -= float(scored.sum())
+        tokens += int(scored.numel())
+    if tokens == 0:
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            f"no sequence is longer than its {context} context id(s): nothing to score",
+            value=len(sequences),
+            fix="pass sequences of context ids followed by the text's ids",
+        )
+    return BitsPerByte(bits=nats / math.log(2), tokens=tokens, bytes=n_bytes)
