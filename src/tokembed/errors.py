@@ -71,6 +71,9 @@ CODES: dict[str, str] = {
     "LOCAL_CLUSTER_NOT_STARTED": "a local Dask cluster's worker processes could not start (code from stdin, or a script without the __main__ guard)",
     # --- file formats ------------------------------------------------------
     "MALFORMED_RANKS": "a tiktoken rank file has a bad line, bad base64 or duplicate rank/bytes",
+    "NOTHING_TO_ADD": "continuing a tokenizer was asked with no new merges and no new specials",
+    "NO_NEW_MERGE": "continuing a tokenizer found no pair left to merge: the base already spells every chunk as one token",
+    "RESERVED_ID_UNAVAILABLE": "a new special asks for an id that is not a free reserved id of the base",
     "MALFORMED_TOKENIZER_FILE": "a tokenizer file is not valid JSON of the expected shape",
     "UNSUPPORTED_VERSION": "a file declares a format version this tokembed cannot read",
     "UNSUPPORTED_TOKENIZER": "a tokenizer file uses a model or component tokembed cannot represent",

@@ -25,7 +25,14 @@ import regex
 
 from tokembed.errors import DisallowedSpecialError, TokenizerError
 
-__all__ = ["SpecialSet", "aliases", "assign_special_ids", "find_disallowed", "split_on_specials"]
+__all__ = [
+    "SpecialSet",
+    "aliases",
+    "assign_special_ids",
+    "find_disallowed",
+    "reserved_ids",
+    "split_on_specials",
+]
 
 SpecialSet = Set[str] | Literal["all"]
 
@@ -54,6 +61,21 @@ def aliases(specials: Mapping[str, int]) -> dict[int, tuple[str, ...]]:
     for name, sid in specials.items():
         names.setdefault(sid, []).append(name)
     return {sid: tuple(ns) for sid, ns in names.items() if len(ns) > 1}
+
+
+def reserved_ids(specials: Mapping[str, int]) -> set[int]:
+    """Special ids every name of which holds ``reserved`` (placeholders such as
+    o200k_harmony's ``<|reserved_200000|>``): the ids a new special may take over.
+
+    Example::
+
+        >>> sorted(reserved_ids({"<|end|>": 7, "<|reserved_8|>": 8, "<|x|>": 9, "<|reserved_9|>": 9}))
+        [8]
+    """
+    names: dict[int, list[str]] = {}
+    for name, sid in specials.items():
+        names.setdefault(sid, []).append(name)
+    return {sid for sid, ns in names.items() if all("reserved" in n.lower() for n in ns)}
 
 
 def _resolve(which: SpecialSet, registered: Mapping[str, int], arg: str) -> frozenset[str]:

@@ -9,6 +9,17 @@ not the corpus size.
 Special tokens get ids after the merges (``None``) or the ids given; two names
 with one id are an alias and are reported by ``Tokenizer.aliases``.
 
+Continuing a trained tokenizer (``TrainConfig(base=...)``): the texts are split by the
+base's pre-tokenizer, each chunk is encoded by the base's merges, and ``merges`` new merges
+are learned from there by the same rule (the compiled learner, the reference where it is
+not built). Every base id keeps its bytes or its special names; new merges get the ids past
+every base id (tiktoken's rule for a rank file: a new piece ranks past every old rank), then
+new specials, unless a special is given one of the base's reserved ids (a special whose
+every name holds ``reserved``, such as o200k_harmony's ``<|reserved_200000|>``), which it
+then takes over. ``merges=0`` with specials adds special tokens alone (no text is read).
+When the corpus offers fewer new pairs than asked, the merges that exist are returned and
+``metadata["merges_learned"]`` says how many; none at all is refused (NO_NEW_MERGE).
+
 Example::
 
     >>> tok = train(["низко низко летали ласточки, ласточки летали низко"],
@@ -33,7 +44,7 @@ from tokembed.tokenizer.dialect import Dialect
 from tokembed.tokenizer.learn import learn_merges
 from tokembed.tokenizer.model import ID_LIMIT, BPETables
 from tokembed.tokenizer.pretokenize import Pretokenizer
-from tokembed.tokenizer.special import assign_special_ids
+from tokembed.tokenizer.special import assign_special_ids, reserved_ids
 from tokembed.tokenizer.tokenizer import Tokenizer
 
 __all__ = ["TrainConfig", "train"]
@@ -68,12 +79,21 @@ class TrainConfig:
         scheduler: address of a running Dask scheduler (``tcp://host:8786``), or None for
             a local cluster; only with ``engine="dask"``.
         progress: show tqdm bars (only on a terminal).
+        base: a trained tokenizer to continue (see the module docstring): its pre-tokenizer
+            is used, so ``pattern`` and ``dialect`` stay at their defaults; a special's
+            explicit id must be one of its reserved ids.
 
     Raises:
         UsageError(INVALID_ARGUMENT): negative merges, workers < 1, a negative id, an
             unknown engine, ``engine="dask"`` without Dask installed, a scheduler without
-            ``engine="dask"``.
+            ``engine="dask"``, a base that is not a Tokenizer, or a pattern/dialect with one.
         UsageError(INVALID_PATTERN): the pattern does not compile.
+        UsageError(NOTHING_TO_ADD): a base with ``merges=0`` and no specials.
+        TokenizerError(RESERVED_ID_UNAVAILABLE): with a base, a special's explicit id is
+            not a reserved id of the base (an ordinary id, a special in use, or undefined),
+            or two new names ask for one reserved id.
+        TokenizerError(SPECIAL_TOKEN_CONFLICT): with a base, a new special's name is
+            already a special of the base.
     """
 
     merges: int
@@ -84,6 +104,7 @@ class TrainConfig:
     progress: bool = True
     engine: Literal["local", "dask"] = "local"
     scheduler: str | None = None
+    base: Tokenizer | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.merges, bool) or not isinstance(self.merges, int) or self.merges < 0:
@@ -114,10 +135,64 @@ class TrainConfig:
                 "engine", self.engine, "install the dask extra: pip install 'tokembed[dask]'"
             )
         object.__setattr__(self, "specials", dict(self.specials))
+        if self.base is not None:
+            self._check_base(self.base)
         self.pretokenizer  # noqa: B018  (compiles the pattern: fail here, not later)
+
+    def _check_base(self, base: Tokenizer) -> None:
+        if not isinstance(base, Tokenizer):
+            raise _bad("base", base, "pass a Tokenizer (load_tokenizer reads any file or name)")
+        if self.pattern != "teaching" or self.dialect != "tiktoken":
+            raise _bad(
+                "pattern" if self.pattern != "teaching" else "dialect",
+                self.pattern if self.pattern != "teaching" else self.dialect,
+                "leave pattern and dialect out: a continued tokenizer splits text as its base does",
+            )
+        if self.merges == 0 and not self.specials:
+            raise UsageError(
+                "NOTHING_TO_ADD",
+                "continuing a tokenizer with merges=0 and no specials adds nothing",
+                value=0,
+                fix="ask for merges (merges=N, --merges N) or specials (--special NAME)",
+            )
+        old = base.tables.specials
+        reserved = reserved_ids(old)
+        asked: dict[int, str] = {}
+        for name, sid in self.specials.items():
+            if name in old:
+                raise TokenizerError(
+                    "SPECIAL_TOKEN_CONFLICT",
+                    f"special token {name!r} is already in the base, with id {old[name]}",
+                    value=name,
+                    fix="drop it: the base's specials keep their ids in the new tokenizer",
+                )
+            if sid is None:
+                continue
+            if sid not in reserved or sid in asked:
+                taken = (
+                    f"asked for by {asked[sid]!r} too"
+                    if sid in asked
+                    else "an ordinary id of the base"
+                    if sid in base.tables.pieces
+                    else f"the special {sorted(n for n, i in old.items() if i == sid)[0]!r}"
+                    if sid in old.values()
+                    else "not an id of the base"
+                )
+                raise TokenizerError(
+                    "RESERVED_ID_UNAVAILABLE",
+                    f"special token {name!r} asks for id {sid}, which is {taken}, "
+                    "not a free reserved id",
+                    value={name: sid},
+                    fix=f"pass one of the base's {len(reserved)} reserved ids"
+                    + (f" ({min(reserved)}…{max(reserved)})" if reserved else "")
+                    + ", or no id (it then goes past the last id)",
+                )
+            asked[sid] = name
 
     @property
     def pretokenizer(self) -> Pretokenizer:
+        if self.base is not None:
+            return self.base.pretokenizer
         return Pretokenizer.preset(self.pattern, dialect=self.dialect)
 
 
@@ -135,8 +210,22 @@ def _count(
 def train(texts: Iterable[str], *, config: TrainConfig) -> Tokenizer:
     """Learn ``config.merges`` merges from ``texts`` (each text is pre-tokenized on its own).
 
+    With ``config.base``, the base continued (see the module docstring): its tables with
+    the new merges and specials appended, every base id unchanged.
+
+    Example::
+
+        >>> base = train(["низко низко летали"], config=TrainConfig(merges=4, progress=False))
+        >>> tok = train(["ласточки ласточки"], config=TrainConfig(merges=3, base=base,
+        ...             specials={"<|end|>": None}, progress=False))
+        >>> tok.n_merges, tok.special_tokens
+        (7, {'<|end|>': 263})
+
     Raises:
         TokenizerError(EMPTY_CORPUS): the texts hold no characters.
+        TokenizerError(NO_NEW_MERGE): with a base and ``merges > 0``, the base's merges leave
+            no adjacent pair in any chunk of the texts (every chunk is one base token).
+        TokenizerError(UNREPRESENTABLE_BYTE): with a base, a text holds a byte it has no id for.
         TokenizerError(LONE_SURROGATE): a text has no UTF-8 form.
         TokenizerError(SPECIAL_TOKEN_CONFLICT): an explicit special id is an ordinary id.
         TokenizerError(SCHEDULER_UNREACHABLE): ``engine="dask"`` and nothing answers at
@@ -151,6 +240,8 @@ def train(texts: Iterable[str], *, config: TrainConfig) -> Tokenizer:
 
     pretokenizer = config.pretokenizer
     show = progress_enabled(config.progress)
+    if config.base is not None and config.merges == 0:
+        return _extended(config.base, [], config)  # specials alone: no text to read
     table = _count(texts, pretokenizer, config, show)
     if not len(table):
         raise TokenizerError(
@@ -168,11 +259,49 @@ def train(texts: Iterable[str], *, config: TrainConfig) -> Tokenizer:
                 bar.reset(total=config.merges)
             bar.update()
 
-        pairs = learn_merges(table, merges=config.merges, on_merge=on_merge)
+        base = None if config.base is None else config.base.tables
+        pairs = learn_merges(table, merges=config.merges, on_merge=on_merge, base=base)
+    if config.base is not None:
+        return _extended(config.base, pairs, config)
     specials = assign_special_ids(config.specials, first_free=256 + len(pairs))
     tables = BPETables.byte_level(merges=pairs, specials=specials)
     return Tokenizer(
         pretokenizer=pretokenizer,
         tables=tables,
         metadata={"merges_requested": str(config.merges), "merges_learned": str(len(pairs))},
+    )
+
+
+def _extended(base: Tokenizer, pairs: list[tuple[int, int]], config: TrainConfig) -> Tokenizer:
+    """``base`` with ``pairs`` (ids from ``base``'s id range on) and ``config.specials`` added."""
+    old = base.tables
+    if config.merges and not pairs:
+        raise TokenizerError(
+            "NO_NEW_MERGE",
+            f"no new merge exists: 0 of {config.merges} learned, every chunk of the texts "
+            "is already one token of the base",
+            value=0,
+            fix="train on text the base splits into several tokens (another language or domain)",
+        )
+    first = old.id_range
+    pieces = dict(old.pieces)
+    merges = list(old.merges)
+    for k, (a, b) in enumerate(pairs):
+        pieces[first + k] = pieces[a] + pieces[b]
+        merges.append((a, b, first + k))
+    taken = set(config.specials.values())
+    # A reserved id taken over loses its placeholder names; every other base special stays.
+    specials = {name: sid for name, sid in old.specials.items() if sid not in taken}
+    specials |= assign_special_ids(config.specials, first_free=first + len(pairs))
+    metadata = {
+        **base.metadata,
+        "base_address_hash": base.address_hash,
+        "merges_requested": str(config.merges),
+        "merges_learned": str(len(pairs)),
+    }
+    return Tokenizer(
+        pretokenizer=base.pretokenizer,
+        tables=BPETables(pieces=pieces, merges=tuple(merges), specials=specials),
+        name=base.name,
+        metadata=metadata,
     )

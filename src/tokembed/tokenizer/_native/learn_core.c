@@ -10,6 +10,9 @@
  *     bound of the pair's first position, and a superset of the chunks that hold it;
  *   - an indexed binary heap of live slots, best first by (count desc, position asc).
  *
+ * The start is the chunks' bytes (ids 0..255), or a base tokenizer's ids of each chunk
+ * (tk_learn_start); learned merge k makes id first_id + k either way.
+ *
  * Positions are offsets into the table's byte blob: chunks are laid out in first-encounter
  * order and byte offsets of surviving tokens never move under merges, so the smallest blob
  * offset of a pair is its first encounter in a left-to-right scan of the corpus (which the
@@ -76,6 +79,7 @@ struct tk_learner {
     int32_t *dirty;
     int64_t n_dirty, cap_dirty;
     int64_t learned; /* merges made so far: the stamp of the next one */
+    int32_t first_id; /* id of the first learned merge (256, or past a base's ids) */
 };
 typedef struct tk_learner Learner;
 
@@ -436,29 +440,44 @@ static void learner_free(Learner *L) {
 }
 
 /* Index every adjacent pair of every chunk. Scanning in table order, a pair's first
- * sighting is its first encounter, so initial bounds are exact. Returns -1 on OOM. */
-static int learner_init(Learner *L, const uint8_t *data, int64_t nbytes, int64_t merges) {
+ * sighting is its first encounter, so initial bounds are exact. Without a start, chunk w's
+ * ids are its bytes; with one (a base tokenizer's encoding), they are start->ids at the
+ * chunk's blob offset, start->lens[w] of them, and a token's position is the blob offset
+ * of its first byte (the sum of start->pieces over the tokens before it). Returns -1 on OOM. */
+static int learner_init(Learner *L, const uint8_t *data, int64_t nbytes, int64_t merges,
+                        const tk_learn_start *start) {
     int64_t n = L->n_chunks;
+    int64_t n_ids = (start ? (int64_t)start->first_id : 256) + merges;
     L->free_head = -1;
+    L->first_id = start ? start->first_id : 256;
     L->ids = malloc((size_t)(nbytes ? nbytes : 1) * sizeof(int32_t));
     L->len = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
     L->seen = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
-    L->piece = malloc((size_t)(256 + merges) * sizeof(int64_t));
+    L->piece = malloc((size_t)n_ids * sizeof(int64_t));
     L->mask = (1u << 16) - 1;
     L->cells = malloc((L->mask + 1) * sizeof(Cell));
     if (!L->ids || !L->len || !L->seen || !L->piece || !L->cells) return -1;
     for (uint64_t i = 0; i <= L->mask; i++) L->cells[i].key = EMPTY;
-    for (int64_t i = 0; i < nbytes; i++) L->ids[i] = data[i];
+    if (start) {
+        memcpy(L->ids, start->ids, (size_t)nbytes * sizeof(int32_t));
+        memcpy(L->piece, start->pieces, (size_t)start->first_id * sizeof(int64_t));
+    } else {
+        for (int64_t i = 0; i < nbytes; i++) L->ids[i] = data[i];
+        for (int i = 0; i < 256; i++) L->piece[i] = 1;
+    }
     memset(L->seen, 0xFF, (size_t)n * sizeof(int32_t));
-    for (int i = 0; i < 256; i++) L->piece[i] = 1;
     for (int64_t w = 0; w < n; w++) {
-        int64_t start = L->offsets[w], m = L->offsets[w + 1] - start;
+        int64_t start_off = L->offsets[w];
+        int64_t m = start ? start->lens[w] : L->offsets[w + 1] - start_off;
+        const int32_t *ids = L->ids + start_off;
         L->len[w] = m;
+        int64_t pos = start_off;
         for (int64_t i = 0; i + 1 < m; i++) {
-            int32_t id = slot_for(L, data[start + i], data[start + i + 1], (int32_t)w, start + i);
+            int32_t id = slot_for(L, ids[i], ids[i + 1], (int32_t)w, pos);
             if (id < 0) return -1;
             L->slots[id].count += L->counts[w];
             if (occ_add(&L->slots[id], (int32_t)w) < 0) return -1;
+            pos += L->piece[ids[i]];
         }
     }
     L->cap_heap = L->cap_slots ? L->cap_slots : 1;
@@ -512,14 +531,43 @@ tk_learn_error tk_learn_check(const int64_t *offsets, const int64_t *counts, int
     return err;
 }
 
+tk_learn_error tk_learn_check_start(const int64_t *offsets, int64_t n, const tk_learn_start *start) {
+    tk_learn_error err = {TK_LEARN_OK, 0, 0};
+    for (int64_t w = 0; w < n; w++) {
+        int64_t m = start->lens[w], bytes = offsets[w + 1] - offsets[w], sum = 0;
+        if (m < 0 || m > bytes) {
+            err.code = TK_LEARN_BAD_START;
+            err.chunk = w;
+            return err;
+        }
+        for (int64_t i = 0; i < m; i++) {
+            int32_t id = start->ids[offsets[w] + i];
+            if (id < 0 || id >= start->first_id || start->pieces[id] < 1) {
+                err.code = TK_LEARN_BAD_START;
+                err.chunk = w;
+                err.value = id;
+                return err;
+            }
+            sum += start->pieces[id];
+        }
+        if (sum != bytes) {
+            err.code = TK_LEARN_BAD_START;
+            err.chunk = w;
+            return err;
+        }
+    }
+    return err;
+}
+
 tk_learner *tk_learner_new(const uint8_t *data, int64_t nbytes, const int64_t *offsets,
-                           const int64_t *counts, int64_t n_chunks, int64_t merges) {
+                           const int64_t *counts, int64_t n_chunks, int64_t merges,
+                           const tk_learn_start *start) {
     Learner *L = calloc(1, sizeof(Learner));
     if (!L) return NULL;
     L->offsets = offsets;
     L->counts = counts;
     L->n_chunks = n_chunks;
-    if (learner_init(L, data, nbytes, merges) < 0) {
+    if (learner_init(L, data, nbytes, merges, start) < 0) {
         tk_learner_free(L);
         return NULL;
     }
@@ -532,7 +580,7 @@ int tk_learner_step(tk_learner *L, int32_t *a, int32_t *b) {
     *a = L->slots[p].a;
     *b = L->slots[p].b;
     int32_t k = (int32_t)L->learned++;
-    return apply(L, p, 256 + k, k) < 0 ? -1 : 1;
+    return apply(L, p, L->first_id + k, k) < 0 ? -1 : 1;
 }
 
 void tk_learner_free(tk_learner *L) {

@@ -7,17 +7,22 @@
 
 #include "learn_core.h"
 
-static int int64_view(PyObject *obj, Py_buffer *view, const char *name) {
+static int int_view(PyObject *obj, Py_buffer *view, const char *name, Py_ssize_t size) {
     if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
     const char *f = view->format ? view->format : "B";
     if (*f == '@' || *f == '=' || *f == '<') f++;
-    if (view->itemsize != 8 || (strcmp(f, "l") && strcmp(f, "q"))) {
-        PyErr_Format(PyExc_TypeError, "%s must be a contiguous int64 buffer, got format %s", name,
-                     view->format ? view->format : "B");
+    int ok = size == 8 ? !strcmp(f, "l") || !strcmp(f, "q") : !strcmp(f, "i");
+    if (view->itemsize != size || !ok) {
+        PyErr_Format(PyExc_TypeError, "%s must be a contiguous int%d buffer, got format %s", name,
+                     (int)(size * 8), view->format ? view->format : "B");
         PyBuffer_Release(view);
         return -1;
     }
     return 0;
+}
+
+static int int64_view(PyObject *obj, Py_buffer *view, const char *name) {
+    return int_view(obj, view, name, 8);
 }
 
 /* The Python error of a refused table. */
@@ -37,6 +42,10 @@ static void table_error(tk_learn_error err) {
         PyErr_Format(PyExc_ValueError, "chunk %lld has count %lld; counts must be positive",
                      (long long)err.chunk, (long long)err.value);
         break;
+    case TK_LEARN_BAD_START:
+        PyErr_Format(PyExc_ValueError, "the start ids of chunk %lld do not spell it (id %lld)",
+                     (long long)err.chunk, (long long)err.value);
+        break;
     default:
         PyErr_SetString(PyExc_OverflowError,
                         "the corpus holds more than 2**63 - 1 adjacent pairs: counts could overflow");
@@ -52,12 +61,20 @@ static int report(PyObject *progress, Py_ssize_t n) {
 }
 
 static PyObject *learn(PyObject *self, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"data", "offsets", "counts", "merges", "progress", "every", NULL};
+    static char *kwlist[] = {"data",  "offsets", "counts", "merges", "progress",
+                             "every", "ids",     "lens",   "pieces", NULL};
     PyObject *data_obj, *off_obj, *cnt_obj, *progress = Py_None;
+    PyObject *ids_obj = Py_None, *lens_obj = Py_None, *pieces_obj = Py_None;
     Py_ssize_t merges, every = 64;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOn|On:learn", kwlist, &data_obj, &off_obj,
-                                     &cnt_obj, &merges, &progress, &every))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOn|On$OOO:learn", kwlist, &data_obj,
+                                     &off_obj, &cnt_obj, &merges, &progress, &every, &ids_obj,
+                                     &lens_obj, &pieces_obj))
         return NULL;
+    int has_start = ids_obj != Py_None;
+    if (has_start != (lens_obj != Py_None) || has_start != (pieces_obj != Py_None)) {
+        PyErr_SetString(PyExc_TypeError, "pass ids, lens and pieces together, or none of them");
+        return NULL;
+    }
     if (merges < 0) {
         PyErr_Format(PyExc_ValueError, "merges must be >= 0, got %zd", merges);
         return NULL;
@@ -81,9 +98,16 @@ static PyObject *learn(PyObject *self, PyObject *args, PyObject *kwargs) {
         PyBuffer_Release(&off);
         return NULL;
     }
+    Py_buffer ids = {0}, lens = {0}, pieces = {0};
+    tk_learn_start start = {0};
     PyObject *result = NULL;
     int32_t *learned = NULL;
     tk_learner *learner = NULL;
+    if (has_start) {
+        if (int_view(ids_obj, &ids, "ids", 4) < 0) goto done;
+        if (int64_view(lens_obj, &lens, "lens") < 0) goto done;
+        if (int64_view(pieces_obj, &pieces, "pieces") < 0) goto done;
+    }
     const int64_t *offsets = off.buf, *counts = cnt.buf;
     int64_t n_chunks = cnt.len / 8, room;
     if (off.len / 8 != n_chunks + 1) {
@@ -95,10 +119,32 @@ static PyObject *learn(PyObject *self, PyObject *args, PyObject *kwargs) {
         table_error(err);
         goto done;
     }
+    Py_ssize_t first_id = 256;
+    if (has_start) {
+        if (ids.len / 4 != data.len || lens.len / 8 != n_chunks) {
+            PyErr_SetString(PyExc_ValueError,
+                            "ids must have one entry per byte of data and lens one per chunk");
+            goto done;
+        }
+        if (pieces.len / 8 > INT32_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "pieces: ids are int32, at most 2**31 - 1");
+            goto done;
+        }
+        first_id = pieces.len / 8;
+        start.ids = ids.buf;
+        start.lens = lens.buf;
+        start.pieces = pieces.buf;
+        start.first_id = (int32_t)first_id;
+        err = tk_learn_check_start(offsets, n_chunks, &start);
+        if (err.code != TK_LEARN_OK) {
+            table_error(err);
+            goto done;
+        }
+    }
     if (merges > room) merges = room; /* a huge request on a small corpus allocates nothing */
-    if (merges > INT32_MAX - 256) {
-        PyErr_Format(PyExc_OverflowError, "%zd merges: ids are int32, at most 2**31 - 257 merges",
-                     merges);
+    if (merges > INT32_MAX - first_id) {
+        PyErr_Format(PyExc_OverflowError, "%zd merges past id %zd: ids are int32 (below 2**31)",
+                     merges, first_id);
         goto done;
     }
     learned = malloc((size_t)(merges ? merges : 1) * 2 * sizeof(int32_t));
@@ -109,7 +155,8 @@ static PyObject *learn(PyObject *self, PyObject *args, PyObject *kwargs) {
     int failed = 0, stop = 0;
     Py_ssize_t k = 0, reported = 0;
     PyThreadState *ts = PyEval_SaveThread();
-    learner = tk_learner_new(data.buf, data.len, offsets, counts, n_chunks, merges);
+    learner = tk_learner_new(data.buf, data.len, offsets, counts, n_chunks, merges,
+                             has_start ? &start : NULL);
     failed = learner == NULL;
     while (!failed && !stop && k < merges) {
         int got = tk_learner_step(learner, &learned[2 * k], &learned[2 * k + 1]);
@@ -145,17 +192,23 @@ done:
     PyBuffer_Release(&data);
     PyBuffer_Release(&off);
     PyBuffer_Release(&cnt);
+    if (ids.obj) PyBuffer_Release(&ids);
+    if (lens.obj) PyBuffer_Release(&lens);
+    if (pieces.obj) PyBuffer_Release(&pieces);
     return result;
 }
 
 PyDoc_STRVAR(learn_doc,
-             "learn(data, offsets, counts, merges, progress=None, every=64) -> list[tuple[int, int]]\n\n"
+             "learn(data, offsets, counts, merges, progress=None, every=64, *, ids=None, lens=None,\n"
+             "      pieces=None) -> list[tuple[int, int]]\n\n"
              "BPE merges over a chunk table: chunk i is data[offsets[i]:offsets[i + 1]] (offsets and\n"
              "counts are int64 buffers, chunks in first-encounter order) occurring counts[i] times.\n"
              "Pair k makes id 256 + k; ties go to the pair met first in the corpus; stops early when\n"
              "no pair is left. progress(n) is called with the GIL held after every `every` merges\n"
              "(n = merges since the last call) and once at the end for the rest; the GIL is released\n"
-             "in between. Raises ValueError/TypeError for a malformed table, OverflowError when\n"
+             "in between. With ids (int32, one slot per byte of data), lens and pieces (int64), learning\n"
+             "starts from a base tokenizer's ids: chunk i is ids[offsets[i]:offsets[i] + lens[i]], id j\n"
+             "spells pieces[j] bytes, and pair k makes id len(pieces) + k. Raises ValueError/TypeError for a malformed table, OverflowError when\n"
              "counts could overflow int64, MemoryError, or what progress raises.");
 
 static PyMethodDef methods[] = {
