@@ -74,6 +74,7 @@ CODES: dict[str, str] = {
     "NOTHING_TO_ADD": "continuing a tokenizer was asked with no new merges and no new specials",
     "NO_NEW_MERGE": "continuing a tokenizer found no pair left to merge: the base already spells every chunk as one token",
     "RESERVED_ID_UNAVAILABLE": "a new special asks for an id that is not a free reserved id of the base",
+    "BASE_PRETOKENIZER_UNREPRODUCIBLE": "the output format cannot split text as the base tokenizer's pre-tokenizer does",
     "MALFORMED_TOKENIZER_FILE": "a tokenizer file is not valid JSON of the expected shape",
     "UNSUPPORTED_VERSION": "a file declares a format version this tokembed cannot read",
     "UNSUPPORTED_TOKENIZER": "a tokenizer file uses a model or component tokembed cannot represent",

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from tokembed.cli._common import (
+    TOKENIZER_HELP,
     add_json,
     add_pattern_options,
     add_quiet,
@@ -25,6 +26,7 @@ from tokembed.errors import TokembedError
 if TYPE_CHECKING:
     from tokembed.text.ranges import TextFiles
     from tokembed.text.sources import TextBlock
+    from tokembed.tokenizer import Tokenizer
 
 __all__ = ["register"]
 
@@ -59,10 +61,33 @@ def _add_train(sub: argparse._SubParsersAction[Any]) -> None:
         help="train a byte-level BPE tokenizer on text files",
         description="Train byte-level BPE on files, folders (recursive), globs, .gz or '-' "
         "(stdin). A .conllu file contributes its sentences (its '# text =' lines, one per "
-        "line), as `measure` reads it, unless --raw.",
+        "line), as `measure` reads it, unless --raw. With --extend BASE, continue BASE: its "
+        "merges are applied first, the new merges get ids past every id of BASE, and the "
+        "result is proved append-only before it is written.",
     )
-    p.add_argument("corpus", nargs="+", help="text or .conllu files, folders, globs, or '-'")
+    p.add_argument(
+        "corpus",
+        nargs="*",
+        help="text or .conllu files, folders, globs, or '-' (none with --extend and --merges 0)",
+    )
     p.add_argument("--merges", type=int, required=True, help="number of merges to learn")
+    p.add_argument(
+        "--extend",
+        metavar="BASE",
+        help="continue this tokenizer, keeping every id (" + TOKENIZER_HELP + ")",
+    )
+    p.add_argument(
+        "--encoding",
+        metavar="NAME",
+        help="with --extend and a .tiktoken BASE: the encoding whose pattern and specials it has",
+    )
+    p.add_argument(
+        "--format",
+        choices=("tiktoken", "hf", "tokembed"),
+        dest="fmt",
+        help="with --extend: the output format (default: the base's; a rank-file base gives a "
+        "tiktoken rank folder, or tokembed JSON for an -o ending in .json)",
+    )
     add_pattern_options(p)
     p.add_argument(
         "--special",
@@ -70,7 +95,8 @@ def _add_train(sub: argparse._SubParsersAction[Any]) -> None:
         type=_special_option,
         default=[],
         metavar="NAME[=ID]",
-        help="special token (id defaults to the next free id); repeatable",
+        help="special token (id defaults to the next free id; with --extend, ID must be a "
+        "reserved id of the base); repeatable",
     )
     p.add_argument("--raw", action="store_true", help="train on .conllu files as raw text")
     p.add_argument(
@@ -92,7 +118,12 @@ def _add_train(sub: argparse._SubParsersAction[Any]) -> None:
         help="Dask scheduler address (tcp://host:8786) for --engine dask; without it a "
         "local cluster of --workers processes is started",
     )
-    p.add_argument("-o", "--output", required=True, help="tokenizer JSON to write")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="tokenizer JSON to write (with --extend: the file or folder of --format)",
+    )
     add_json(p)
     add_quiet(p)
     p.set_defaults(handler=_run_train)
@@ -173,6 +204,13 @@ def _run_train(args: argparse.Namespace) -> int:
             value=args.scheduler,
             fix="add --engine dask, or drop --scheduler",
         )
+    if args.extend is not None:
+        return _run_extend(args)
+    for flag, value in (("--encoding", args.encoding), ("--format", args.fmt)):
+        if value is not None:
+            raise usage(f"{flag} applies to --extend", value=value, fix=f"drop {flag}")
+    if not args.corpus:
+        raise usage("no corpus given", value=[], fix="name the text files to train on")
     config = TrainConfig(
         merges=args.merges,
         pattern=args.regex or args.pattern,
@@ -217,6 +255,158 @@ def _run_train(args: argparse.Namespace) -> int:
     print(
         f"trained {tok.n_merges} merges on {len(names)} file(s), {n_bytes:,} bytes, "
         f"in {seconds:.1f} s\nwrote {path} ({tok.address_hash[:19]})"
+    )
+    return 0
+
+
+def _output_format(args: argparse.Namespace, base: Tokenizer) -> str:
+    """--format, or the base's own: a rank file's ranks, a tokenizer.json's document."""
+    if args.fmt is not None:
+        return str(args.fmt)
+    kind = base.metadata.get("source_format")
+    if kind == "tiktoken":
+        return "tokembed" if args.output.endswith(".json") else "tiktoken"
+    return "hf" if kind in ("huggingface", "gpt2-vocab-merges") else "tokembed"
+
+
+def _check_reproducible(base: Tokenizer, fmt: str) -> None:
+    """Refuse an output format that would split text otherwise than the base does."""
+    from tokembed.errors import FormatError
+
+    pre = base.pretokenizer
+    need = {"tiktoken": "tiktoken", "hf": "huggingface"}.get(fmt)
+    if need is None:  # tokembed JSON records the stages and their dialect
+        return
+    stages = len(pre.stages)
+    if pre.dialect != need or (fmt == "tiktoken" and stages != 1):
+        reader = "tiktoken's regex engine" if fmt == "tiktoken" else "Hugging Face's (Oniguruma)"
+        why = (
+            f"{stages} pre-tokenizer stages; a rank file holds one regex"
+            if pre.dialect == need
+            else f"the base splits text as {pre.dialect} reads its regex, a {fmt} file as "
+            f"{reader} does"
+        )
+        raise FormatError(
+            "BASE_PRETOKENIZER_UNREPRODUCIBLE",
+            f"--format {fmt} cannot reproduce the base's pre-tokenizer: {why}",
+            value=fmt,
+            fix="write tokembed JSON (--format tokembed), which keeps the base's pre-tokenizer",
+        )
+
+
+def _prove_append_only(base: Tokenizer, new: Tokenizer) -> object:
+    """classify_change's proof that ``new`` only adds to ``base`` (NOT_APPEND_ONLY if not).
+
+    A reserved id a new special took over changed only its placeholder name: the proof
+    compares against the base with those names already changed (the ids were checked to be
+    reserved by TrainConfig), so every other id must keep its symbol."""
+    from tokembed.migrate import classify_change
+    from tokembed.tokenizer import BPETables, Tokenizer
+
+    old, tables = base.tables, new.tables
+    renamed = {sid for name, sid in old.specials.items() if name not in tables.specials}
+    if renamed:
+        specials = {n: i for n, i in old.specials.items() if i not in renamed}
+        specials |= {n: i for n, i in tables.specials.items() if i in renamed}
+        base = Tokenizer(
+            pretokenizer=base.pretokenizer,
+            tables=BPETables(pieces=old.pieces, merges=old.merges, specials=specials),
+        )
+    change = classify_change(base, new)
+    change.require_append_only()
+    return change
+
+
+def _write_extension(args: argparse.Namespace, base: Tokenizer, new: Tokenizer, fmt: str) -> Any:
+    from pathlib import Path
+
+    from tokembed.tokenizer.formats import export_tiktoken, save_tokenizer
+    from tokembed.tokenizer.formats.hf import export_hf, extend_hf_document, write_hf_document
+    from tokembed.tokenizer.formats.specs import split_spec
+
+    source = Path(split_spec(args.extend)[0])
+    inputs: list[str | Path] = [*input_files(args.corpus)]
+    inputs += [source, *(source.iterdir() if source.is_dir() else ())] if source.exists() else []
+    if fmt == "tiktoken":
+        return export_tiktoken(new, args.output, inputs=inputs)
+    if fmt == "tokembed":
+        return save_tokenizer(new, args.output, inputs=inputs)
+    if base.metadata.get("source_format") != "huggingface":
+        return export_hf(new, args.output, inputs=inputs)
+    import json
+
+    path = source / "tokenizer.json" if source.is_dir() else source
+    doc = json.loads(path.read_text(encoding="utf-8"))  # load_tokenizer read it just now
+    data = extend_hf_document(doc, base, new, source=str(path))
+    return write_hf_document(data, args.output, inputs=inputs)
+
+
+def _run_extend(args: argparse.Namespace) -> int:
+    import time
+
+    from tokembed.tokenizer.patterns import PATTERNS
+    from tokembed.tokenizer.train import TrainConfig, train
+
+    if args.regex is not None or args.pattern != "teaching":
+        raise usage(
+            "--pattern/--regex do not apply to --extend",
+            value=args.regex or args.pattern,
+            fix="drop them: the extended tokenizer splits text as its base does",
+        )
+    if not args.corpus and args.merges != 0:
+        raise usage(
+            "no corpus to learn merges from",
+            value=args.merges,
+            fix="name the text files, or pass --merges 0 to add --special tokens alone",
+        )
+    base = load_tokenizer(args.extend, args.encoding)
+    fmt = _output_format(args, base)
+    _check_reproducible(base, fmt)
+    config = TrainConfig(
+        merges=args.merges,
+        specials=dict(args.special),
+        workers=args.workers,
+        progress=progress_wanted(args),
+        engine=args.engine,
+        scheduler=args.scheduler,
+        base=base,
+    )
+    tally = _Tally()
+    preset = base.pretokenizer.stages[0] in PATTERNS.values() and len(base.pretokenizer.stages) == 1
+    names, streamed = _training_texts(args.corpus, raw=args.raw, preset=preset)
+    start = time.perf_counter()
+    try:
+        new = train(tally.count(streamed), config=config)
+    except TokembedError as exc:
+        raise speak_cli(exc, _TRAIN_FIXES) from None
+    seconds = time.perf_counter() - start
+    change: Any = _prove_append_only(base, new)
+    path = _write_extension(args, base, new, fmt)
+    learned = new.n_merges - base.n_merges
+    if learned < args.merges:
+        print(
+            f"tokembed: note: the corpus allows only {learned} new merges (every chunk is a "
+            f"single token after them); asked for {args.merges}",
+            file=sys.stderr,
+        )
+    added = list(change.added)
+    specials = {n: i for n, i in new.special_tokens.items() if n not in base.special_tokens}
+    if args.json:
+        print(as_json({
+            "base": args.extend, "format": fmt, "merges_requested": args.merges,
+            "merges_learned": learned, "specials_added": specials,
+            "old_ids": change.old_ids, "new_ids": change.new_ids, "added_ids": len(added),
+            "kind": change.kind, "files": len(names), "bytes": tally.bytes,
+            "seconds": round(seconds, 3), "output": str(path),
+            "base_address_hash": base.address_hash, "address_hash": new.address_hash,
+        }))  # fmt: skip
+        return 0
+    span = f"ids {added[0]}..{added[-1]}" if added else "no new ids"
+    print(
+        f"extended {args.extend} by {learned} merges and {len(specials)} special token(s) "
+        f"on {len(names)} file(s), {tally.bytes:,} bytes, in {seconds:.1f} s\n"
+        f"{change.kind}: {len(change.exact):,} old ids kept, {span}; ids {change.old_ids:,} -> "
+        f"{change.new_ids:,}\nwrote {path} ({fmt}, {new.address_hash[:19]})"
     )
     return 0
 

@@ -302,6 +302,6 @@ def _extended(base: Tokenizer, pairs: list[tuple[int, int]], config: TrainConfig
     return Tokenizer(
         pretokenizer=base.pretokenizer,
         tables=BPETables(pieces=pieces, merges=tuple(merges), specials=specials),
-        name=base.name,
+        name=None if base.name is None else f"{base.name}-extended",
         metadata=metadata,
     )

@@ -44,7 +44,15 @@ from tokembed.tokenizer.formats._io import read_json, write_atomic
 from tokembed.tokenizer.oniguruma import to_onig
 from tokembed.tokenizer.tokenizer import Tokenizer
 
-__all__ = ["export_hf", "from_hf_document", "is_hf_document", "load_hf", "tables_from_vocab"]
+__all__ = [
+    "export_hf",
+    "extend_hf_document",
+    "from_hf_document",
+    "is_hf_document",
+    "load_hf",
+    "tables_from_vocab",
+    "write_hf_document",
+]
 
 
 def is_hf_document(data: Any) -> bool:
@@ -276,6 +284,78 @@ def to_hf_document(tok: Tokenizer) -> dict[str, Any]:
     }
 
 
+def extend_hf_document(
+    data: Any, base: Tokenizer, new: Tokenizer, *, source: str
+) -> dict[str, Any]:
+    """The base's ``tokenizer.json`` document ``data`` with ``new``'s additions written in.
+
+    ``new`` is ``base`` continued (``TrainConfig(base=...)``): its merges past the base's go
+    to the end of ``model.merges`` (in the file's own spelling, ``"a b"`` or ``["a", "b"]``),
+    its new pieces into ``model.vocab``, its new specials into ``added_tokens`` (and the
+    vocabulary, which is how HF keeps an added token's id); a reserved special taken over is
+    renamed in place. Everything else (pre-tokenizer, normalizer, decoder, post-processor,
+    the other added tokens) is kept as it is. The document read back equals ``new``.
+
+    Raises:
+        FormatError(UNSUPPORTED_TOKENIZER): a new piece is spelled like a vocabulary entry
+            (HF names tokens by their spelling) or the document read back differs from ``new``.
+    """
+    import copy
+
+    out: dict[str, Any] = copy.deepcopy(data)
+    model = out["model"]
+    vocab: dict[str, int] = model["vocab"]
+    old, tables = base.tables, new.tables
+    text = {i: bytes_to_token_text(p) for i, p in tables.pieces.items()}
+    for i in sorted(set(tables.pieces) - set(old.pieces)):
+        if text[i] in vocab:
+            raise FormatError(
+                "UNSUPPORTED_TOKENIZER",
+                f"new piece {text[i]!r} (id {i}) is spelled like vocabulary entry "
+                f"{vocab[text[i]]}; tokenizer.json names tokens by their spelling",
+                value=i,
+                fix="keep this tokenizer in the native format (-o NEW.json --format tokembed)",
+            )
+        vocab[text[i]] = i
+    as_strings = bool(model["merges"]) and isinstance(model["merges"][0], str)
+    for left, right, _ in tables.merges[len(old.merges) :]:
+        pair = [text[left], text[right]]
+        model["merges"].append(" ".join(pair) if as_strings else pair)
+    gone = {name: sid for name, sid in old.specials.items() if name not in tables.specials}
+    added = {name: sid for name, sid in tables.specials.items() if name not in old.specials}
+    flags = {"single_word": False, "lstrip": False, "rstrip": False, "normalized": False}
+    entries = out.setdefault("added_tokens", [])
+    for name, sid in gone.items():  # a reserved slot taken over: the new name replaces it
+        entries[:] = [e for e in entries if e.get("content") != name]
+        if vocab.get(name) == sid:
+            del vocab[name]
+    for name, sid in sorted(added.items(), key=lambda kv: kv[1]):
+        entries.append({"id": sid, "content": name, **flags, "special": True})
+        vocab[name] = sid
+    entries.sort(key=lambda e: e["id"])
+    model["vocab"] = dict(sorted(vocab.items(), key=lambda kv: kv[1]))
+    back = from_hf_document(out, source=source)
+    if back.address_hash != new.address_hash:
+        raise FormatError(
+            "UNSUPPORTED_TOKENIZER",
+            f"{source}: the extended tokenizer.json does not read back as the extended tokenizer",
+            value=source,
+            fix="keep this tokenizer in the native format (-o NEW.json --format tokembed)",
+        )
+    return out
+
+
+def write_hf_document(
+    data: dict[str, Any], path: str | Path, *, inputs: Iterable[str | Path] = ()
+) -> Path:
+    """Write a ``tokenizer.json`` document (``path`` as in :func:`export_hf`); returns its path."""
+    target = Path(path)
+    if target.suffix != ".json":
+        target = target / "tokenizer.json"
+    text = json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+    return write_atomic(target, text.encode("utf-8"), inputs=[Path(p) for p in inputs])
+
+
 def export_hf(tok: Tokenizer, path: str | Path, *, inputs: Iterable[str | Path] = ()) -> Path:
     """Write ``tok`` as a ``tokenizer.json`` file; returns its path.
 
@@ -286,8 +366,4 @@ def export_hf(tok: Tokenizer, path: str | Path, *, inputs: Iterable[str | Path] 
         FormatError(UNSUPPORTED_TOKENIZER): see :func:`to_hf_document`.
         UsageError(OUTPUT_EXISTS): the file is one of ``inputs``.
     """
-    target = Path(path)
-    if target.suffix != ".json":
-        target = target / "tokenizer.json"
-    data = json.dumps(to_hf_document(tok), ensure_ascii=False, indent=2) + "\n"
-    return write_atomic(target, data.encode("utf-8"), inputs=[Path(p) for p in inputs])
+    return write_hf_document(to_hf_document(tok), path, inputs=inputs)
