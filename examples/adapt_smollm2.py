@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 
 from tokembed.audit import AuditConfig, audit_tokens
-from tokembed.measure import AdaptationRow, Measurement, load_corpus, measure
+from tokembed.measure import AdaptationRow, Corpus, Measurement, load_corpus, measure
 from tokembed.measure.report import ReportData, write_report
 from tokembed.measure.tables import adaptation_rows, markdown_table, measurement_rows
 from tokembed.migrate import NewRows, classify_change, decompositions, migrate_model, row_map
@@ -63,10 +63,10 @@ def gguf() -> Path:
     return Path(spec.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-def metric(tok: Tokenizer, name: str, corpus: object) -> Measurement:
+def metric(tok: Tokenizer, name: str, corpus: Corpus) -> Measurement:
     return measure(
         tok.encode_ordinary,
-        corpus,  # type: ignore[arg-type]
+        corpus,
         tokenizer=name,
         id_range=tok.tables.id_range,
         address_hash=tok.address_hash,
