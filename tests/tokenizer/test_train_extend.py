@@ -85,6 +85,16 @@ def test_compiled_learner_equals_reference_from_smollm2(ruslit_text: str) -> Non
     assert len(compiled) == 150
 
 
+def test_pure_python_extension_equals_compiled(monkeypatch: pytest.MonkeyPatch) -> None:
+    base = load_tokenizer(_smollm2())
+    config = TrainConfig(merges=100, base=base, progress=False)
+    compiled = train([pud_text("ru")], config=config)
+    monkeypatch.setenv("TOKEMBED_PURE_PYTHON", "1")
+    reference = train([pud_text("ru")], config=config)
+    assert reference.tables.merges == compiled.tables.merges
+    assert reference.address_hash == compiled.address_hash
+
+
 def test_extension_of_a_trained_tokenizer_keeps_its_specials() -> None:
     base = train(
         [pud_text("en")],
