@@ -237,3 +237,24 @@ def test_equality_check_catches_last_encounter_ties(native: ModuleType) -> None:
     assert diverges is not None
     # Equal up to the first tie it breaks the other way.
     assert pairs[:diverges] == ref[:diverges]
+
+
+def test_native_start_must_spell_every_chunk(native: ModuleType) -> None:
+    table = ChunkTable.from_counts({b"abc": 2, b"ab": 1})
+    pieces = np.array([1] * 256 + [2], dtype=np.int64)  # id 256 = "ab"
+    ids = np.zeros(5, dtype=np.int32)
+    ids[[0, 1, 3]] = [256, 99, 256]
+    lens = np.array([2, 1], dtype=np.int64)
+    start = {"ids": ids, "lens": lens, "pieces": pieces}
+    args = (table.data, table.offsets, table.counts, 5)
+    assert native.learn(*args, **start) == [(256, 99)]  # the new id is len(pieces)
+    with pytest.raises(ValueError, match="chunk 1"):
+        native.learn(*args, **{**start, "lens": np.array([2, 2], dtype=np.int64)})
+    bad = ids.copy()
+    bad[1] = 300  # not below len(pieces)
+    with pytest.raises(ValueError, match="id 300"):
+        native.learn(*args, **{**start, "ids": bad})
+    with pytest.raises(TypeError, match="together"):
+        native.learn(*args, ids=ids)
+    with pytest.raises(TypeError, match="int32"):
+        native.learn(*args, **{**start, "ids": ids.astype(np.int64)})

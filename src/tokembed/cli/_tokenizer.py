@@ -395,16 +395,25 @@ def _run_extend(args: argparse.Namespace) -> int:
         print(as_json({
             "base": args.extend, "format": fmt, "merges_requested": args.merges,
             "merges_learned": learned, "specials_added": specials,
+            "reserved_taken": sorted(i for i in specials.values() if i < change.old_ids),
             "old_ids": change.old_ids, "new_ids": change.new_ids, "added_ids": len(added),
             "kind": change.kind, "files": len(names), "bytes": tally.bytes,
             "seconds": round(seconds, 3), "output": str(path),
             "base_address_hash": base.address_hash, "address_hash": new.address_hash,
         }))  # fmt: skip
         return 0
-    span = f"ids {added[0]}..{added[-1]}" if added else "no new ids"
+    span = (
+        "no new ids"
+        if not added
+        else f"new id {added[0]}"
+        if len(added) == 1
+        else f"new ids {added[0]}..{added[-1]}"
+    )
+    slots = sorted(i for i in specials.values() if i < change.old_ids)
+    taken = f" (reserved ids taken over: {', '.join(map(str, slots))})" if slots else ""
     print(
-        f"extended {args.extend} by {learned} merges and {len(specials)} special token(s) "
-        f"on {len(names)} file(s), {tally.bytes:,} bytes, in {seconds:.1f} s\n"
+        f"extended {args.extend} by {learned} merges and {len(specials)} special token(s)"
+        f"{taken} on {len(names)} file(s), {tally.bytes:,} bytes, in {seconds:.1f} s\n"
         f"{change.kind}: {len(change.exact):,} old ids kept, {span}; ids {change.old_ids:,} -> "
         f"{change.new_ids:,}\nwrote {path} ({fmt}, {new.address_hash[:19]})"
     )

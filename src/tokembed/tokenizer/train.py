@@ -295,7 +295,7 @@ def _extended(base: Tokenizer, pairs: list[tuple[int, int]], config: TrainConfig
     specials |= assign_special_ids(config.specials, first_free=first + len(pairs))
     metadata = {
         **base.metadata,
-        "base_address_hash": base.address_hash,
+        "base": base.name or "",
         "merges_requested": str(config.merges),
         "merges_learned": str(len(pairs)),
     }
