@@ -215,6 +215,7 @@ def test_grown_zero3_engine_trains_as_one_process(name: str) -> None:
             keys=_keys(tied),
             start=grown,
             first_step=3,
+            moments=True,
         )
 
 

@@ -170,15 +170,16 @@ def assert_parity(
     keys: list[str] | None = None,
     start: Bounds | None = None,
     first_step: int = 1,
+    moments: bool = False,
 ) -> Bounds:
     """Raise AssertionError unless ``run`` trained as ``ref`` did, within derived bounds.
 
     ``optimizer``: the reference optimizer's param group ("lr", and for AdamW
     "betas" and "eps"). Compares the first step's gradients when ``run``
     recorded them (same weights on both sides), every step's loss, the
-    final weights (all of them, or only ``keys``) and, when ``run`` has
-    ``moments`` ({"exp_avg": {name: tensor}, ...}), Adam's final moments of those
-    names. ``start``: the bounds the runs already differ by (a continued run whose
+    final weights (all of them, or only ``keys``) and, with ``moments=True``,
+    Adam's final moments of the names in ``run["moments"]``
+    ({"exp_avg": {name: tensor}, "exp_avg_sq": ...}). ``start``: the bounds the runs already differ by (a continued run whose
     first step is ``first_step``). Returns the bounds after the last step.
     """
     eps = torch.finfo(dtype).eps
@@ -229,7 +230,7 @@ def assert_parity(
         bound = (weight[param] if param is not None else 0.0) + rounding
         _close(f"{key} after {steps} steps", run["state"][key], want, bound)
     for kind, moment in (("exp_avg", m_bound), ("exp_avg_sq", v_bound)):
-        for key, got in run.get("moments", {}).get(kind, {}).items():
+        for key, got in run["moments"][kind].items() if moments else ():
             want = ref["moments"][kind][key]
             # Plus one rounding of the running average per step.
             _close(
