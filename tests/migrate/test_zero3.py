@@ -10,51 +10,49 @@ moments (``exp_avg``, ``exp_avg_sq``); the new rows right after the migration;
 each rank's partition of the grown head is not empty (transformers#41959) and
 the step counters continue. ``migrate_model`` on the engine's module itself is
 refused with ZERO3_PARTITIONED_TABLE (its rows cannot change inside ZeRO-3's
-flat partitions), and an engine below ZeRO-3 with INVALID_ARGUMENT.
+flat partitions); an engine below ZeRO-3 and an AutoTP engine (vocabulary-parallel
+table) with INVALID_ARGUMENT.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
-import importlib.util
-import os
 from typing import Any
 
 import _gloo  # noqa: F401  (puts tests/parallel on the path)
 import pytest
 import torch
-from _deepspeed_ranks import code_of, setup_rank, train_data_parallel
+from _deepspeed_ranks import (
+    EMBED_KEY,
+    code_of,
+    ds_config,
+    require_deepspeed,
+    setup_rank,
+    train_data_parallel,
+)
 from _harness import run_ranks
 from _llama import batches, build_llama, dims, full_loss, make_optimizer, optimizer_settings, train
 from _parity import Bounds, assert_parity
 
 from tokembed.migrate import NewRows, RowMap, migrate_model, migrate_zero3
+from tokembed.parallel.deepspeed_tp import initialize_autotp
 
-if importlib.util.find_spec("deepspeed") is None:
-    _REASON = "deepspeed is not installed (make test installs it)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(_REASON, pytrace=False)
-    pytest.skip(_REASON, allow_module_level=True)
+require_deepspeed()
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 _WORLD = 2
 _OLD, _GROWTH = 1001, 37
 _NEW = _OLD + _GROWTH
-_EMB, _HEAD = "model.embed_tokens.weight", "lm_head.weight"
+_EMB, _HEAD = EMBED_KEY, "lm_head.weight"
 _KEYS = ("exp_avg", "exp_avg_sq")
 
 
 def _config(stage: int = 3) -> dict[str, Any]:
-    return {
-        "train_micro_batch_size_per_gpu": 2,
-        "gradient_clipping": 0.0,
-        # At the default threshold ZeRO-3 keeps tables this small whole on every rank.
-        "zero_optimization": {"stage": stage, "stage3_param_persistence_threshold": 0},
-        "zero_allow_untested_optimizer": True,
-        "steps_per_print": 10**6,
-    }
+    # At the default threshold ZeRO-3 keeps tables this small whole on every rank.
+    zero = {"stage": stage, "stage3_param_persistence_threshold": 0}
+    return ds_config(zero=stage, micro_batch=2, zero_optimization=zero)
 
 
 def _rows() -> RowMap:
@@ -153,6 +151,15 @@ def _checks(rank: int, world_size: int) -> dict[str, Any]:
     out["below_zero3"] = code_of(
         lambda: migrate_zero3(low, _rows(), model=build_llama(tied=False, vocab=_OLD), config={})
     )
+    # Last: AutoTP's mesh, once made, stays for the rest of the process.
+    autotp, *_ = initialize_autotp(
+        build_llama(tied=False, vocab=_OLD),
+        ds_config(zero=3, tensor_parallel={"autotp_size": world_size}),
+        optimizer=optimizer,
+    )
+    out["vocab_parallel"] = code_of(
+        lambda: migrate_zero3(autotp, _rows(), model=build_llama(tied=False, vocab=_OLD), config={})
+    )
     return out
 
 
@@ -241,3 +248,4 @@ def test_what_cannot_be_done_is_refused_with_a_code() -> None:
         assert result["untied"]["in_place"] == "ZERO3_PARTITIONED_TABLE"
         assert result["tied"]["in_place"] == "ZERO3_PARTITIONED_TABLE"
         assert result["below_zero3"] == "INVALID_ARGUMENT"
+        assert result["vocab_parallel"] == "INVALID_ARGUMENT"

@@ -30,14 +30,20 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib.util
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from _deepspeed_ranks import code_of, hf_loss, setup_rank, train_engine, vp_loss
+from _deepspeed_ranks import (
+    code_of,
+    ds_config,
+    hf_loss,
+    require_deepspeed,
+    setup_rank,
+    train_engine,
+    vp_loss,
+)
 from _harness import run_ranks
 from _llama import batches, build_llama, dims, make_optimizer
 from _parity import loss_bound
@@ -50,11 +56,7 @@ from tokembed.parallel.deepspeed_tp import (
 )
 from tokembed.tokenizer.train import TrainConfig, train
 
-if importlib.util.find_spec("deepspeed") is None:
-    _REASON = "deepspeed is not installed (make test installs it)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(_REASON, pytrace=False)
-    pytest.skip(_REASON, allow_module_level=True)
+require_deepspeed()
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -62,15 +64,12 @@ _TP = 2
 _TEXT = ["the cat sat on the mat", "the dog sat on the log"] * 4
 
 
-def _config(*, vocab_parallel: bool = True, universal: bool = False) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "train_micro_batch_size_per_gpu": 4,
-        "gradient_clipping": 0.0,
-        "zero_optimization": {"stage": 2},
-        "zero_allow_untested_optimizer": True,
-        "tensor_parallel": {"autotp_size": _TP, "vocab_parallel_embedding": vocab_parallel},
-        "steps_per_print": 10**6,
-    }
+def _config(
+    *, vocab_parallel: bool = True, universal: bool = False, tp: int = _TP
+) -> dict[str, Any]:
+    out = ds_config(
+        zero=2, tensor_parallel={"autotp_size": tp, "vocab_parallel_embedding": vocab_parallel}
+    )
     if universal:
         out["checkpoint"] = {"load_universal": True}
     return out
@@ -231,7 +230,7 @@ def _universal_at_tp4(rank: int, world_size: int, directory: str) -> dict[str, A
 
     engine, *_ = initialize_autotp(
         build_llama(tied=False, seed=7),
-        {**_config(universal=True), "tensor_parallel": {"autotp_size": 4}},
+        _config(universal=True, tp=4),
         optimizer=functools.partial(make_optimizer, "adamw"),
     )
     engine.load_checkpoint(str(Path(directory) / "ckpt"), tag="two_universal")
