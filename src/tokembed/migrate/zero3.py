@@ -67,12 +67,12 @@ def _refuse_engine(engine: Any) -> None:
             fix="below ZeRO-3 save the engine, migrate the gathered model with migrate_model "
             "and build the engine again",
         )
-    if isinstance(engine.module.get_input_embeddings(), VocabParallelEmbedding):
+    if any(isinstance(m, VocabParallelEmbedding) for m in engine.module.modules()):
         raise UsageError(
             "INVALID_ARGUMENT",
             "the engine's input embedding is vocabulary-parallel (AutoTP): its row blocks "
             "are split over the tensor-parallel group, not only partitioned by ZeRO-3",
-            value=type(engine.module.get_input_embeddings()).__name__,
+            value="VocabParallelEmbedding",
             fix="convert to a universal checkpoint, migrate at TP 1 and load it again",
         )
     if getattr(engine.optimizer, "swap_optimizer", False):
@@ -207,14 +207,6 @@ def migrate_zero3(
     """
     import deepspeed
 
-    if migrate_kwargs.get("optimizer") is not None:
-        raise UsageError(
-            "INVALID_ARGUMENT",
-            "migrate_zero3 moves the engine's own optimizer state; optimizer= names the "
-            "factory of the new engine's optimizer",
-            value="optimizer",
-            fix="pass the new optimizer's factory as optimizer=",
-        )
     _refuse_engine(engine)
     _check_architecture(engine, model)
     keys, scalars = _inner_state(engine)
