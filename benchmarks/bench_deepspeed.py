@@ -18,7 +18,8 @@ untied Llama trains one AdamW step, grows by ``--growth`` rows with
 moments, migrate in one process, build a new engine). Printed: the wall time of
 ``migrate_zero3`` against its peer, ``migrate_model`` of the same model and AdamW
 state in one process (the migration alone, no gathering or rebuilding), their
-ratio; each rank's partition bytes of the head before and after (never empty);
+ratio, and ``deepspeed.initialize`` of a fresh engine of the grown size (the part of
+ours that no migration avoids); each rank's partition bytes of the head before and after (never empty);
 the step time before and after.
 
 Usage: .venv/bin/python benchmarks/bench_deepspeed.py [--vocab 32000] [--hidden 256]
@@ -183,6 +184,15 @@ def _zero3_worker(rank: int, args: argparse.Namespace, port: int, results: Any) 
     head_after = head.ds_tensor.numel() * head.ds_tensor.element_size()
     new_ids = torch.randint(0, args.vocab + args.growth, (args.batch, args.seq), generator=gen)
     after = [_timed_step(grown, new_ids, rank, world) for _ in range(args.repeats + 1)][1:]
+    # The part of ours no migration avoids: building an engine of the grown size.
+    fresh = _model(argparse.Namespace(**{**vars(args), "vocab": args.vocab + args.growth}))
+    dist.barrier()
+    start = time.perf_counter()
+    deepspeed.initialize(
+        model=fresh, model_parameters=fresh.parameters(), optimizer=opt, config=config
+    )
+    dist.barrier()
+    build = time.perf_counter() - start
     theirs = None
     if rank == 0:  # the peer: the same migration in one process, with its AdamW state
         peer_opt = opt(peer.parameters())
@@ -194,6 +204,7 @@ def _zero3_worker(rank: int, args: argparse.Namespace, port: int, results: Any) 
     row = {
         "ours": ours,
         "peer": theirs,
+        "build": build,
         "head_before": head_before,
         "head_after": head_after,
         "before": statistics.median(before),
@@ -232,7 +243,8 @@ def _print_zero3(per_rank: list[dict[str, Any]], args: argparse.Namespace) -> No
     print(f"\nZeRO-3 vocabulary growth (data parallel over {args.tp} ranks, +{args.growth} rows)")
     print(
         f"  migrate_zero3 {first['ours'] * 1e3:.1f} ms, peer migrate_model in one process "
-        f"{first['peer'] * 1e3:.1f} ms, ratio {first['ours'] / first['peer']:.2f}"
+        f"{first['peer'] * 1e3:.1f} ms, ratio {first['ours'] / first['peer']:.2f}; "
+        f"deepspeed.initialize of a fresh engine of the grown size alone {first['build'] * 1e3:.1f} ms"
     )
     for rank, row in enumerate(per_rank):
         print(
