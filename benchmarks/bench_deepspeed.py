@@ -158,7 +158,12 @@ def _zero3_worker(rank: int, args: argparse.Namespace, port: int, results: Any) 
     config = {
         "train_micro_batch_size_per_gpu": args.batch // world,
         "gradient_clipping": 0.0,
-        "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0},
+        # The default reduce bucket (5e8 fp32 elements, 2 GB) is allocated by each engine.
+        "zero_optimization": {
+            "stage": 3,
+            "stage3_param_persistence_threshold": 0,
+            "reduce_bucket_size": 2**24,
+        },
         "zero_allow_untested_optimizer": True,
         "steps_per_print": 10**9,
     }

@@ -49,10 +49,12 @@ _EMB, _HEAD = EMBED_KEY, "lm_head.weight"
 _KEYS = ("exp_avg", "exp_avg_sq")
 
 
-def _config(stage: int = 3) -> dict[str, Any]:
-    # At the default threshold ZeRO-3 keeps tables this small whole on every rank.
-    zero = {"stage": stage, "stage3_param_persistence_threshold": 0}
-    return ds_config(zero=stage, micro_batch=2, zero_optimization=zero)
+def _config(stage: int = 3, **tensor_parallel: Any) -> dict[str, Any]:
+    # At the default threshold ZeRO-3 keeps tables this small whole on every rank; the
+    # default reduce bucket (5e8 fp32 elements, 2 GB) is allocated by every engine.
+    zero = {"stage": stage, "stage3_param_persistence_threshold": 0, "reduce_bucket_size": 2**20}
+    sections = {"tensor_parallel": tensor_parallel} if tensor_parallel else {}
+    return ds_config(zero=stage, micro_batch=2, zero_optimization=zero, **sections)
 
 
 def _rows() -> RowMap:
@@ -154,7 +156,7 @@ def _checks(rank: int, world_size: int) -> dict[str, Any]:
     # Last: AutoTP's mesh, once made, stays for the rest of the process.
     autotp, *_ = initialize_autotp(
         build_llama(tied=False, vocab=_OLD),
-        ds_config(zero=3, tensor_parallel={"autotp_size": world_size}),
+        _config(autotp_size=world_size),
         optimizer=optimizer,
     )
     out["vocab_parallel"] = code_of(
