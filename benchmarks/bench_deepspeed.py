@@ -64,7 +64,8 @@ def _model(args: argparse.Namespace) -> torch.nn.Module:
     return LlamaForCausalLM(config)
 
 
-def _worker(rank: int, args: argparse.Namespace, port: int, results: Any) -> None:
+def _join(rank: int, args: argparse.Namespace, port: int) -> Any:
+    """Join the ranks' gloo group as a launcher would; returns the deepspeed module."""
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(args.tp))
     torch.set_num_threads(1)
     store = dist.TCPStore("127.0.0.1", port, args.tp, is_master=rank == 0)
@@ -74,6 +75,11 @@ def _worker(rank: int, args: argparse.Namespace, port: int, results: Any) -> Non
     import deepspeed
 
     deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False  # gloo only, no JIT build
+    return deepspeed
+
+
+def _worker(rank: int, args: argparse.Namespace, port: int, results: Any) -> None:
+    _join(rank, args, port)
     from tokembed.parallel.deepspeed_tp import initialize_autotp
 
     gen = torch.Generator().manual_seed(1)
@@ -136,17 +142,9 @@ def _timed_step(engine: Any, ids: torch.Tensor, rank: int, world: int) -> float:
 
 
 def _zero3_worker(rank: int, args: argparse.Namespace, port: int, results: Any) -> None:
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(args.tp))
-    torch.set_num_threads(1)
-    store = dist.TCPStore("127.0.0.1", port, args.tp, is_master=rank == 0)
-    dist.init_process_group(
-        "gloo", store=store, rank=rank, world_size=args.tp, timeout=timedelta(seconds=600)
-    )
     import copy
 
-    import deepspeed
-
-    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False  # gloo only, no JIT build
+    deepspeed = _join(rank, args, port)
     from tokembed.migrate import NewRows, RowMap, migrate_model, migrate_zero3
 
     world = args.tp
