@@ -178,6 +178,7 @@ CODES: dict[str, str] = {
     "VOCAB_AXIS_STALE": "a vocabulary-indexed tensor was left at the old vocabulary size",
     "PRESERVED_ROW_CHANGED": "a row or moment the row map preserves differs from its source",
     "OPTIMIZER_STEP_RESET": "a migrated optimizer state lost its step (age) or its moments",
+    "ZERO3_PARTITIONED_TABLE": "a vocabulary table is a DeepSpeed ZeRO-3 partition: its rows cannot change in place",
     "FROZEN_ROW_MOVED": "a row declared frozen changed during training",
     "PROBABILITY_SHIFT": "new rows moved old-token probabilities beyond the declared budget",
     "STALE_PACK": "a derived (quantized, packed) artifact was not regenerated from the migrated table",

@@ -164,6 +164,7 @@ def train(
     after_backward: Callable[[], None] | None = None,
     gather: GradGather | None = None,
     state: Callable[[nn.Module], dict[str, torch.Tensor]] | None = None,
+    first_step: int = 1,
 ) -> dict[str, Any]:
     """Plain training loop that records every step.
 
@@ -172,11 +173,14 @@ def train(
     ``state(model)`` returns the full state dict. Returns ``losses`` [steps],
     ``grads`` [steps] of {name: full gradient before the optimizer step},
     ``state`` (final full state dict) and, for Adam-type optimizers,
-    ``second_moments`` [steps] of {name: bias-corrected exp_avg_sq after the step}.
+    ``second_moments`` [steps] of {name: bias-corrected exp_avg_sq after the step}
+    and ``moments`` (the final raw ``exp_avg`` and ``exp_avg_sq``, {key: {name: tensor}}).
+    ``first_step`` numbers the first step (a run continuing from an optimizer that
+    already stepped: its bias correction counts the earlier steps).
     """
     names = {id(p): name for name, p in model.named_parameters()}
     losses, grads, moments = [], [], []
-    for step, ids in enumerate(data, start=1):
+    for step, ids in enumerate(data, start=first_step):
         loss = loss_fn(model, ids, labels_for(ids, pad))
         losses.append(loss.item())
         loss.backward()
@@ -196,11 +200,21 @@ def train(
                 }
             )
     final = state(model) if state is not None else model.state_dict()
+    inner = getattr(opt, "optimizer", opt)
+    adam = isinstance(inner, torch.optim.AdamW)
     return {
         "losses": losses,
         "grads": grads,
         "state": {k: v.detach().clone() for k, v in final.items()},
         "second_moments": moments,
+        "moments": {
+            key: {
+                names[id(p)]: _full(p, inner.state[p][key], gather)
+                for group in inner.param_groups
+                for p in group["params"]
+            }
+            for key in (("exp_avg", "exp_avg_sq") if adam else ())
+        },
     }
 
 

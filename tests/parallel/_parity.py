@@ -33,6 +33,14 @@ Why the bounds have this shape (first-order rounding analysis):
    bias-corrected moment weights ``a_k`` (beta1) and ``b_k`` (beta2).
 4. A later step's loss sees weights that differ by ``W``: to first order it
    moves by ``sum_i |g_i| W_i`` on top of its own rounding.
+5. Adam's moments are running averages of the gradients and their squares: with
+   gradients within ``d`` per step, ``exp_avg`` moves by at most
+   ``B_m = beta1 B_m + (1 - beta1) d`` and ``exp_avg_sq`` by
+   ``B_v = beta2 B_v + (1 - beta2) (2 |g| d + d^2)`` per entry.
+
+A run interrupted by a change of the tables (a vocabulary migration) is checked
+in two calls: the first returns its :class:`Bounds`, the caller moves them with
+the rows, and the second starts from them (``start``, ``first_step``).
 
 These are first-order estimates with generous counts, not proofs; what keeps
 them honest in both directions is that the runs pass them on any thread
@@ -52,7 +60,14 @@ from typing import Any
 
 import torch
 
-__all__ = ["Dims", "adam_ratio", "assert_first_step_gradients", "assert_parity", "loss_bound"]
+__all__ = [
+    "Bounds",
+    "Dims",
+    "adam_ratio",
+    "assert_first_step_gradients",
+    "assert_parity",
+    "loss_bound",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +94,19 @@ class Dims:
         layer = 6 * self.hidden + self.intermediate + self.seq
         forward = self.layers * layer + 2 * self.hidden + self.vocab + self.tokens
         return 2 * forward + self.tokens
+
+
+@dataclass(frozen=True, kw_only=True)
+class Bounds:
+    """Per-entry bounds on the difference of two runs after some steps, by parameter name.
+
+    ``weight``: the weights; ``exp_avg`` / ``exp_avg_sq``: Adam's raw moments (empty
+    for SGD). A value is a tensor of the parameter's shape or a float for all entries.
+    """
+
+    weight: dict[str, Any]
+    exp_avg: dict[str, Any]
+    exp_avg_sq: dict[str, Any]
 
 
 def loss_bound(dtype: torch.dtype, dims: Dims, loss: float) -> float:
@@ -140,13 +168,19 @@ def assert_parity(
     dims: Dims,
     optimizer: dict[str, Any],
     keys: list[str] | None = None,
-) -> None:
+    start: Bounds | None = None,
+    first_step: int = 1,
+    moments: bool = False,
+) -> Bounds:
     """Raise AssertionError unless ``run`` trained as ``ref`` did, within derived bounds.
 
     ``optimizer``: the reference optimizer's param group ("lr", and for AdamW
     "betas" and "eps"). Compares the first step's gradients when ``run``
-    recorded them (same weights on both sides), every step's loss, and the
-    final weights: all of them, or only ``keys``.
+    recorded them (same weights on both sides), every step's loss, the
+    final weights (all of them, or only ``keys``) and, with ``moments=True``,
+    Adam's final moments of the names in ``run["moments"]``
+    ({"exp_avg": {name: tensor}, "exp_avg_sq": ...}). ``start``: the bounds the runs already differ by (a continued run whose
+    first step is ``first_step``). Returns the bounds after the last step.
     """
     eps = torch.finfo(dtype).eps
     lr = optimizer["lr"]
@@ -156,9 +190,12 @@ def assert_parity(
         assert not missing, f"the run lacks {missing}"
     steps = len(ref["losses"])
     assert len(run["losses"]) == steps, (len(run["losses"]), steps)
-    if "grads" in run:
+    if "grads" in run and start is None:
         assert_first_step_gradients(run, ref, dtype=dtype, dims=dims)
-    weight: dict[str, torch.Tensor | float] = {k: 0.0 for k in ref["grads"][0]}
+    names = list(ref["grads"][0])
+    weight: dict[str, Any] = {k: start.weight[k] if start else 0.0 for k in names}
+    m_bound: dict[str, Any] = {k: start.exp_avg.get(k, 0.0) if start else 0.0 for k in names}
+    v_bound: dict[str, Any] = {k: start.exp_avg_sq.get(k, 0.0) if start else 0.0 for k in names}
     for t in range(steps):
         grads = ref["grads"][t]
         # First-order effect on this step's loss of the weight differences so far.
@@ -175,9 +212,12 @@ def assert_parity(
         for key in grads:
             if adam:
                 beta1, beta2 = optimizer["betas"]
-                c = adam_ratio(beta1, beta2, t + 1)
+                c = adam_ratio(beta1, beta2, first_step + t)
                 root = ref["second_moments"][t][key].double().sqrt()
                 update = (lr * d * (1 + c) / (root + optimizer["eps"])).clamp_max(2 * lr * c)
+                g = grads[key].double().abs()
+                m_bound[key] = beta1 * m_bound[key] + (1 - beta1) * d
+                v_bound[key] = beta2 * v_bound[key] + (1 - beta2) * (2 * g * d + d * d)
             else:
                 update = torch.tensor(lr * d)
             weight[key] = 2 * weight[key] + update
@@ -189,6 +229,17 @@ def assert_parity(
         rounding = steps * eps * want.double().abs()
         bound = (weight[param] if param is not None else 0.0) + rounding
         _close(f"{key} after {steps} steps", run["state"][key], want, bound)
+    for kind, moment in (("exp_avg", m_bound), ("exp_avg_sq", v_bound)):
+        for key, got in run["moments"][kind].items() if moments else ():
+            want = ref["moments"][kind][key]
+            # Plus one rounding of the running average per step.
+            _close(
+                f"{kind} of {key} after {steps} steps",
+                got,
+                want,
+                moment[key] + steps * eps * want.double().abs(),
+            )
+    return Bounds(weight=weight, exp_avg=m_bound, exp_avg_sq=v_bound)
 
 
 def _same_tensor(state: dict[str, torch.Tensor], key: str, params: dict[str, Any]) -> str | None:

@@ -16,12 +16,20 @@ from __future__ import annotations
 
 import copy
 import functools
-import importlib.util
-import os
 from typing import Any
 
 import pytest
 import torch
+from _deepspeed_ranks import (
+    assert_embedding_parity,
+    code_of,
+    ds_config,
+    hf_loss,
+    require_deepspeed,
+    setup_rank,
+    train_engine,
+    vp_loss,
+)
 from _harness import run_ranks
 from _llama import (
     HIDDEN,
@@ -38,15 +46,10 @@ from _llama import (
 from _parity import assert_parity
 from torch import nn
 
-from tokembed.errors import TokembedError, UsageError
+from tokembed.errors import UsageError
 from tokembed.parallel.deepspeed_tp import initialize_autotp
 
-# find_spec, not importorskip: importing DeepSpeed costs seconds in this process.
-if importlib.util.find_spec("deepspeed") is None:
-    _REASON = "deepspeed is not installed (make test installs it)"
-    if os.environ.get("CI") == "true":  # CI runs make test, so its absence is a failure there
-        pytest.fail(_REASON, pytrace=False)
-    pytest.skip(_REASON, allow_module_level=True)
+require_deepspeed()
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -54,35 +57,12 @@ _TP = 2
 
 
 def _config(*, zero: int, sgd: bool, **tp: Any) -> dict[str, Any]:
-    config: dict[str, Any] = {
-        "train_micro_batch_size_per_gpu": 4,
-        "gradient_clipping": 0.0,
-        "zero_optimization": {"stage": zero},
-        "zero_allow_untested_optimizer": True,  # torch SGD under ZeRO-1
-        "tensor_parallel": {"autotp_size": _TP, "vocab_parallel_embedding": True, **tp},
-        "steps_per_print": 10**6,
-    }
+    config = ds_config(
+        zero=zero, tensor_parallel={"autotp_size": _TP, "vocab_parallel_embedding": True, **tp}
+    )
     if sgd:
         config["optimizer"] = {"type": "SGD", "params": {"lr": LR["sgd"]}}
     return config
-
-
-def _code(fn: Any) -> str | None:
-    try:
-        fn()
-    except TokembedError as error:
-        return error.code
-    return None
-
-
-def _train(engine: Any, loss_fn: Any) -> list[float]:
-    losses = []
-    for ids in batches():
-        loss = loss_fn(engine, ids)
-        losses.append(loss.item())
-        engine.backward(loss)
-        engine.step()
-    return losses
 
 
 def _reference(model: nn.Module, kind: str) -> dict[str, Any] | None:
@@ -94,23 +74,8 @@ def _reference(model: nn.Module, kind: str) -> dict[str, Any] | None:
     return train(model, make_optimizer(kind, model.parameters()), batches(), full_loss)
 
 
-def _hf_loss(engine: Any, ids: torch.Tensor) -> torch.Tensor:
-    return engine(input_ids=ids, labels=ids).loss
-
-
-def _vp_loss(engine: Any, ids: torch.Tensor) -> torch.Tensor:
-    from tokembed.parallel.causal_lm import causal_lm_loss
-
-    return causal_lm_loss(engine.module, ids)
-
-
 def _checks(rank: int, world_size: int) -> dict[str, Any]:
-    # What a launcher (deepspeed, torchrun) sets; DeepSpeed asserts on LOCAL_RANK.
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size))
-    import deepspeed
-
-    # Keep every collective on gloo and skip the shared-memory op's JIT build.
-    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+    setup_rank(rank, world_size)
     from deepspeed.module_inject.layers import HiddenParallelEmbedding
 
     from tokembed.parallel.deepspeed_tp import autotp_group
@@ -134,7 +99,7 @@ def _checks(rank: int, world_size: int) -> dict[str, Any]:
         )
         emb = engine.module.get_input_embeddings()
         assert isinstance(emb, VocabParallelEmbedding), type(emb)
-        losses = _train(engine, _vp_loss if tied else _hf_loss)
+        losses = train_engine(engine, vp_loss if tied else hf_loss, batches())
         out[name] = {
             "losses": losses,
             "embedding": emb.gather_weight(),
@@ -153,7 +118,7 @@ def _checks(rank: int, world_size: int) -> dict[str, Any]:
     out["deepspeed-head"] = {
         "embedding": type(ds_engine.module.get_input_embeddings()).__module__,
         "noop": shard_input_embedding(ds_engine.module, group=group),
-        "losses": _train(ds_engine, _hf_loss),
+        "losses": train_engine(ds_engine, hf_loss, batches()),
         "ref": _reference(full, "sgd"),
     }
     # Refusals in whole-model context.
@@ -185,20 +150,24 @@ def _checks(rank: int, world_size: int) -> dict[str, Any]:
         sliced, _config(zero=0, sgd=True, vocab_parallel_embedding=False, **slicing)
     )
     out["refusals"] = {
-        "partition_config_slice": _code(
+        "partition_config_slice": code_of(
             lambda: initialize_autotp(build_llama(tied=False), _config(zero=0, sgd=True, **slicing))
         ),
-        "deepspeed_sliced": _code(lambda: shard_input_embedding(sliced_engine.module, group=group)),
+        "deepspeed_sliced": code_of(
+            lambda: shard_input_embedding(sliced_engine.module, group=group)
+        ),
         "deepspeed_sliced_shape": tuple(sliced_engine.module.get_input_embeddings().weight.shape),
-        "tied": _code(lambda: initialize_autotp(build_llama(tied=True), _config(zero=0, sgd=True))),
-        "stale_optimizer": _code(
+        "tied": code_of(
+            lambda: initialize_autotp(build_llama(tied=True), _config(zero=0, sgd=True))
+        ),
+        "stale_optimizer": code_of(
             lambda: initialize_autotp(stale, _config(zero=0, sgd=False), optimizer=stale_opt)
         ),
         "stale_left_unsharded": type(stale.get_input_embeddings()).__name__,
-        "hidden_parallel_embedding": _code(
+        "hidden_parallel_embedding": code_of(
             lambda: shard_input_embedding(hidden_sliced, group=group)
         ),
-        "linear_allreduce": _code(lambda: shard_input_embedding(allreduce_model, group=group)),
+        "linear_allreduce": code_of(lambda: shard_input_embedding(allreduce_model, group=group)),
         "linear_allreduce_type": type(linear_allreduce).__name__,
     }
     return out
@@ -228,14 +197,7 @@ def test_autotp_with_sharded_embedding_matches_single_process(
         assert run["rows"] == halves[rank]
         assert run["q_proj"] == "LinearLayer"  # AutoTP did shard the linears
         # AutoTP's row-parallel all-reduces reorder fp32 sums: bounds derived from eps.
-        assert_parity(
-            {"losses": run["losses"], "state": {"model.embed_tokens.weight": run["embedding"]}},
-            ref,
-            dtype=torch.float32,
-            dims=dims(),
-            optimizer=optimizer_settings(kind),
-            keys=["model.embed_tokens.weight"],
-        )
+        assert_embedding_parity(run, ref, kind=kind)
 
 
 def test_deepspeed_sharded_tied_pair_makes_our_call_a_noop() -> None:

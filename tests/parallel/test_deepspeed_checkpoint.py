@@ -17,23 +17,33 @@ AutoTP 2 x ZeRO-2, is saved with :func:`save_autotp_checkpoint`, and
   tokembed's ``save_checkpoint`` writes it as one file that records the tie and
   the tokenizer's address hash.
 
-Another TP size cannot be built inside the 2-rank spawn (DeepSpeed's TP mesh is
-made once per process), so "another TP layout" is shown as the replicated
-embedding at the same AutoTP size.
+* and the untied universal checkpoint loads at AutoTP 4 on 4 ranks (a spawn of its
+  own: DeepSpeed's TP mesh is made once per process): every rank's 33 or 32 rows
+  and their Adam moments equal the universal table's, and the third step's loss
+  the TP-2 run's.
+
+Another TP size cannot be built inside the 2-rank spawn, so the refused "another
+TP layout" is shown as the replicated embedding at the same AutoTP size.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
-import importlib.util
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from _deepspeed_ranks import code_of, hf_loss, setup_rank, train_engine, vp_loss
+from _deepspeed_ranks import (
+    code_of,
+    ds_config,
+    hf_loss,
+    require_deepspeed,
+    setup_rank,
+    train_engine,
+    vp_loss,
+)
 from _harness import run_ranks
 from _llama import batches, build_llama, dims, make_optimizer
 from _parity import loss_bound
@@ -46,11 +56,7 @@ from tokembed.parallel.deepspeed_tp import (
 )
 from tokembed.tokenizer.train import TrainConfig, train
 
-if importlib.util.find_spec("deepspeed") is None:
-    _REASON = "deepspeed is not installed (make test installs it)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(_REASON, pytrace=False)
-    pytest.skip(_REASON, allow_module_level=True)
+require_deepspeed()
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -58,15 +64,12 @@ _TP = 2
 _TEXT = ["the cat sat on the mat", "the dog sat on the log"] * 4
 
 
-def _config(*, vocab_parallel: bool = True, universal: bool = False) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "train_micro_batch_size_per_gpu": 4,
-        "gradient_clipping": 0.0,
-        "zero_optimization": {"stage": 2},
-        "zero_allow_untested_optimizer": True,
-        "tensor_parallel": {"autotp_size": _TP, "vocab_parallel_embedding": vocab_parallel},
-        "steps_per_print": 10**6,
-    }
+def _config(
+    *, vocab_parallel: bool = True, universal: bool = False, tp: int = _TP
+) -> dict[str, Any]:
+    out = ds_config(
+        zero=2, tensor_parallel={"autotp_size": tp, "vocab_parallel_embedding": vocab_parallel}
+    )
     if universal:
         out["checkpoint"] = {"load_universal": True}
     return out
@@ -220,6 +223,30 @@ def _universal_at_tp1(rank: int, world_size: int, directory: str, address: str) 
     return out
 
 
+def _universal_at_tp4(rank: int, world_size: int, directory: str) -> dict[str, Any]:
+    """4 ranks, AutoTP 4: the TP-2 universal checkpoint loads into 33 + 33 + 33 + 32 rows."""
+    setup_rank(rank, world_size)
+    from deepspeed.utils import safe_get_full_optimizer_state
+
+    engine, *_ = initialize_autotp(
+        build_llama(tied=False, seed=7),
+        _config(universal=True, tp=4),
+        optimizer=functools.partial(make_optimizer, "adamw"),
+    )
+    engine.load_checkpoint(str(Path(directory) / "ckpt"), tag="two_universal")
+    emb = engine.module.get_input_embeddings()
+    return {
+        "rows": emb.ownership.intervals[rank],
+        "embedding": emb.gather_weight(),
+        "moments": {
+            key: safe_get_full_optimizer_state(emb.weight, key).clone()
+            for key in ("exp_avg", "exp_avg_sq")
+        },
+        "global_steps": engine.global_steps,
+        "third_step": train_engine(engine, hf_loss, batches(steps=3)[2:]),
+    }
+
+
 def _hashes() -> tuple[str, str]:
     """Two real tokenizers' address hashes (one more merge: another address space)."""
     a = train(_TEXT, config=TrainConfig(merges=3, progress=False))
@@ -235,6 +262,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     out = run_ranks(_checks, _TP, str(directory), hashes, timeout=400.0)
     tp1 = run_ranks(_universal_at_tp1, 1, str(directory), hashes[0], timeout=200.0)
     out[0]["tp1"] = tp1[0]
+    out[0]["tp4"] = run_ranks(_universal_at_tp4, 4, str(directory), timeout=400.0)
     out[0]["address"] = hashes[0]
     return out
 
@@ -296,6 +324,24 @@ def test_universal_checkpoint_loads_at_tp1_with_equal_values(
     # The third step from the loaded state: the TP-2 run's loss within fp32's bound.
     want = results[0]["third_step"][0][0]
     assert abs(tp1["third_step"][0] - want) <= loss_bound(torch.float32, dims(), want)
+
+
+def test_universal_checkpoint_loads_at_another_tp_size_with_equal_values(
+    results: list[dict[str, Any]],
+) -> None:
+    # Saved at AutoTP 2 (66 + 65 rows), loaded at AutoTP 4: each rank's rows and moments
+    # are the universal table's, bit for bit, and training goes on as at TP 2.
+    universal = results[0]["universal"]
+    want = results[0]["third_step"][0][0]
+    tp4 = results[0]["tp4"]
+    assert [r["rows"] for r in tp4] == [(0, 33), (33, 66), (66, 99), (99, 131)]
+    for run in tp4:
+        start, end = run["rows"]
+        assert run["global_steps"] == 2
+        assert torch.equal(run["embedding"], results[0]["saved_embedding"])
+        for key, moment in run["moments"].items():
+            assert torch.equal(moment, universal[key][start:end]), key
+        assert abs(run["third_step"][0] - want) <= loss_bound(torch.float32, dims(), want)
 
 
 def test_tied_universal_checkpoint_becomes_a_tokembed_file_with_tie_and_hash(

@@ -17,31 +17,30 @@ from __future__ import annotations
 
 import copy
 import functools
-import importlib.util
-import os
 from typing import Any
 
 import pytest
-import torch
-from _deepspeed_ranks import code_of, hf_loss, setup_rank, train_engine
+from _deepspeed_ranks import (
+    assert_embedding_parity,
+    code_of,
+    ds_config,
+    hf_loss,
+    require_deepspeed,
+    setup_rank,
+    train_engine,
+)
 from _harness import run_ranks
-from _llama import batches, build_llama, dims, full_loss, make_optimizer, optimizer_settings, train
-from _parity import assert_parity
+from _llama import batches, build_llama, full_loss, make_optimizer, train
 from torch import nn
 
 from tokembed.errors import UsageError
 from tokembed.parallel.deepspeed_tp import initialize_autotp
 
-if importlib.util.find_spec("deepspeed") is None:
-    _REASON = "deepspeed is not installed (make test installs it)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(_REASON, pytrace=False)
-    pytest.skip(_REASON, allow_module_level=True)
+require_deepspeed()
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 _TP = 2
-_KEY = "model.embed_tokens.weight"
 _ROW_HEAD = {
     "partition_config": {
         "use_default_specs": False,
@@ -56,14 +55,7 @@ _ROW_HEAD = {
 
 def _config(*, zero: int = 1, **tp: Any) -> dict[str, Any]:
     """ZeRO-1 for the trained cells; ZeRO-0 for engines built only to be looked at."""
-    return {
-        "train_micro_batch_size_per_gpu": 4,
-        "gradient_clipping": 0.0,
-        "zero_optimization": {"stage": zero},
-        "zero_allow_untested_optimizer": True,
-        "tensor_parallel": {"autotp_size": _TP, **tp},
-        "steps_per_print": 10**6,
-    }
+    return ds_config(zero=zero, tensor_parallel={"autotp_size": _TP, **tp})
 
 
 def _no_plan(model: nn.Module) -> nn.Module:
@@ -149,14 +141,7 @@ def test_cell_matches_one_process(name: str) -> None:
         if name == "vocab-parallel-head":
             assert run["types"][1] == "VocabParallelLinear"  # sharded by DeepSpeed, no gather
         assert run["q_proj"] == "LinearLayer"
-        assert_parity(
-            {"losses": run["losses"], "state": {_KEY: run["embedding"]}},
-            ref,
-            dtype=torch.float32,
-            dims=dims(),
-            optimizer=optimizer_settings("adamw"),
-            keys=[_KEY],
-        )
+        assert_embedding_parity(run, ref)
 
 
 def test_tied_row_parallel_head_is_refused_or_left_to_deepspeed() -> None:

@@ -19,30 +19,31 @@ from __future__ import annotations
 
 import copy
 import functools
-import importlib.util
-import os
 from typing import Any
 
 import pytest
 import torch
-from _deepspeed_ranks import code_of, hf_loss, setup_rank, train_engine, vp_loss
+from _deepspeed_ranks import (
+    assert_embedding_parity,
+    code_of,
+    ds_config,
+    hf_loss,
+    require_deepspeed,
+    setup_rank,
+    train_engine,
+    vp_loss,
+)
 from _harness import run_ranks
-from _llama import batches, build_llama, dims, full_loss, make_optimizer, optimizer_settings, train
-from _parity import assert_parity
+from _llama import batches, build_llama, full_loss, make_optimizer, train
 from torch import nn
 
 from tokembed.parallel.deepspeed_tp import initialize_autotp
 
-if importlib.util.find_spec("deepspeed") is None:
-    _REASON = "deepspeed is not installed (make test installs it)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(_REASON, pytrace=False)
-    pytest.skip(_REASON, allow_module_level=True)
+require_deepspeed()
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 _TP = 2
-_KEY = "model.embed_tokens.weight"
 CELLS = {
     f"{'tied' if tied else 'untied'}-zero{zero}-{dtype}": (tied, zero, dtype)
     for dtype in ("fp32", "bf16")
@@ -55,17 +56,9 @@ _GROUP = {name: "zero3" if zero == 3 else dtype for name, (_, zero, dtype) in CE
 
 
 def config(*, zero: int, bf16: bool = False, tp: int = _TP) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "train_micro_batch_size_per_gpu": 4,
-        "gradient_clipping": 0.0,
-        "zero_optimization": {"stage": zero},
-        "zero_allow_untested_optimizer": True,  # torch AdamW under ZeRO
-        "tensor_parallel": {"autotp_size": tp, "vocab_parallel_embedding": True},
-        "steps_per_print": 10**6,
-    }
-    if bf16:
-        out["bf16"] = {"enabled": True}
-    return out
+    return ds_config(
+        zero=zero, bf16=bf16, tensor_parallel={"autotp_size": tp, "vocab_parallel_embedding": True}
+    )
 
 
 def _bf16_reference(model: nn.Module, loss_fn: Any) -> dict[str, Any]:
@@ -171,13 +164,8 @@ def test_autotp_zero_cell_matches_one_process(name: str) -> None:
         assert run["dtype"] == ("torch.bfloat16" if dtype == "bf16" else "torch.float32")
         want = "DeepSpeedZeroOptimizer_Stage3" if zero == 3 else "DeepSpeedZeroOptimizer"
         assert run["optimizer"] == want
-        assert_parity(
-            {"losses": run["losses"], "state": {_KEY: run["embedding"]}},
-            ref,
-            dtype=torch.bfloat16 if dtype == "bf16" else torch.float32,
-            dims=dims(),
-            optimizer=optimizer_settings("adamw"),
-            keys=[_KEY],
+        assert_embedding_parity(
+            run, ref, dtype=torch.bfloat16 if dtype == "bf16" else torch.float32
         )
 
 

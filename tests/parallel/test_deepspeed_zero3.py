@@ -15,31 +15,30 @@ from __future__ import annotations
 
 import copy
 import functools
-import importlib.util
-import os
 from typing import Any
 
 import pytest
 import torch
-from _deepspeed_ranks import code_of, setup_rank
+from _deepspeed_ranks import (
+    assert_embedding_parity,
+    code_of,
+    ds_config,
+    require_deepspeed,
+    setup_rank,
+    train_data_parallel,
+)
 from _harness import run_ranks
-from _llama import batches, build_llama, dims, full_loss, make_optimizer, optimizer_settings, train
-from _parity import assert_parity
+from _llama import batches, build_llama, full_loss, make_optimizer, train
 from torch import nn
 
 from tokembed.embedding.addressed import AddressedIds
 from tokembed.embedding.lookup import TokenEmbedding
 
-if importlib.util.find_spec("deepspeed") is None:
-    _REASON = "deepspeed is not installed (make test installs it)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(_REASON, pytrace=False)
-    pytest.skip(_REASON, allow_module_level=True)
+require_deepspeed()
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 _WORLD = 2
-_KEY = "model.embed_tokens.weight"
 _HASH, _OTHER = ("sha256:" + c * 64 for c in "ab")
 
 
@@ -53,28 +52,20 @@ def _model(tied: bool) -> nn.Module:
     return model
 
 
-def _loss(engine: Any, ids: torch.Tensor) -> torch.Tensor:
-    out: torch.Tensor = full_loss(engine, ids, ids)
-    return out
-
-
 def _checks(rank: int, world_size: int) -> dict[str, Any]:
     setup_rank(rank, world_size)
     import deepspeed
-    import torch.distributed as dist
 
     out: dict[str, Any] = {}
     for tied in (False, True):
         model = _model(tied)
         full = copy.deepcopy(model)
-        config = {
-            "train_micro_batch_size_per_gpu": 2,
-            "gradient_clipping": 0.0,
+        config = ds_config(
+            zero=3,
+            micro_batch=2,
             # Without the threshold at 0 ZeRO-3 keeps tables this small whole on every rank.
-            "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0},
-            "zero_allow_untested_optimizer": True,
-            "steps_per_print": 10**6,
-        }
+            zero_optimization={"stage": 3, "stage3_param_persistence_threshold": 0},
+        )
         engine, *_ = deepspeed.initialize(
             model=model,
             model_parameters=model.parameters(),
@@ -82,14 +73,7 @@ def _checks(rank: int, world_size: int) -> dict[str, Any]:
             config=config,
         )
         emb = engine.module.get_input_embeddings()
-        losses = []
-        for ids in batches():
-            loss = _loss(engine, ids[2 * rank : 2 * rank + 2])
-            engine.backward(loss)
-            engine.step()
-            mean = loss.detach().clone()
-            dist.all_reduce(mean)
-            losses.append(float(mean) / world_size)
+        losses = train_data_parallel(engine, full_loss, batches(), rank, world_size)
         partition_rows = tuple(emb.weight.shape)  # what the rank holds between forwards
         with deepspeed.zero.GatheredParameters([emb.weight]):
             embedding = emb.weight.detach().clone()
@@ -122,14 +106,7 @@ def test_zero3_with_token_embedding_matches_one_process(name: str) -> None:
         run = result[name]
         assert run["type"] == "TokenEmbedding"
         assert run["partition"] == (0,)  # partitioned away between forwards
-        assert_parity(
-            {"losses": run["losses"], "state": {_KEY: run["embedding"]}},
-            ref,
-            dtype=torch.float32,
-            dims=dims(),
-            optimizer=optimizer_settings("adamw"),
-            keys=[_KEY],
-        )
+        assert_embedding_parity(run, ref)
 
 
 @pytest.mark.parametrize("name", ["untied", "tied"])

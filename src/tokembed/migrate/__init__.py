@@ -7,7 +7,8 @@ migrate every vocabulary-indexed tensor and its optimizer state
 :func:`migrate_checkpoint`), freeze rows (:func:`freeze_rows`), measure what the
 new rows did to the output distribution (:func:`probability_shift`) and bind
 it all in a release manifest (:mod:`tokembed.migrate.release`). Vocabulary-parallel
-tables: :mod:`tokembed.migrate.shards` (imported on its own; it needs torch.distributed).
+tables: :mod:`tokembed.migrate.shards` (imported on its own; it needs torch.distributed);
+a DeepSpeed ZeRO-3 engine: :func:`migrate_zero3` (gathers, migrates, rebuilds the engine).
 """
 
 from tokembed.migrate import (
@@ -22,6 +23,7 @@ from tokembed.migrate import (
     roles,
     rowmap,
     shards,
+    zero3,
 )
 from tokembed.migrate.apply import *
 from tokembed.migrate.classify import *
@@ -34,6 +36,7 @@ from tokembed.migrate.release import *
 from tokembed.migrate.roles import *
 from tokembed.migrate.rowmap import *
 from tokembed.migrate.shards import *
+from tokembed.migrate.zero3 import *
 
 __all__: list[str] = []
 __all__ += apply.__all__
@@ -47,3 +50,4 @@ __all__ += release.__all__
 __all__ += roles.__all__
 __all__ += rowmap.__all__
 __all__ += shards.__all__
+__all__ += zero3.__all__

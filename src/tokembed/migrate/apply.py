@@ -24,7 +24,8 @@ Example::
     >>> result.tensors  # doctest: +SKIP
     ('model.embed_tokens.weight',)
 
-Raises CheckpointError ROW_COUNT_MISMATCH, TIE_NOT_SHARED, TABLE_ROLE_SWAPPED,
+Raises CheckpointError ZERO3_PARTITIONED_TABLE (a DeepSpeed ZeRO-3 engine's model:
+use :func:`~tokembed.migrate.zero3.migrate_zero3`), ROW_COUNT_MISMATCH, TIE_NOT_SHARED, TABLE_ROLE_SWAPPED,
 TABLE_SIZED_FOR_OTHER_VOCAB, PRESERVED_ROW_CHANGED, VOCAB_AXIS_STALE;
 EmbeddingError ADDRESS_HASH_MISMATCH.
 """
@@ -149,6 +150,25 @@ def _check_model(
             )
 
 
+def _refuse_partitioned(model: nn.Module) -> None:
+    """A ZeRO-3 module's Parameters are flat slices inside buffers sized at initialize.
+
+    Their visible shape is empty between forwards, so without this check the
+    migration would report a table of 0 rows; and a resized Parameter would leave
+    the optimizer's partitions at the old size (transformers#41959).
+    """
+    partitioned = next((n for n, p in model.named_parameters() if hasattr(p, "ds_id")), None)
+    if partitioned is not None:
+        raise CheckpointError(
+            "ZERO3_PARTITIONED_TABLE",
+            f"{partitioned!r} is partitioned by DeepSpeed ZeRO-3: a table's rows cannot "
+            "change inside the engine's flat partitions",
+            value=partitioned,
+            fix="migrate the engine with tokembed.migrate.migrate_zero3, which gathers the "
+            "model and its optimizer state, migrates them and builds a new engine",
+        )
+
+
 def _set_metadata(module: nn.Module, rows: RowMap) -> None:
     if isinstance(module, nn.Embedding):
         module.num_embeddings = rows.new_rows
@@ -185,6 +205,7 @@ def migrate_model(
     checkpoint records; ``bindings``/``vocabularies`` bind tables of a multi-vocabulary
     model (see :func:`~tokembed.migrate.roles.check_bindings`).
     """
+    _refuse_partitioned(model)
     roles = vocab_roles(model) if roles is None else roles
     init = NewRows() if init is None else init
     output_init = init if output_init is None else output_init
