@@ -5,7 +5,7 @@ complete), again after each shard is finished, and last with ``complete: true``;
 commit point of the folder: a shard counts only once the manifest lists it complete, with
 the SHA-256 of each of its files. It records the tokenizer's address hash (so ids are
 never read against another vocabulary), the SHA-256 and size of every input, the options
-that decide the ids (layout, dtype, document rule, EOT policy, UTF-8 policy, shard size)
+that decide the ids (shard format, dtype, document rule, EOT policy, UTF-8 policy, shard size)
 and, per shard, the byte ranges of the inputs it holds and its document and token counts.
 It holds no times, paths of the machine or worker counts: two runs over the same inputs
 write the same bytes.
@@ -23,9 +23,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tokembed.errors import FormatError
-from tokembed.tokenizer.shards.layouts import DTYPES, shard_files
 from tokembed.tokenizer.shards.options import FORMATS
+from tokembed.tokenizer.shards.shard_formats import DTYPES, malformed_shards, shard_files
 
 __all__ = ["MANIFEST", "InputRecord", "Manifest", "ShardEntry", "manifest_bytes", "read_manifest"]
 
@@ -95,7 +94,9 @@ class Manifest:
     def settings(self) -> dict[str, Any]:
         """What decides the ids: equal settings and inputs give equal shards."""
         data = _to_json(self)
-        return {k: v for k, v in data.items() if k not in ("complete", "shards", "documents", "tokens")}
+        return {
+            k: v for k, v in data.items() if k not in ("complete", "shards", "documents", "tokens")
+        }
 
     def with_shard(self, entry: ShardEntry) -> Manifest:
         """This manifest with the shard of the same name replaced by ``entry``."""
@@ -114,7 +115,7 @@ def _to_json(m: Manifest) -> dict[str, Any]:
             "id_range": m.id_range,
             "eot_id": m.eot_id,
         },
-        "layout": m.format,
+        "shard_format": m.format,
         "dtype": m.dtype,
         "eot": m.eot_id is not None,
         "doc": m.doc,
@@ -143,15 +144,6 @@ def manifest_bytes(m: Manifest) -> bytes:
     return (json.dumps(_to_json(m), indent=1, ensure_ascii=False) + "\n").encode()
 
 
-def _bad(path: Path, why: str) -> FormatError:
-    return FormatError(
-        "MALFORMED_SHARDS",
-        f"{path}: {why}",
-        value=str(path),
-        fix="re-create the shards (tokembed tokenize ... --overwrite)",
-    )
-
-
 class _Reader:
     """Typed access to a JSON document, every mistake a MALFORMED_SHARDS naming the key."""
 
@@ -160,19 +152,19 @@ class _Reader:
 
     def get(self, obj: object, key: str, kind: type | tuple[type, ...], where: str = "") -> Any:
         if not isinstance(obj, dict) or key not in obj:
-            raise _bad(self.path, f"{where}{key!r} is missing")
+            raise malformed_shards(self.path, f"{where}{key!r} is missing")
         value = obj[key]
         if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-            raise _bad(self.path, f"{where}{key!r} has the wrong type")
+            raise malformed_shards(self.path, f"{where}{key!r} has the wrong type")
         if not isinstance(value, kind):
-            raise _bad(self.path, f"{where}{key!r} has the wrong type")
+            raise malformed_shards(self.path, f"{where}{key!r} has the wrong type")
         if isinstance(value, int) and not isinstance(value, bool) and value < 0:
-            raise _bad(self.path, f"{where}{key!r} is negative")
+            raise malformed_shards(self.path, f"{where}{key!r} is negative")
         return value
 
     def sha256(self, value: object, where: str) -> str:
         if not isinstance(value, str) or len(value) != 64 or not set(value) <= _HEX:
-            raise _bad(self.path, f"{where} is not a SHA-256")
+            raise malformed_shards(self.path, f"{where} is not a SHA-256")
         return value
 
 
@@ -180,19 +172,21 @@ def _shard(r: _Reader, raw: object, i: int, n_inputs: int, format: str) -> Shard
     where = f"shards[{i}]."
     name = r.get(raw, "name", str, where)
     if not name or "/" in name or name.startswith("."):
-        raise _bad(r.path, f"{where}name {name!r} is not a file name")
+        raise malformed_shards(r.path, f"{where}name {name!r} is not a file name")
     ranges = []
     for item in r.get(raw, "ranges", list, where):
         ok = isinstance(item, list) and len(item) == 3
         ok = ok and all(isinstance(x, int) and not isinstance(x, bool) for x in item[:2])
-        ok = ok and (item[2] is None or (isinstance(item[2], int) and not isinstance(item[2], bool)))
+        ok = ok and (
+            item[2] is None or (isinstance(item[2], int) and not isinstance(item[2], bool))
+        )
         if not ok or not 0 <= item[0] < n_inputs or item[1] < 0:
-            raise _bad(r.path, f"{where}ranges has a bad entry {item!r}")
+            raise malformed_shards(r.path, f"{where}ranges has a bad entry {item!r}")
         ranges.append((item[0], item[1], item[2]))
     files = raw.get("files") if isinstance(raw, dict) else None
     if files is not None:
         if not isinstance(files, dict) or set(files) != set(shard_files(name, format)):
-            raise _bad(r.path, f"{where}files are not the files of a {format} shard")
+            raise malformed_shards(r.path, f"{where}files are not the files of a {format} shard")
         files = {k: r.sha256(v, f"{where}files[{k!r}]") for k, v in files.items()}
     return ShardEntry(
         name=name,
@@ -208,29 +202,29 @@ def read_manifest(folder: Path) -> Manifest:
 
     Raises:
         FormatError(MALFORMED_SHARDS): no ``manifest.json``, or it is not JSON of the
-            expected shape (a missing or mistyped field, an unknown layout or dtype).
+            expected shape (a missing or mistyped field, an unknown shard format or dtype).
     """
     path = Path(folder) / MANIFEST
     try:
         data = json.loads(path.read_bytes())
     except OSError as exc:
-        raise _bad(path, f"cannot be read ({exc.strerror or exc})") from None
+        raise malformed_shards(path, f"cannot be read ({exc.strerror or exc})") from None
     except (ValueError, RecursionError):
-        raise _bad(path, "not JSON") from None
+        raise malformed_shards(path, "not JSON") from None
     r = _Reader(path)
     if r.get(data, "format", str) != _KIND or r.get(data, "version", int) != 1:
-        raise _bad(path, f"not a version 1 {_KIND} manifest")
+        raise malformed_shards(path, f"not a version 1 {_KIND} manifest")
     tok = r.get(data, "tokenizer", dict)
     address_hash = r.get(tok, "address_hash", str, "tokenizer.")
     if not address_hash.startswith("sha256:"):
-        raise _bad(path, "tokenizer.address_hash is not 'sha256:<hex>'")
+        raise malformed_shards(path, "tokenizer.address_hash is not 'sha256:<hex>'")
     r.sha256(address_hash.removeprefix("sha256:"), "tokenizer.address_hash")
     name = r.get(tok, "name", (str, type(None)), "tokenizer.")
     eot_id = r.get(tok, "eot_id", (int, type(None)), "tokenizer.")
-    layout = r.get(data, "layout", str)
+    shard_format = r.get(data, "shard_format", str)
     dtype = r.get(data, "dtype", str)
-    if layout not in FORMATS or dtype not in DTYPES:
-        raise _bad(path, f"unknown layout {layout!r} or dtype {dtype!r}")
+    if shard_format not in FORMATS or dtype not in DTYPES:
+        raise malformed_shards(path, f"unknown shard format {shard_format!r} or dtype {dtype!r}")
     inputs = []
     for i, raw in enumerate(r.get(data, "inputs", list)):
         where = f"inputs[{i}]."
@@ -242,15 +236,15 @@ def read_manifest(folder: Path) -> Manifest:
             )
         )
     raw_shards = r.get(data, "shards", list)
-    shards = tuple(_shard(r, s, i, len(inputs), layout) for i, s in enumerate(raw_shards))
+    shards = tuple(_shard(r, s, i, len(inputs), shard_format) for i, s in enumerate(raw_shards))
     if len({s.name for s in shards}) != len(shards):
-        raise _bad(path, "two shards share a name")
+        raise malformed_shards(path, "two shards share a name")
     return Manifest(
         address_hash=address_hash,
         tokenizer_name=name,
         id_range=r.get(tok, "id_range", int, "tokenizer."),
         eot_id=eot_id,
-        format=layout,
+        format=shard_format,
         dtype=dtype,
         doc=r.get(data, "doc", str),
         field=r.get(data, "field", str),

@@ -1,6 +1,6 @@
 """What a corpus-to-shards run is asked to do: :class:`TokenizeConfig`, checked in one place.
 
-The options name the output layout (``format``: Megatron-Core's indexed dataset or a flat
+The options name the output format (``format``: Megatron-Core's indexed dataset or a flat
 ``.bin`` of ids), how documents are found (``doc``, ``field``, ``input_format``), whether
 each document is followed by the end-of-text id (``eot``), what a byte that is not UTF-8
 does (``errors``), where the work runs (``engine``, ``workers``, ``scheduler``), how much

@@ -1,4 +1,4 @@
-"""The files of one shard in the two layouts training code reads: Megatron-Core's and a flat ``.bin``.
+"""The files of one shard in the two formats training code reads: Megatron-Core's and a flat ``.bin``.
 
 Both keep the ids of a shard's documents one after another in ``NAME.bin`` (little-endian,
 the shard's dtype, each document followed by its end-of-text id when the run appends one).
@@ -8,7 +8,7 @@ What says where documents end differs:
   code, one sequence per document (int32 lengths, int64 byte pointers) and the document
   indices ``0..n``. ``megatron.core.datasets.indexed_dataset.IndexedDataset("NAME")``
   reads the pair; its dtype is ``uint16`` or ``int32``.
-* ``"bin"``: nanoGPT's layout, where training code memory-maps ``NAME.bin`` alone
+* ``"bin"``: nanoGPT's format, where training code memory-maps ``NAME.bin`` alone
   (``np.memmap(path, dtype=np.uint16)``), so shards concatenated with ``cat`` are one
   stream; ``NAME.json`` beside it records dtype, counts and the tokenizer's address hash,
   and ``NAME.ends.npy`` the int64 end offset of each document.
@@ -39,8 +39,10 @@ from tokembed.errors import FormatError
 __all__ = [
     "DTYPES",
     "MAX_MEGATRON_DOCUMENT_TOKENS",
+    "document_too_long",
     "ids_file",
     "index_files",
+    "malformed_shards",
     "read_document_ends",
     "shard_files",
 ]
@@ -98,7 +100,7 @@ def index_files(
     lengths = np.asarray(lengths, dtype=np.int64)
     if format == "megatron":
         if len(lengths) and int(lengths.max()) > MAX_MEGATRON_DOCUMENT_TOKENS:
-            raise _too_long(int(lengths.max()), MAX_MEGATRON_DOCUMENT_TOKENS)
+            raise document_too_long(int(lengths.max()), MAX_MEGATRON_DOCUMENT_TOKENS)
         return [(f"{name}.idx", _megatron_index(dtype, lengths))]
     ends = np.cumsum(lengths, dtype="<i8")
     buffer = io.BytesIO()
@@ -118,8 +120,8 @@ def index_files(
     return [(f"{name}.json", text.encode()), (f"{name}.ends.npy", buffer.getvalue())]
 
 
-def _too_long(tokens: int, limit: int) -> FormatError:
-    """The error for a document of ``tokens`` tokens where an index counts at most ``limit``."""
+def document_too_long(tokens: int, limit: int) -> FormatError:
+    """The DOCUMENT_TOO_LONG error for a document of ``tokens`` tokens where an index counts at most ``limit``."""
     return FormatError(
         "DOCUMENT_TOO_LONG",
         f"a document has {tokens:,} tokens; Megatron's index counts at most {limit:,} per document",
@@ -128,7 +130,8 @@ def _too_long(tokens: int, limit: int) -> FormatError:
     )
 
 
-def _bad(path: Path, why: str) -> FormatError:
+def malformed_shards(path: Path, why: str) -> FormatError:
+    """The MALFORMED_SHARDS error for the shard folder's file ``path``, saying ``why``."""
     return FormatError(
         "MALFORMED_SHARDS",
         f"{path}: {why}",
@@ -141,20 +144,22 @@ def _read(path: Path) -> bytes:
     try:
         return path.read_bytes()
     except OSError as exc:
-        raise _bad(path, f"cannot be read ({exc.strerror or exc})") from None
+        raise malformed_shards(path, f"cannot be read ({exc.strerror or exc})") from None
 
 
 def _megatron_ends(path: Path, dtype: str) -> np.ndarray[Any, Any]:
     data = _read(path)
     if len(data) < _PREFIX.size:
-        raise _bad(path, "too short for a Megatron index")
+        raise malformed_shards(path, "too short for a Megatron index")
     header, version, code, n, docs = _PREFIX.unpack_from(data)
     if header != _HEADER or version != 1:
-        raise _bad(path, "not a Megatron index (MMIDIDX, version 1)")
+        raise malformed_shards(path, "not a Megatron index (MMIDIDX, version 1)")
     if code != _MEGATRON_CODES.get(dtype):
-        raise _bad(path, f"dtype code {code} is not the manifest's {dtype}")
+        raise malformed_shards(path, f"dtype code {code} is not the manifest's {dtype}")
     if docs != n + 1 or len(data) != _PREFIX.size + n * 4 + n * 8 + docs * 8:
-        raise _bad(path, "its counts disagree with its size, or with one sequence per document")
+        raise malformed_shards(
+            path, "its counts disagree with its size, or with one sequence per document"
+        )
     at = _PREFIX.size
     lengths = np.frombuffer(data, dtype="<i4", count=n, offset=at).astype(np.int64)
     pointers = np.frombuffer(data, dtype="<i8", count=n, offset=at + 4 * n)
@@ -163,9 +168,9 @@ def _megatron_ends(path: Path, dtype: str) -> np.ndarray[Any, Any]:
     ends = np.cumsum(lengths)
     starts = np.concatenate([[0], ends[:-1]]) if n else ends
     if (lengths < 0).any() or not np.array_equal(pointers, starts * itemsize):
-        raise _bad(path, "sequence lengths and pointers disagree")
+        raise malformed_shards(path, "sequence lengths and pointers disagree")
     if not np.array_equal(documents, np.arange(docs)):
-        raise _bad(path, "document indices are not one sequence per document")
+        raise malformed_shards(path, "document indices are not one sequence per document")
     return ends
 
 
@@ -174,23 +179,25 @@ def _flat_ends(folder: Path, name: str, dtype: str) -> np.ndarray[Any, Any]:
     try:
         sidecar = json.loads(_read(path))
     except (ValueError, RecursionError):
-        raise _bad(path, "not JSON") from None
+        raise malformed_shards(path, "not JSON") from None
     if not isinstance(sidecar, dict) or sidecar.get("format") != _SIDECAR:
-        raise _bad(path, f"not a {_SIDECAR} sidecar")
+        raise malformed_shards(path, f"not a {_SIDECAR} sidecar")
     if sidecar.get("dtype") != dtype:
-        raise _bad(path, f"dtype {sidecar.get('dtype')!r} is not the manifest's {dtype}")
+        raise malformed_shards(
+            path, f"dtype {sidecar.get('dtype')!r} is not the manifest's {dtype}"
+        )
     ends_path = folder / f"{name}.ends.npy"
     try:
         ends = np.load(io.BytesIO(_read(ends_path)), allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
-        raise _bad(ends_path, f"not a NumPy array file ({exc})") from None
+        raise malformed_shards(ends_path, f"not a NumPy array file ({exc})") from None
     if ends.dtype != np.dtype("<i8") or ends.ndim != 1:
-        raise _bad(ends_path, "not a 1-D int64 array")
+        raise malformed_shards(ends_path, "not a 1-D int64 array")
     if len(ends) and (ends[0] < 0 or (np.diff(ends) < 0).any()):
-        raise _bad(ends_path, "document ends go backwards")
+        raise malformed_shards(ends_path, "document ends go backwards")
     tokens = int(ends[-1]) if len(ends) else 0
     if sidecar.get("tokens") != tokens or sidecar.get("documents") != len(ends):
-        raise _bad(path, "its counts disagree with the document ends")
+        raise malformed_shards(path, "its counts disagree with the document ends")
     return ends.astype(np.int64)
 
 
@@ -203,7 +210,7 @@ def read_document_ends(folder: Path, name: str, format: str, dtype: str) -> np.n
     """
     folder = Path(folder)
     if dtype not in DTYPES:
-        raise _bad(folder / name, f"unknown dtype {dtype!r}")
+        raise malformed_shards(folder / name, f"unknown dtype {dtype!r}")
     if format == "megatron":
         ends = _megatron_ends(folder / f"{name}.idx", dtype)
     else:
@@ -213,7 +220,7 @@ def read_document_ends(folder: Path, name: str, format: str, dtype: str) -> np.n
     try:
         size = ids.stat().st_size
     except OSError:
-        raise _bad(ids, "the ids file is missing") from None
+        raise malformed_shards(ids, "the ids file is missing") from None
     if size != tokens * np.dtype(dtype).itemsize:
-        raise _bad(ids, f"{size:,} bytes, but the index counts {tokens:,} {dtype} ids")
+        raise malformed_shards(ids, f"{size:,} bytes, but the index counts {tokens:,} {dtype} ids")
     return ends
