@@ -3,7 +3,7 @@
 One function, :func:`encode_shard`, runs wherever a shard is encoded (this process, a
 worker process, a Dask worker): it reads the shard's byte ranges itself, cuts them into
 documents, encodes them with the one compiled encoder in batches of about a megabyte
-(:meth:`~tokembed.tokenizer.Tokenizer.encode_ordinary_batch`: text that spells a special
+(:meth:`~tokembed.tokenizer.Tokenizer.encode_ordinary_batch_to_numpy`: text that spells a special
 token is ordinary text; only the end-of-text policy adds special ids), and streams the ids
 to a temporary file renamed into place when the shard is whole. Memory is bounded by the
 batch and by the shard's document lengths, never by the corpus.
@@ -23,7 +23,6 @@ Example::
 from __future__ import annotations
 
 import hashlib
-import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -75,43 +74,42 @@ def _splits_like_presets(tokenizer: Tokenizer) -> bool:
 
 
 class _IdsWriter:
-    """Ids appended to an open file, hashed as written; document lengths kept."""
+    """Batches of document pieces encoded and appended to an open file, hashed as written.
+
+    Each batch's ids come back as one array (no Python int per id); the end-of-text ids
+    and the documents' lengths are computed with NumPy over the whole batch.
+    """
 
     def __init__(self, f: BinaryIO, *, dtype: str, eot_id: int | None, megatron: bool) -> None:
         self.f = f
         self.dtype = np.dtype(dtype).newbyteorder("<")
-        self.eot = None if eot_id is None else np.array([eot_id], dtype=self.dtype)
+        self.eot_id = eot_id
         self.limit = MAX_MEGATRON_DOCUMENT_TOKENS if megatron else None
         self.digest = hashlib.sha256()
-        self.lengths: list[int] = []
-        self.open = 0  # tokens of the document being written
+        self.lengths: list[np.ndarray[Any, Any]] = []
+        self.open = 0  # tokens of the document still being written
 
-    def write(self, ids: np.ndarray[Any, Any]) -> None:
+    def add(self, tokenizer: Tokenizer, texts: list[str], ends: list[bool]) -> None:
+        ids, offsets = tokenizer.encode_ordinary_batch_to_numpy(texts)
+        done = np.asarray(ends, dtype=bool)
+        sizes = np.diff(offsets)
+        if self.eot_id is not None:
+            ids = np.insert(ids, offsets[1:][done], self.eot_id)  # after each finished document
+            sizes = sizes + done
+        totals = self.open + np.cumsum(sizes)
+        finished = totals[done]
+        lengths = np.diff(finished, prepend=0)
+        self.open = int(totals[-1] - (finished[-1] if len(finished) else 0))
+        longest = max(int(lengths.max()) if len(lengths) else 0, self.open)
+        if self.limit is not None and longest > self.limit:
+            raise document_too_long(longest, self.limit)
         data = ids.astype(self.dtype, copy=False).tobytes()
         self.f.write(data)
         self.digest.update(data)
+        self.lengths.append(lengths)
 
-    def add(self, ids: np.ndarray[Any, Any], ends: bool) -> None:
-        self.write(ids)
-        self.open += len(ids)
-        if not ends:
-            return
-        if self.eot is not None:
-            self.write(self.eot)
-            self.open += 1
-        if self.limit is not None and self.open > self.limit:
-            raise document_too_long(self.open, self.limit)
-        self.lengths.append(self.open)
-        self.open = 0
-
-
-def _encode_batch(tokenizer: Tokenizer, texts: list[str]) -> list[np.ndarray[Any, Any]]:
-    lists = tokenizer.encode_ordinary_batch(texts, progress=False)
-    flat = np.fromiter(
-        itertools.chain.from_iterable(lists), dtype=np.uint32, count=sum(map(len, lists))
-    )
-    cuts = np.cumsum([len(ids) for ids in lists[:-1]], dtype=np.int64)
-    return np.split(flat, cuts)
+    def document_lengths(self) -> np.ndarray[Any, Any]:
+        return np.concatenate([np.zeros(0, np.int64), *self.lengths]).astype(np.int64)
 
 
 def encode_shard(
@@ -152,8 +150,7 @@ def encode_shard(
                 nonlocal held
                 if not texts:
                     return
-                for ids, last in zip(_encode_batch(tokenizer, texts), ends, strict=True):
-                    out.add(ids, last)
+                out.add(tokenizer, texts, ends)
                 if on_bytes is not None:
                     on_bytes(sum(len(t.encode("utf-8", "surrogatepass")) for t in texts))
                 texts.clear()
@@ -180,7 +177,7 @@ def encode_shard(
     ids_path = folder / ids_file(name)
     replace_with(ids_path, write_ids)
     out = holder[0]
-    lengths = np.asarray(out.lengths, dtype=np.int64)
+    lengths = out.document_lengths()
     index = index_files(
         name,
         config.format,
