@@ -100,17 +100,17 @@ def _run(args: argparse.Namespace) -> int:
     except TokembedError as exc:
         raise speak_cli(exc, _FIXES) from None
     seconds = time.perf_counter() - start
-    n_bytes = sum(i.bytes for i in m.inputs)
+    n_bytes = m.text_bytes
     if args.json:
         print(as_json({
             "output": args.output, "address_hash": m.address_hash, "format": m.format,
             "dtype": m.dtype, "documents": m.documents, "tokens": m.tokens,
-            "shards": len(m.shards), "input_bytes": n_bytes, "seconds": round(seconds, 3),
+            "shards": len(m.shards), "text_bytes": n_bytes, "seconds": round(seconds, 3),
         }))  # fmt: skip
         return 0
     rate = n_bytes / seconds / 1e6 if seconds > 0 else float("inf")
     print(
-        f"tokenized {len(m.inputs)} file(s), {n_bytes:,} bytes, into {len(m.shards)} "
+        f"tokenized {len(m.inputs)} file(s), {n_bytes:,} bytes of text, into {len(m.shards)} "
         f"{m.format} shard(s): {m.documents:,} documents, {m.tokens:,} {m.dtype} ids, "
         f"in {seconds:.1f} s ({rate:.1f} MB/s)\nwrote {args.output} ({m.address_hash[:19]})",
         file=sys.stdout,

@@ -32,7 +32,7 @@ def _manifest() -> Manifest:
         shard_bytes=1024,
         inputs=(InputRecord(path="a.txt", sha256="2" * 64, bytes=10),),
         shards=(
-            ShardEntry(name="shard-00000", ranges=((0, 0, 5),), documents=2, tokens=9,
+            ShardEntry(name="shard-00000", ranges=((0, 0, 5),), documents=2, tokens=9, text_bytes=5,
                        files={"shard-00000.bin": "3" * 64, "shard-00000.idx": "4" * 64}),
             ShardEntry(name="shard-00001", ranges=((0, 5, None),)),
         ),

@@ -71,6 +71,7 @@ def test_megatron_shards_hold_each_documents_ids_then_eot(
     assert len(got) == len(docs) == m.documents
     assert got == [[*gpt2.encode_ordinary(d), 50256] for d in docs]
     assert sum(map(len, got)) == m.tokens
+    assert m.text_bytes == sum(len(d.encode()) for d in docs)
     manifest = json.loads((out / "manifest.json").read_text())
     assert [i["sha256"] for i in manifest["inputs"]] == [
         __import__("hashlib").sha256(p.read_bytes()).hexdigest() for p in corpus

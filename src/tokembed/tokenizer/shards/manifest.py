@@ -46,6 +46,7 @@ class InputRecord:
 class ShardEntry:
     """One planned shard: ``ranges`` are (input index, start, stop or None) in order.
 
+    ``text_bytes`` counts the UTF-8 bytes of its documents' text (after decompression);
     ``files`` maps each of its files to its SHA-256 once the shard is complete (None before).
     """
 
@@ -53,6 +54,7 @@ class ShardEntry:
     ranges: tuple[tuple[int, int, int | None], ...]
     documents: int = 0
     tokens: int = 0
+    text_bytes: int = 0
     files: dict[str, str] | None = None
 
     @property
@@ -91,11 +93,18 @@ class Manifest:
     def tokens(self) -> int:
         return sum(s.tokens for s in self.shards)
 
+    @property
+    def text_bytes(self) -> int:
+        """UTF-8 bytes of all documents' text (a compressed input counts unpacked)."""
+        return sum(s.text_bytes for s in self.shards)
+
     def settings(self) -> dict[str, Any]:
         """What decides the ids: equal settings and inputs give equal shards."""
         data = _to_json(self)
         return {
-            k: v for k, v in data.items() if k not in ("complete", "shards", "documents", "tokens")
+            k: v
+            for k, v in data.items()
+            if k not in ("complete", "shards", "documents", "tokens", "text_bytes")
         }
 
     def with_shard(self, entry: ShardEntry) -> Manifest:
@@ -125,6 +134,7 @@ def _to_json(m: Manifest) -> dict[str, Any]:
         "shard_bytes": m.shard_bytes,
         "documents": m.documents,
         "tokens": m.tokens,
+        "text_bytes": m.text_bytes,
         "inputs": [{"path": i.path, "sha256": i.sha256, "bytes": i.bytes} for i in m.inputs],
         "shards": [
             {
@@ -132,6 +142,7 @@ def _to_json(m: Manifest) -> dict[str, Any]:
                 "ranges": [list(r) for r in s.ranges],
                 "documents": s.documents,
                 "tokens": s.tokens,
+                "text_bytes": s.text_bytes,
                 "files": s.files,
             }
             for s in m.shards
@@ -193,6 +204,7 @@ def _shard(r: _Reader, raw: object, i: int, n_inputs: int, format: str) -> Shard
         ranges=tuple(ranges),
         documents=r.get(raw, "documents", int, where),
         tokens=r.get(raw, "tokens", int, where),
+        text_bytes=r.get(raw, "text_bytes", int, where),
         files=files,
     )
 

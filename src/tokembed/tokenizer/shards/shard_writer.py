@@ -88,6 +88,7 @@ class _IdsWriter:
         self.digest = hashlib.sha256()
         self.lengths: list[np.ndarray[Any, Any]] = []
         self.open = 0  # tokens of the document still being written
+        self.text_bytes = 0
 
     def add(self, tokenizer: Tokenizer, texts: list[str], ends: list[bool]) -> None:
         ids, offsets = tokenizer.encode_ordinary_batch_to_numpy(texts)
@@ -151,8 +152,10 @@ def encode_shard(
                 if not texts:
                     return
                 out.add(tokenizer, texts, ends)
+                n_bytes = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
+                out.text_bytes += n_bytes
                 if on_bytes is not None:
-                    on_bytes(sum(len(t.encode("utf-8", "surrogatepass")) for t in texts))
+                    on_bytes(n_bytes)
                 texts.clear()
                 ends.clear()
                 held = 0
@@ -193,7 +196,13 @@ def encode_shard(
         raise
     files = {ids_file(name): out.digest.hexdigest()}
     files.update({n: hashlib.sha256(data).hexdigest() for n, data in index})
-    return replace(job.entry, documents=len(lengths), tokens=int(lengths.sum()), files=files)
+    return replace(
+        job.entry,
+        documents=len(lengths),
+        tokens=int(lengths.sum()),
+        text_bytes=out.text_bytes,
+        files=files,
+    )
 
 
 def shard_digests(folder: Path, names: Sequence[str]) -> dict[str, str | None]:

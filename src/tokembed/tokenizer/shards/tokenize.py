@@ -164,7 +164,9 @@ def _local_results(
 ) -> Iterator[ShardEntry]:
     if workers == 1 or len(jobs) == 1:
         for job in jobs:
-            yield encode_shard(job, tokenizer, on_bytes=on_bytes)
+            entry = encode_shard(job, tokenizer)
+            on_bytes(_input_bytes(entry, jobs))  # the bar counts input bytes, shard by shard
+            yield entry
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
