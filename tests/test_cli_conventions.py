@@ -16,12 +16,12 @@ from tokembed.cli import _build_parser, main
 
 # Subcommands that print results (all of them) and those that read text or ids.
 _PRINTS = (
-    "train", "encode", "decode", "export", "demo", "measure", "inspect", "report", "estimate",
+    "train", "encode", "decode", "export", "tokenize", "demo", "measure", "inspect", "report", "estimate",
     "verify", "check", "memory", "ties", "checkpoint verify",
 )  # fmt: skip
 # The grammar: every listed command is a verb; earlier names stay as aliases of one.
 _VERBS = (
-    "train", "encode", "decode", "export", "demo", "measure", "inspect", "report", "estimate",
+    "train", "encode", "decode", "export", "tokenize", "demo", "measure", "inspect", "report", "estimate",
     "verify", "check", "audit", "migrate", "explain",
 )  # fmt: skip
 _ALIASES = {"memory": "estimate", "ties": "verify", "checkpoint verify": "verify", "lab": "explain"}

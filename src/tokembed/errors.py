@@ -54,6 +54,7 @@ CODES: dict[str, str] = {
     "OUTPUT_PARENT_NOT_FOLDER": "a parent of the output path is a file, not a folder",
     "OUTPUT_WRITE_FAILED": "the operating system refused the write for another reason",
     "NAME_TOO_LONG": "a file name is longer than the filesystem allows",
+    "RESUME_MISMATCH": "a run to resume was started with other inputs, tokenizer or options",
     "FILE_UNREADABLE": "an input file exists but cannot be read (permissions, a folder)",
     # --- tokenizer ---------------------------------------------------------
     "INVALID_PATTERN": "a pre-tokenization regex does not compile or is unknown",
@@ -68,6 +69,7 @@ CODES: dict[str, str] = {
     "EMPTY_CORPUS": "a corpus has no text to train on or to measure",
     "UNKNOWN_PIECE": "bytes or a name given to encode_single_token are not one token",
     "SCHEDULER_UNREACHABLE": "no Dask scheduler answers at the address given for counting chunks",
+    "WORKERS_NOT_STARTED": "worker processes could not start or died (a script without the __main__ guard, or killed)",
     "LOCAL_CLUSTER_NOT_STARTED": "a local Dask cluster's worker processes could not start (code from stdin, or a script without the __main__ guard)",
     # --- file formats ------------------------------------------------------
     "MALFORMED_RANKS": "a tiktoken rank file has a bad line, bad base64 or duplicate rank/bytes",
@@ -83,6 +85,10 @@ CODES: dict[str, str] = {
     "UNKNOWN_ENCODING": "a tiktoken encoding or model name is not known here",
     "ENCODING_UNAVAILABLE": "a named encoding's ranks are not in tiktoken's cache and cannot be downloaded",
     "SPECIAL_ID_UNREPRESENTABLE": "a special-token id is outside what the export format can store",
+    "ID_RANGE_TOO_LARGE": "a tokenizer's id range does not fit the widest id type of the shard format",
+    "DOCUMENT_TOO_LONG": "a document has more tokens than the shard format's index can count",
+    "MALFORMED_SHARDS": "a shard folder's manifest, index or shard files are missing, malformed or disagree",
+    "SHARDS_INCOMPLETE": "a shard folder's run has not finished (its manifest lists shards still to write)",
     # --- measure -----------------------------------------------------------
     "MALFORMED_CONLLU": "a CoNLL-U file lacks sentence ids or text lines",
     "UNALIGNED_PARALLEL_CORPUS": "parallel files do not share the same sentence ids in order",
@@ -93,6 +99,7 @@ CODES: dict[str, str] = {
     "INPUT_NOT_UTF8": "an input text file is not UTF-8 (the file and the byte offset are named)",
     "INPUT_TOO_LARGE": "a compressed input unpacks to more bytes than the reader's bound",
     "EMPTY_INPUT": "the input files, or a corpus or partition side built from them, hold no text",
+    "MALFORMED_JSONL": "a JSON Lines input has a line that is not an object with the text field as a string",
     # --- embedding ---------------------------------------------------------
     "INDEX_DTYPE_MISMATCH": "ids are not an integer tensor",
     "ID_OUT_OF_RANGE": "an id is outside [0, V)",

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import tokembed.text
-from tokembed.text import conllu, ranges, sources
+from tokembed.text import conllu, documents, jsonl, ranges, sources
 
 
 def test_reading_text_loads_neither_numpy_nor_torch() -> None:
@@ -21,7 +21,7 @@ def test_reading_text_loads_neither_numpy_nor_torch() -> None:
 
 
 def test_every_public_name_is_its_modules_own() -> None:
-    modules = (conllu, ranges, sources)
+    modules = (conllu, documents, jsonl, ranges, sources)
     names = [n for m in modules for n in m.__all__]
     assert sorted(tokembed.text.__all__) == sorted(names)
     assert len(set(names)) == len(names)  # one home per name

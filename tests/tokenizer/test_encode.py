@@ -3,6 +3,7 @@ give the same ids on real data; a text is checked once, up front."""
 
 from __future__ import annotations
 
+import itertools
 from functools import cache
 
 import pytest
@@ -296,3 +297,21 @@ def test_the_check_finds_what_its_reference_finds() -> None:
         assert check.find(text) == check.find_reference(text), text[:20]
     assert check.find("ab \udc80 \x04") == (1, 3)  # a surrogate is reported before a byte
     assert check.find("Д\x04") == (2, 0)
+
+
+@pytest.mark.parametrize("name", ["o200k_base.tiktoken", "gpt2-hf", "smollm2-135m"])
+def test_batch_to_numpy_equals_each_texts_ids(name: str) -> None:
+    from tokembed.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(data_path("tokenizers", name))
+    lines = [line for lang in PUD_LANGS for line in pud_text(lang).split("\n")[:200]]
+    lines[5:5] = ["", " ", "\n\n"]  # empty and whitespace-only texts keep their slot
+    ids, offsets = tok.encode_ordinary_batch_to_numpy(lines)
+    assert ids.dtype.name == "uint32"
+    assert offsets.tolist()[0] == 0
+    assert len(offsets) == len(lines) + 1
+    expected = [tok.encode_ordinary(line) for line in lines]
+    assert [ids[a:b].tolist() for a, b in itertools.pairwise(offsets)] == expected
+    ref_ids, ref_offsets = _reference(tok).encode_many_numpy(lines)
+    assert ref_ids.tolist() == ids.tolist()
+    assert ref_offsets.tolist() == offsets.tolist()

@@ -25,7 +25,17 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 
-from tokembed.cli import _audit, _check, _checkpoint, _lab, _measure, _memory, _migrate, _tokenizer
+from tokembed.cli import (
+    _audit,
+    _check,
+    _checkpoint,
+    _lab,
+    _measure,
+    _memory,
+    _migrate,
+    _shards,
+    _tokenizer,
+)
 from tokembed.cli._common import OneLineParser, progress_wanted, quiet_libraries
 from tokembed.errors import MeasureError, TokembedError
 
@@ -64,7 +74,7 @@ def _closed_pipe() -> int:
 
 # Each area of the command line is one module with a `register(sub)` function; the order is
 # the order of `tokembed --help`: text and tokenizers first, then models, then the lab.
-_AREAS = (_tokenizer, _measure, _memory, _checkpoint, _check, _audit, _migrate, _lab)
+_AREAS = (_tokenizer, _shards, _measure, _memory, _checkpoint, _check, _audit, _migrate, _lab)
 
 
 def _not_utf8_argument(argv: Sequence[str]) -> TokembedError | None:

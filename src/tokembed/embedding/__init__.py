@@ -34,6 +34,7 @@ from tokembed.embedding import (
     lookup_checks,
     lookup_config,
     materialize,
+    shard_reader,
     stamps,
 )
 from tokembed.embedding import guards as guards
@@ -49,6 +50,7 @@ from tokembed.embedding.lookup import *
 from tokembed.embedding.lookup_checks import *
 from tokembed.embedding.lookup_config import *
 from tokembed.embedding.materialize import *
+from tokembed.embedding.shard_reader import *
 from tokembed.embedding.stamps import *
 
 __all__: list[str] = []
@@ -62,4 +64,5 @@ __all__ += lookup.__all__
 __all__ += lookup_checks.__all__
 __all__ += lookup_config.__all__
 __all__ += materialize.__all__
+__all__ += shard_reader.__all__
 __all__ += stamps.__all__

@@ -7,7 +7,10 @@
 * :mod:`~tokembed.text.ranges` cuts files into byte ranges at line feeds
   (:func:`split_ranges`, :func:`read_range`) so that several workers read one corpus;
 * :mod:`~tokembed.text.conllu` gives the sentences of CoNLL-U files with their document
-  and sentence ids.
+  and sentence ids;
+* :mod:`~tokembed.text.jsonl` reads JSON Lines records' text fields;
+* :mod:`~tokembed.text.documents` cuts any of these into documents (a line, a blank-line
+  paragraph, a file, the pieces between separators, a record) as a stream.
 
 Only the standard library and ``regex`` are imported: reading text loads neither NumPy nor
 torch. The tokenizer and the measurements read their input here.
@@ -19,12 +22,16 @@ Example::
     >>> texts[0].record.sha256  # doctest: +SKIP
 """
 
-from tokembed.text import conllu, ranges, sources
+from tokembed.text import conllu, documents, jsonl, ranges, sources
 from tokembed.text.conllu import *
+from tokembed.text.documents import *
+from tokembed.text.jsonl import *
 from tokembed.text.ranges import *
 from tokembed.text.sources import *
 
 __all__: list[str] = []
 __all__ += conllu.__all__
+__all__ += documents.__all__
+__all__ += jsonl.__all__
 __all__ += ranges.__all__
 __all__ += sources.__all__

@@ -25,13 +25,16 @@ from tokembed.errors import UsageError
 from tokembed.text.sources import (
     _GZIP_MAGIC,
     STDIN,
+    _check_errors,
     _decode,
+    _decoded_pieces,
     _not_found,
+    _open_text_stream,
     _unreadable,
     read_source,
 )
 
-__all__ = ["ByteRange", "TextFiles", "read_range", "split_ranges"]
+__all__ = ["ByteRange", "TextFiles", "iter_range_text", "read_range", "split_ranges"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,21 +66,25 @@ class ByteRange:
 _NEWLINE_PROBE = 1 << 16  # bytes read at a time while looking for the line feed after a cut
 
 
-def _cuts(f: BinaryIO, size: int, target: int) -> list[int]:
-    """Offsets just after the first line feed at or past each multiple of ``target``."""
+def _cuts(f: BinaryIO, size: int, target: int, delimiter: bytes = b"\n") -> list[int]:
+    """Offsets just after the first ``delimiter`` ending at or past each multiple of ``target``."""
     cuts: list[int] = []
     pos = target
+    keep = len(delimiter) - 1  # bytes of one read kept for a delimiter cut by the next read
     while pos < size:
-        f.seek(pos - 1)  # a line feed right before ``pos`` makes ``pos`` itself a cut
+        # a delimiter ending right before ``pos`` makes ``pos`` itself a cut
+        f.seek(max(pos - len(delimiter), 0))
+        held = b""
         while True:
             block = f.read(_NEWLINE_PROBE)
             if not block:
                 return cuts
-            nl = block.find(b"\n")
-            if nl >= 0:
+            window = held + block
+            at = window.find(delimiter)
+            if at >= 0:
                 break
-            pos += len(block)
-        cut = f.tell() - len(block) + nl + 1
+            held = window[-keep:] if keep else b""
+        cut = f.tell() - len(window) + at + len(delimiter)
         if cut >= size:
             return cuts
         cuts.append(cut)
@@ -85,10 +92,13 @@ def _cuts(f: BinaryIO, size: int, target: int) -> list[int]:
     return cuts
 
 
-def split_ranges(paths: Iterable[str | Path], *, target_bytes: int) -> list[ByteRange]:
+def split_ranges(
+    paths: Iterable[str | Path], *, target_bytes: int, delimiter: bytes = b"\n"
+) -> list[ByteRange]:
     """The files cut into ranges of about ``target_bytes``, each cut just after a line feed.
 
-    Files keep their order and ranges their order within a file; a file with no line feed
+    ``delimiter`` cuts just after those bytes instead (a document separator, for instance;
+    it must not be empty). Files keep their order and ranges their order within a file; a file with no line feed
     past a cut point, a gzip file, and a file shorter than ``target_bytes`` are one range.
     Standard input (``"-"``) cannot be split into ranges and is refused.
 
@@ -98,10 +108,18 @@ def split_ranges(paths: Iterable[str | Path], *, target_bytes: int) -> list[Byte
         [(0, 67108901), (67108901, None)]
 
     Raises:
-        UsageError(INVALID_ARGUMENT): ``target_bytes`` < 1, or ``"-"`` among the paths.
+        UsageError(INVALID_ARGUMENT): ``target_bytes`` < 1, an empty ``delimiter``, or
+            ``"-"`` among the paths.
         UsageError(FILE_NOT_FOUND): a path is not a file.
         MeasureError(UNREADABLE_INPUT): a file cannot be read.
     """
+    if not delimiter:
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            "an empty delimiter cuts nowhere",
+            value=delimiter,
+            fix="pass the bytes after which a file may be cut, such as b'\\n'",
+        )
     if isinstance(target_bytes, bool) or not isinstance(target_bytes, int) or target_bytes < 1:
         raise UsageError(
             "INVALID_ARGUMENT",
@@ -124,7 +142,7 @@ def split_ranges(paths: Iterable[str | Path], *, target_bytes: int) -> list[Byte
         try:
             with open(name, "rb") as f:
                 gz = f.read(2) == _GZIP_MAGIC
-                cuts = [] if gz else _cuts(f, Path(name).stat().st_size, target_bytes)
+                cuts = [] if gz else _cuts(f, Path(name).stat().st_size, target_bytes, delimiter)
         except OSError as exc:
             raise _unreadable(name, exc) from None
         bounds = [0, *cuts]
@@ -136,12 +154,13 @@ def split_ranges(paths: Iterable[str | Path], *, target_bytes: int) -> list[Byte
     return ranges
 
 
-def read_range(r: ByteRange, *, overlap_bytes: int = 0) -> tuple[str, str]:
+def read_range(r: ByteRange, *, overlap_bytes: int = 0, errors: str = "strict") -> tuple[str, str]:
     """The range's text, and the text of up to ``overlap_bytes`` bytes after it.
 
     The overlap ends on a character boundary (a character cut by the limit is left out)
     and is empty for a range that ends its file. A whole range (``start == 0`` and
     ``stop`` None) is read by :func:`read_source`, gzip included, with its checks.
+    ``errors="replace"`` reads a byte that is not UTF-8 as U+FFFD instead of refusing it.
 
     Raises:
         UsageError(FILE_NOT_FOUND): the file is gone.
@@ -149,7 +168,8 @@ def read_range(r: ByteRange, *, overlap_bytes: int = 0) -> tuple[str, str]:
         MeasureError(INPUT_NOT_UTF8): a bad byte; the offset is counted from the file's start.
     """
     if r.first and r.last:
-        return read_source(r.path).text, ""
+        return read_source(r.path, errors=errors).text, ""
+    _check_errors(errors)
     if not Path(r.path).is_file():
         raise _not_found(r.path, "no such file")
     try:
@@ -159,10 +179,51 @@ def read_range(r: ByteRange, *, overlap_bytes: int = 0) -> tuple[str, str]:
             extra = b"" if r.stop is None else f.read(overlap_bytes)
     except OSError as exc:
         raise _unreadable(r.path, exc) from None
-    text = _decode(r.path, data, offset=r.start)
+    text = _decode(r.path, data, offset=r.start, errors=errors)
     # final=False: a character the limit cut in two is held back, not an error
-    tail = _decode(r.path, extra, offset=r.start + len(data), final=False)
+    tail = _decode(r.path, extra, offset=r.start + len(data), final=False, errors=errors)
     return text, tail
+
+
+def iter_range_text(
+    r: ByteRange, *, errors: str = "strict", stdin: BinaryIO | None = None
+) -> Iterator[str]:
+    """The range's text streamed in pieces of about a megabyte, never held whole.
+
+    The pieces joined are :func:`read_range`'s text. A whole range (``start == 0``,
+    ``stop`` None) is read like :func:`~tokembed.text.sources.iter_text_blocks` reads a
+    file: gzip recognised by content, and ``path == "-"`` is ``stdin`` (default the
+    process's standard input). Pieces end anywhere, even inside a word.
+
+    Example::
+
+        >>> "".join(iter_range_text(split_ranges(["a.txt"], target_bytes=1 << 20)[0]))  # doctest: +SKIP
+
+    Raises:
+        UsageError(FILE_NOT_FOUND): the file is gone.
+        UsageError(INVALID_ARGUMENT): ``errors`` is neither "strict" nor "replace".
+        MeasureError(UNREADABLE_INPUT, INPUT_NOT_UTF8): see :func:`read_range`.
+    """
+    _check_errors(errors)
+    if r.path == STDIN:
+        import sys
+
+        raw = stdin or sys.stdin.buffer
+        yield from _decoded_pieces(r.path, _open_text_stream(raw), errors=errors)
+        return
+    if not Path(r.path).is_file():
+        raise _not_found(r.path, "no such file")
+    try:
+        f = open(r.path, "rb")  # noqa: SIM115  (closed below, after the last piece)
+    except OSError as exc:
+        raise _unreadable(r.path, exc) from None
+    with f:
+        if r.first and r.last:
+            yield from _decoded_pieces(r.path, _open_text_stream(f), errors=errors)
+            return
+        f.seek(r.start)
+        length = None if r.stop is None else r.stop - r.start
+        yield from _decoded_pieces(r.path, f, errors=errors, offset=r.start, length=length)
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ from tokembed.files.os_errors import input_error
 
 __all__ = [
     "DEFAULT_CORPUS_BYTES",
+    "ERRORS",
     "MAX_DECOMPRESSED_BYTES",
     "STDIN",
     "TEXT_BLOCK_CHARS",
@@ -58,6 +59,7 @@ __all__ = [
     "iter_text_blocks",
     "read_source",
     "read_texts",
+    "safe_cut",
 ]
 
 # The whole CPython 3.11 stdlib is ~31.5 MB of .py; 40 MB takes all of it, and
@@ -77,6 +79,8 @@ _READ_BYTES = 1 << 20
 # (Python's \s holds every character the tokenizer engines call whitespace, and more.)
 _SAFE_CUT = re.compile(r"(?<=\S\n)(?=[^\s/])")
 _GZIP_MAGIC = b"\x1f\x8b"
+# What a byte that is not UTF-8 does: refused with its file and offset, or read as U+FFFD.
+ERRORS = ("strict", "replace")
 _GLOB_CHARS = frozenset("*?[")
 
 
@@ -220,15 +224,28 @@ def _not_utf8(name: str, byte: int, offset: int) -> MeasureError:
     )
 
 
-def _decode(name: str, data: bytes, *, offset: int = 0, final: bool = True) -> str:
+def _check_errors(errors: str) -> None:
+    if errors not in ERRORS:
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            f"unknown UTF-8 error policy {errors!r}",
+            value=errors,
+            fix="pass errors='strict' (refuse a bad byte) or errors='replace' (read it as U+FFFD)",
+        )
+
+
+def _decode(
+    name: str, data: bytes, *, offset: int = 0, final: bool = True, errors: str = "strict"
+) -> str:
     """``data`` as UTF-8; a bad byte is named by its offset in the file (``offset`` + index).
 
     ``final=False``: a character cut in two at the end is left out instead of refused.
+    ``errors="replace"``: a bad byte reads as U+FFFD instead of being refused.
     """
     try:
         if final:
-            return data.decode("utf-8")
-        return codecs.getincrementaldecoder("utf-8")().decode(data, final=False)
+            return data.decode("utf-8", errors)
+        return codecs.getincrementaldecoder("utf-8")(errors).decode(data, final=False)
     except UnicodeDecodeError as exc:
         raise _not_utf8(name, data[exc.start], offset + exc.start) from None
 
@@ -238,16 +255,21 @@ def read_source(
     *,
     stdin: BinaryIO | None = None,
     max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES,
+    errors: str = "strict",
 ) -> SourceText:
     """The text of one file (``"-"``: ``stdin``, default the process's standard input).
 
+    ``errors="replace"`` reads a byte that is not UTF-8 as U+FFFD instead of refusing it.
+
     Raises:
+        UsageError(INVALID_ARGUMENT): ``errors`` is neither "strict" nor "replace".
         UsageError(FILE_NOT_FOUND): no such file.
         MeasureError(UNREADABLE_INPUT): the file cannot be read, or its gzip is damaged.
         MeasureError(INPUT_TOO_LARGE): gzip content unpacks past ``max_decompressed_bytes``.
         MeasureError(INPUT_NOT_UTF8): the text is not UTF-8 (message: file and byte offset).
     """
     name = str(name)
+    _check_errors(errors)
     if name != STDIN and not _readable(Path(name)):
         raise _not_found(name, "no such file")
     try:
@@ -256,7 +278,7 @@ def read_source(
         raise _unreadable(name, exc) from None
     record = FileRecord(path=name, sha256=hashlib.sha256(stored).hexdigest(), bytes=len(stored))
     data = _gunzip(name, stored, max_decompressed_bytes) if stored[:2] == _GZIP_MAGIC else stored
-    return SourceText(name=name, text=_decode(name, data), record=record)
+    return SourceText(name=name, text=_decode(name, data, errors=errors), record=record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,28 +299,55 @@ def _first_two(raw: BinaryIO) -> bytes:
     return head
 
 
-def _stream_blocks(
-    name: str, raw: BinaryIO, block_chars: int | None, limit: int | None
+def _decoded_pieces(
+    name: str,
+    stream: BinaryIO | gzip.GzipFile,
+    *,
+    limit: int | None = None,
+    errors: str = "strict",
+    offset: int = 0,
+    length: int | None = None,
 ) -> Iterator[str]:
-    """The decoded text of ``raw`` (gzip recognised by content) in blocks cut at safe points."""
-    stream: BinaryIO | gzip.GzipFile = raw
-    if _first_two(raw) == _GZIP_MAGIC:
-        stream = gzip.GzipFile(fileobj=raw)
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    buf, searched, read = "", 0, 0
+    """The text of ``stream`` decoded as it is read, in pieces of about a megabyte.
+
+    ``offset`` is where the stream starts in its file (bad bytes are named by their offset
+    in the file); ``length`` stops after that many bytes; ``limit`` refuses more.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")(errors)
+    read = 0
     while True:
+        want = _READ_BYTES if length is None else min(_READ_BYTES, length - read)
         try:
-            data = stream.read(_READ_BYTES)
+            data = stream.read(want) if want > 0 else b""
         except (OSError, EOFError, zlib.error) as exc:  # unreadable, damaged or truncated gzip
             raise _unreadable(name, exc) from None
         if limit is not None and read + len(data) > limit:
             raise _too_large(name, limit)
         pending = decoder.getstate()[0]
         try:
-            buf += decoder.decode(data, final=not data)
+            text = decoder.decode(data, final=not data)
         except UnicodeDecodeError as exc:
-            raise _not_utf8(name, exc.object[exc.start], read - len(pending) + exc.start) from None
+            at = offset + read - len(pending) + exc.start
+            raise _not_utf8(name, exc.object[exc.start], at) from None
         read += len(data)
+        if text:
+            yield text
+        if not data:
+            return
+
+
+def _open_text_stream(raw: BinaryIO) -> BinaryIO | gzip.GzipFile:
+    """``raw``, or its decompressed content when it starts with gzip's magic bytes."""
+    return gzip.GzipFile(fileobj=raw) if _first_two(raw) == _GZIP_MAGIC else raw
+
+
+def _stream_blocks(
+    name: str, raw: BinaryIO, block_chars: int | None, limit: int | None, errors: str = "strict"
+) -> Iterator[str]:
+    """The decoded text of ``raw`` (gzip recognised by content) in blocks cut at safe points."""
+    buf, searched = "", 0
+    for text in _decoded_pieces(name, _open_text_stream(raw), limit=limit, errors=errors):
+        buf += text
         while block_chars is not None and len(buf) >= block_chars:
             cut = _SAFE_CUT.search(buf, max(block_chars, searched - 2))
             if cut is None:
@@ -306,10 +355,24 @@ def _stream_blocks(
                 break
             yield buf[: cut.start()]
             buf, searched = buf[cut.start() :], 0
-        if not data:
-            break
     if buf:
         yield buf
+
+
+def safe_cut(text: str, start: int) -> int | None:
+    """The first index >= ``start`` where ``text`` may be cut into two texts that every
+    pre-tokenizer preset splits into the same chunks as the whole, or None.
+
+    Such a point follows a line feed after a non-space character and precedes a character
+    that is neither space nor '/'; :func:`iter_text_blocks` cuts there.
+
+    Example::
+
+        >>> safe_cut("one\ntwo\nthree", 1)
+        4
+    """
+    cut = _SAFE_CUT.search(text, start)
+    return None if cut is None else cut.start()
 
 
 def iter_text_blocks(
@@ -318,6 +381,7 @@ def iter_text_blocks(
     block_chars: int | None = TEXT_BLOCK_CHARS,
     stdin: BinaryIO | None = None,
     max_decompressed_bytes: int | None = None,
+    errors: str = "strict",
 ) -> Iterator[TextBlock]:
     """The files' texts as a stream of blocks of about ``block_chars`` characters or more.
 
@@ -328,7 +392,8 @@ def iter_text_blocks(
     training on the whole file learns; a file without such a point is one block.
     ``block_chars=None`` yields each file whole (for regexes that are not presets). A
     block never spans two files. Unlike :func:`read_source`, decompression has no size
-    limit by default (memory stays bounded by the block size).
+    limit by default (memory stays bounded by the block size). ``errors="replace"`` reads
+    a byte that is not UTF-8 as U+FFFD instead of refusing it.
 
     Example::
 
@@ -341,12 +406,13 @@ def iter_text_blocks(
             (the byte offset counts from the start of the decompressed file).
         MeasureError(EMPTY_INPUT): no text at all (raised when the stream ends).
     """
+    _check_errors(errors)
     names = expand_paths(paths_or_globs)
     any_text = False
     for name in names:
         if name == STDIN:
             raw = stdin or sys.stdin.buffer
-            for text in _stream_blocks(name, raw, block_chars, max_decompressed_bytes):
+            for text in _stream_blocks(name, raw, block_chars, max_decompressed_bytes, errors):
                 any_text = True
                 yield TextBlock(name=name, text=text)
             continue
@@ -355,7 +421,7 @@ def iter_text_blocks(
         except OSError as exc:
             raise _unreadable(name, exc) from None
         with f:
-            for text in _stream_blocks(name, f, block_chars, max_decompressed_bytes):
+            for text in _stream_blocks(name, f, block_chars, max_decompressed_bytes, errors):
                 any_text = True
                 yield TextBlock(name=name, text=text)
     if not any_text:

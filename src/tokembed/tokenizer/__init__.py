@@ -19,6 +19,7 @@ from tokembed.tokenizer import (
     bytes_unicode,
     chunks,
     compiled,
+    dask_cluster,
     decode,
     dialect,
     encode,
@@ -29,6 +30,7 @@ from tokembed.tokenizer import (
     oniguruma,
     patterns,
     pretokenize,
+    shards,
     special,
     tokenizer,
 )
@@ -39,6 +41,7 @@ from tokembed.tokenizer import train_reference as _train_reference
 from tokembed.tokenizer.bytes_unicode import *
 from tokembed.tokenizer.chunks import *
 from tokembed.tokenizer.compiled import *
+from tokembed.tokenizer.dask_cluster import *
 from tokembed.tokenizer.decode import *
 from tokembed.tokenizer.dialect import *
 from tokembed.tokenizer.encode import *
@@ -49,6 +52,7 @@ from tokembed.tokenizer.model import *
 from tokembed.tokenizer.oniguruma import *
 from tokembed.tokenizer.patterns import *
 from tokembed.tokenizer.pretokenize import *
+from tokembed.tokenizer.shards import *
 from tokembed.tokenizer.special import *
 from tokembed.tokenizer.tokenizer import *
 from tokembed.tokenizer.train import *
@@ -58,6 +62,7 @@ __all__: list[str] = []
 __all__ += bytes_unicode.__all__
 __all__ += chunks.__all__
 __all__ += compiled.__all__
+__all__ += dask_cluster.__all__
 __all__ += decode.__all__
 __all__ += dialect.__all__
 __all__ += encode.__all__
@@ -68,6 +73,7 @@ __all__ += model.__all__
 __all__ += oniguruma.__all__
 __all__ += patterns.__all__
 __all__ += pretokenize.__all__
+__all__ += shards.__all__
 __all__ += special.__all__
 __all__ += tokenizer.__all__
 __all__ += _train.__all__

@@ -28,14 +28,9 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import os
-import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from tokembed.errors import TokenizerError
 from tokembed.text.ranges import ByteRange, TextFiles, read_range
 from tokembed.tokenizer._count import batches, count_chunks
 from tokembed.tokenizer._seams import (
@@ -49,6 +44,7 @@ from tokembed.tokenizer._seams import (
     refine,
 )
 from tokembed.tokenizer.chunks import ChunkTable
+from tokembed.tokenizer.dask_cluster import connect_cluster
 from tokembed.tokenizer.pretokenize import Pretokenizer
 
 if TYPE_CHECKING:
@@ -61,7 +57,6 @@ __all__ = ["RANGE_BYTES", "count_on_dask", "count_with_client"]
 RANGE_BYTES = 8 << 20
 _OVERLAP_BYTES = 1 << 15  # scanned past a range's end: >= 8,192 characters of any script
 _HEAD_CHARS = 1 << 12  # a range's characters whose chunks wait for the left neighbour's scan
-_CONNECT_SECONDS = 5.0  # a scheduler answers in milliseconds; 5 s covers a busy one
 
 
 def _table(texts: Iterable[str], stage: Pretokenizer) -> ChunkTable:
@@ -162,77 +157,6 @@ def count_with_client(
     return _count(client, texts, pretokenizer, range_bytes=range_bytes, merge=combine)[0]
 
 
-@contextlib.contextmanager
-def _connect(scheduler: str | None, workers: int) -> Iterator[Client]:
-    import dask
-    from distributed import Client, LocalCluster
-
-    with contextlib.ExitStack() as stack:
-        if scheduler is None:
-            # Our own cluster serves no one's dashboard: its sampling profiler (a thread
-            # per worker, every 10 ms) cost ~20% of the workers' CPU counting RusLit-40.
-            stack.enter_context(dask.config.set({"distributed.worker.profile.enabled": False}))
-            _require_importable_main(workers)
-            try:
-                cluster = LocalCluster(
-                    n_workers=workers,
-                    threads_per_worker=1,
-                    processes=True,
-                    dashboard_address=":0",  # any free port, never a fixed one
-                    silence_logs=logging.ERROR,
-                )
-            except (RuntimeError, OSError, TimeoutError) as exc:
-                # Dask's "Nanny failed to start": most often a script without the
-                # __main__ guard, whose import in each spawned worker starts training again.
-                raise _cluster_not_started(workers, f"{type(exc).__name__}: {exc}") from exc
-            stack.enter_context(cluster)
-            yield stack.enter_context(Client(cluster))
-            return
-        try:
-            client = Client(scheduler, timeout=_CONNECT_SECONDS)
-        except (OSError, TimeoutError, ValueError) as exc:
-            raise TokenizerError(
-                "SCHEDULER_UNREACHABLE",
-                f"no Dask scheduler answers at {scheduler!r} within {_CONNECT_SECONDS:.0f} s: {exc}",
-                value=scheduler,
-                fix="start one (dask scheduler) and pass its address, e.g. tcp://host:8786, "
-                "or pass scheduler=None for a local cluster",
-            ) from None
-        yield stack.enter_context(client)
-
-
-_CLUSTER_FIX = (
-    'run it from a script file whose calls sit under `if __name__ == "__main__":`, or, '
-    "in a notebook or `python -`, start an in-process cluster yourself and pass its address: "
-    "`cluster = distributed.LocalCluster(processes=False)`, then "
-    '`TrainConfig(engine="dask", scheduler=cluster.scheduler_address)`'
-)
-
-
-def _cluster_not_started(workers: int, why: str) -> TokenizerError:
-    return TokenizerError(
-        "LOCAL_CLUSTER_NOT_STARTED",
-        f"a local Dask cluster of {workers} worker process(es) cannot start: {why}",
-        value=workers,
-        fix=_CLUSTER_FIX,
-    )
-
-
-def _require_importable_main(workers: int) -> None:
-    # Dask spawns its worker processes, and a spawned process first re-imports the main
-    # module from its file. Code read from stdin (`python -`) names a file that does not
-    # exist ('<stdin>'), so every worker dies before it starts; say so before any process
-    # is started instead of after Dask's traceback. (A notebook's main module has no
-    # file at all, which spawn skips, so a notebook passes here.)
-    path = getattr(sys.modules.get("__main__"), "__file__", None)
-    if isinstance(path, str) and not os.path.exists(path):
-        raise _cluster_not_started(
-            workers,
-            f"its worker processes start by importing the main module from {path!r}, "
-            "which is not a file (code read from stdin)",
-        )
-
-
 def count_on_dask(
     texts: Iterable[str],
     pretokenizer: Pretokenizer,
@@ -250,5 +174,5 @@ def count_on_dask(
             ``__main__`` guard); the fix says how to run it.
         and what :func:`count_with_client` raises.
     """
-    with _connect(scheduler, workers) as client:
+    with connect_cluster(scheduler, workers) as client:
         return count_with_client(client, texts, pretokenizer, range_bytes=range_bytes)

@@ -36,6 +36,7 @@ import numpy as np
 from tokembed.errors import UsageError
 from tokembed.tokenizer._native import load
 from tokembed.tokenizer.dialect import DIALECTS
+from tokembed.tokenizer.encode import flat_ids
 from tokembed.tokenizer.model import BPETables
 from tokembed.tokenizer.patterns import scanner_id
 from tokembed.tokenizer.pretokenize import Pretokenizer
@@ -224,6 +225,18 @@ class CompiledEncoder:
             return [self.encode(text) for text in texts]
         many: list[list[int]] = self.encoder().encode_texts(texts, *self.scanner)
         return many
+
+    def encode_many_numpy(
+        self, texts: Sequence[str]
+    ) -> tuple[NDArray[np.uint32], NDArray[np.int64]]:
+        """Ids of the checked texts as one ``uint32`` array and the ``len(texts) + 1`` offsets
+        that cut it; straight from the compiled buffer when the scanner splits."""
+        if self.scanner is None:
+            return flat_ids(self.encode_many(texts))
+        flat, ends = self.encoder().encode_texts(texts, *self.scanner, as_bytes=True)
+        offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+        offsets[1:] = np.frombuffer(ends, dtype=np.uint64)
+        return np.frombuffer(flat, dtype=np.uint32), offsets
 
     def _encode_parts(self, parts: list[str], *, as_bytes: bool) -> Any:
         """Each part on its own thread (the first on this one), joined in order."""

@@ -51,6 +51,7 @@ __all__ = [
     "TextCheck",
     "encode_chunk_reference",
     "encode_ordinary_reference",
+    "flat_ids",
     "join_surrogate_pairs",
 ]
 
@@ -79,6 +80,20 @@ class Encoder(Protocol):
     def encode_many(self, texts: Sequence[str]) -> list[list[int]]: ...
 
     def encode_numpy(self, text: str) -> NDArray[np.uint32]: ...
+
+    def encode_many_numpy(
+        self, texts: Sequence[str]
+    ) -> tuple[NDArray[np.uint32], NDArray[np.int64]]:
+        """All texts' ids in one array, and the ``len(texts) + 1`` offsets that cut it."""
+        ...
+
+
+def flat_ids(lists: Sequence[Sequence[int]]) -> tuple[NDArray[np.uint32], NDArray[np.int64]]:
+    """Lists of ids as one ``uint32`` array and the ``len(lists) + 1`` offsets that cut it."""
+    offsets = np.zeros(len(lists) + 1, dtype=np.int64)
+    np.cumsum([len(ids) for ids in lists], out=offsets[1:])
+    flat = np.fromiter((i for ids in lists for i in ids), dtype=np.uint32, count=int(offsets[-1]))
+    return flat, offsets
 
 
 def join_surrogate_pairs(text: str) -> str:
@@ -291,6 +306,12 @@ class ReferenceEncoder:
     def encode_numpy(self, text: str) -> NDArray[np.uint32]:
         """:meth:`encode` as a ``uint32`` array."""
         return np.asarray(self.encode(text), dtype=np.uint32)
+
+    def encode_many_numpy(
+        self, texts: Sequence[str]
+    ) -> tuple[NDArray[np.uint32], NDArray[np.int64]]:
+        """:meth:`encode_many` as one ``uint32`` array and its offsets (see :func:`flat_ids`)."""
+        return flat_ids(self.encode_many(texts))
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_memo": {}}  # the memo is rebuilt on demand

@@ -8,7 +8,8 @@
  *                                          one thread at a time (a lock): threads use one each
  *     encode_chunks(text, chunks)          text split by the Python pre-tokenizer
  *     encode_text(str, preset, dialect)    whole text, split by the compiled scanner
- *     encode_texts(list[str], preset, dialect)  one list of ids per text
+ *     encode_texts(list[str], preset, dialect, *, as_bytes)  one list of ids per text
+ *                                               (as_bytes: flat uint32 ids, uint64 ends)
  *
  * This file converts types and releases the GIL around the core's calls. A byte without an
  * id raises MissingByte(offset); callers check texts before they encode them. */
@@ -405,10 +406,13 @@ static PyObject *Encoder_encode_text(EncoderObject *self, PyObject *args, PyObje
 
 /* Many texts in one call (a batch slice): UTF-8 of each is taken with the GIL, then all are
  * split and merged without it; one list of ids per text. */
-static PyObject *Encoder_encode_texts(EncoderObject *self, PyObject *args) {
+static PyObject *Encoder_encode_texts(EncoderObject *self, PyObject *args, PyObject *kw) {
+    static char *names[] = {"texts", "preset", "dialect", "as_bytes", NULL};
     PyObject *texts;
-    int preset, dialect;
-    if (ready(self) < 0 || !PyArg_ParseTuple(args, "Oii", &texts, &preset, &dialect)) return NULL;
+    int preset, dialect, as_bytes = 0;
+    if (ready(self) < 0 || !PyArg_ParseTupleAndKeywords(args, kw, "Oii|$p", names, &texts, &preset,
+                                                        &dialect, &as_bytes))
+        return NULL;
     PyObject *seq = PySequence_Fast(texts, "texts must be a sequence of str");
     if (!seq) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
@@ -442,6 +446,19 @@ static PyObject *Encoder_encode_texts(EncoderObject *self, PyObject *args) {
     }
     size_t total;
     const uint32_t *ids = tk_encoder_output(self->e, &total);
+    if (as_bytes) {
+        /* (uint32 ids of all texts, uint64 end offset of each): no int object per id */
+        PyObject *flat = PyBytes_FromStringAndSize((const char *)ids, (Py_ssize_t)(total * sizeof(uint32_t)));
+        PyObject *offs = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)((size_t)n * sizeof(uint64_t)));
+        if (flat && offs) {
+            uint64_t *o = (uint64_t *)PyBytes_AS_STRING(offs);
+            for (Py_ssize_t i = 0; i < n; i++) o[i] = (uint64_t)ends[i];
+            result = PyTuple_Pack(2, flat, offs);
+        }
+        Py_XDECREF(flat);
+        Py_XDECREF(offs);
+        goto done;
+    }
     result = PyList_New(n);
     for (Py_ssize_t i = 0; result && i < n; i++) {
         size_t start = i ? ends[i - 1] : 0;
@@ -527,8 +544,9 @@ static PyMethodDef Encoder_methods[] = {
      "encode_chunks(text, chunks, *, as_bytes=False): ids of text split into chunks (list, or uint32 bytes)."},
     {"encode_text", (PyCFunction)(void (*)(void))Encoder_encode_text, METH_VARARGS | METH_KEYWORDS,
      "encode_text(text, preset, dialect, *, as_bytes=False): ids of a whole text split by scan.c."},
-    {"encode_texts", (PyCFunction)Encoder_encode_texts, METH_VARARGS,
-     "encode_texts(texts, preset, dialect): one list of ids per text, split by scan.c."},
+    {"encode_texts", (PyCFunction)(void (*)(void))Encoder_encode_texts, METH_VARARGS | METH_KEYWORDS,
+     "encode_texts(texts, preset, dialect, *, as_bytes=False): one list of ids per text, split by "
+     "scan.c (as_bytes: all ids as uint32 bytes and each text's end as uint64 bytes)."},
     {"clear_cache", (PyCFunction)Encoder_clear_cache, METH_NOARGS, "Forget every cached chunk."},
     {NULL}};
 

@@ -1,0 +1,338 @@
+"""Corpus to training shards: :func:`tokenize_corpus`, the one driver behind ``tokembed tokenize``.
+
+A run hashes every input, plans its shards from the inputs and the options alone
+(:mod:`.plan`), writes ``manifest.json`` listing them, encodes the shards that are not yet
+complete (:mod:`.shard_writer`) in this process, in worker processes (``workers``) or on a Dask
+cluster (``engine="dask"``), and rewrites the manifest after each finished shard. The
+plan does not depend on where shards run, so the output is byte-identical for every
+worker count and engine; an interrupted run resumes from its manifest (``resume``)
+re-encoding only the shards it does not list complete (and verified by SHA-256).
+
+Choices a user sees:
+
+* an output folder that holds anything is refused unless it is a shard folder and
+  ``resume`` or ``overwrite`` is given; ``overwrite`` removes only the shard files and
+  the manifest, never other files;
+* the end-of-text id follows each document where the tokenizer has ``<|endoftext|>``
+  (``eot=None``), always (``True``, refused without one) or never (``False``);
+* standard input (``"-"``) is copied to a temporary file in the output folder while it is
+  hashed, then read like a file; it cannot be resumed.
+
+Example::
+
+    >>> tok = Tokenizer.from_tiktoken("gpt2")  # doctest: +SKIP
+    >>> m = tokenize_corpus(["corpus/"], tokenizer=tok, output="shards",
+    ...                     config=TokenizeConfig(format="megatron", workers=2))  # doctest: +SKIP
+    >>> m.documents, m.tokens, m.dtype  # doctest: +SKIP
+    (120000, 31250112, 'uint16')
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from tokembed.errors import TokenizerError, UsageError
+from tokembed.files.atomic import TEMP_PREFIX, remove_stale_temps, write_atomic
+from tokembed.files.os_errors import output_error
+from tokembed.text.sources import STDIN, expand_paths
+from tokembed.tokenizer.shards.cluster import dask_shards
+from tokembed.tokenizer.shards.manifest import (
+    MANIFEST,
+    InputRecord,
+    Manifest,
+    ShardEntry,
+    manifest_bytes,
+    read_manifest,
+)
+from tokembed.tokenizer.shards.options import TokenizeConfig, id_dtype
+from tokembed.tokenizer.shards.plan import hash_input, plan_shards
+from tokembed.tokenizer.shards.shard_writer import ShardJob, encode_shard, shard_digests
+from tokembed.tokenizer.tokenizer import Tokenizer
+
+__all__ = ["tokenize_corpus"]
+
+_EOT = "<|endoftext|>"
+_SHARD_FILE = re.compile(r"shard-\d{5}\.(bin|idx|json|ends\.npy)")
+_SPOOL_READ = 1 << 20
+
+
+def _eot_id(tokenizer: Tokenizer, eot: bool | None) -> int | None:
+    if eot is False:
+        return None
+    found = tokenizer.special_tokens.get(_EOT)
+    if found is None and eot:
+        raise TokenizerError(
+            "UNKNOWN_SPECIAL_TOKEN",
+            f"the tokenizer has no {_EOT} to end documents with",
+            value=_EOT,
+            fix="add the special token to the tokenizer, or pass --no-eot",
+        )
+    return found
+
+
+def _refuse_folder(folder: Path, why: str) -> UsageError:
+    return UsageError(
+        "OUTPUT_EXISTS",
+        f"refusing to write shards into {folder}: {why}",
+        value=str(folder),
+        fix="choose a new output folder, or pass --resume (continue) or --overwrite (replace)",
+    )
+
+
+def _prepare_folder(folder: Path, names: Sequence[str], config: TokenizeConfig) -> Manifest | None:
+    """Check the output folder; the old manifest when resuming; clear shards to overwrite."""
+    try:
+        if folder.exists() and not folder.is_dir():
+            raise _refuse_folder(folder, "it is a file")
+        resolved = folder.resolve()
+        for name in names:
+            if name != STDIN and Path(name).resolve().is_relative_to(resolved):
+                raise _refuse_folder(folder, f"the input {name} is inside it")
+        folder.mkdir(parents=True, exist_ok=True)
+        remove_stale_temps(folder)
+        held = sorted(p.name for p in folder.iterdir())
+    except OSError as exc:
+        raise output_error(exc, folder) from None
+    if not held:
+        return None
+    if MANIFEST not in held:
+        raise _refuse_folder(folder, f"it holds files that are not shards ({held[0]}, ...)")
+    if config.resume:
+        return read_manifest(folder)
+    if not config.overwrite:
+        raise _refuse_folder(folder, "it already holds shards")
+    for name in held:
+        if name == MANIFEST or _SHARD_FILE.fullmatch(name):
+            with contextlib.suppress(FileNotFoundError):
+                (folder / name).unlink()
+    return None
+
+
+def _spool_stdin(folder: Path, stdin: Any) -> tuple[Path, InputRecord]:
+    """Standard input copied to a temporary file in ``folder`` (hashed as it is copied)."""
+    import hashlib
+
+    raw = stdin if stdin is not None else sys.stdin.buffer
+    path = folder / f"{TEMP_PREFIX}{os.getpid()}-stdin"
+    digest, size = hashlib.sha256(), 0
+    try:
+        with open(path, "wb") as f:
+            while block := raw.read(_SPOOL_READ):
+                f.write(block)
+                digest.update(block)
+                size += len(block)
+    except OSError as exc:
+        path.unlink(missing_ok=True)
+        raise output_error(exc, path) from None
+    return path, InputRecord(path=STDIN, sha256=digest.hexdigest(), bytes=size)
+
+
+def _resumed(old: Manifest, new: Manifest, folder: Path) -> Manifest:
+    """``new`` with the shards ``old`` completed and whose files still verify."""
+    if old.settings() != new.settings() or [s.ranges for s in old.shards] != [
+        s.ranges for s in new.shards
+    ]:
+        changed = sorted(k for k, v in new.settings().items() if old.settings().get(k) != v) or [
+            "shard plan"
+        ]
+        raise UsageError(
+            "RESUME_MISMATCH",
+            f"the run in {folder} was started with other {', '.join(changed)}",
+            value=changed,
+            fix="resume with the same inputs, tokenizer and options, or pass --overwrite",
+        )
+    out = new
+    for shard in old.shards:
+        if shard.files is not None and shard_digests(folder, list(shard.files)) == shard.files:
+            out = out.with_shard(shard)
+    return out
+
+
+def _write_manifest(folder: Path, manifest: Manifest) -> None:
+    write_atomic(folder / MANIFEST, manifest_bytes(manifest))
+
+
+def _local_results(
+    jobs: list[ShardJob], tokenizer: Tokenizer, workers: int, on_bytes: Callable[[int], None]
+) -> Iterator[ShardEntry]:
+    if workers == 1 or len(jobs) == 1:
+        for job in jobs:
+            entry = encode_shard(job, tokenizer)
+            on_bytes(_input_bytes(entry, jobs))  # the bar counts input bytes, shard by shard
+            yield entry
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    # Spawned, not forked: a fork could inherit locks held by this process's other threads.
+    # An executor, not a Pool: a worker that dies while starting (a script without the
+    # __main__ guard re-runs itself in it) breaks the executor instead of hanging the run.
+    context = multiprocessing.get_context("spawn")
+    n = min(workers, len(jobs))
+    try:
+        with ProcessPoolExecutor(
+            n, mp_context=context, initializer=_init_worker, initargs=(tokenizer,)
+        ) as pool:
+            futures = [pool.submit(_encode_in_worker, job) for job in jobs]
+            for future in as_completed(futures):
+                entry = future.result()
+                on_bytes(_input_bytes(entry, jobs))
+                yield entry
+    except BrokenProcessPool as exc:
+        raise TokenizerError(
+            "WORKERS_NOT_STARTED",
+            f"the {n} worker processes for tokenizing stopped before finishing: {exc}",
+            value=n,
+            fix='run it from a script whose calls sit under `if __name__ == "__main__":`, '
+            "or pass workers=1",
+        ) from None
+
+
+_WORKER_TOKENIZER: list[Tokenizer] = []
+
+
+def _init_worker(tokenizer: Tokenizer) -> None:
+    _WORKER_TOKENIZER[:] = [tokenizer]
+
+
+def _encode_in_worker(job: ShardJob) -> ShardEntry:
+    return encode_shard(job, _WORKER_TOKENIZER[0])
+
+
+def _input_bytes(entry: ShardEntry, jobs: Sequence[ShardJob]) -> int:
+    """Input bytes of ``entry``'s ranges (a progress bar's step)."""
+    job = next(j for j in jobs if j.entry.name == entry.name)
+    total = 0
+    for index, start, stop in entry.ranges:
+        end = os.path.getsize(job.names[index]) if stop is None else stop
+        total += end - start
+    return total
+
+
+def _dask_results(
+    jobs: list[ShardJob],
+    tokenizer: Tokenizer,
+    config: TokenizeConfig,
+    on_bytes: Callable[[int], None],
+) -> Iterator[ShardEntry]:
+    for entry in dask_shards(jobs, tokenizer, scheduler=config.scheduler, workers=config.workers):
+        on_bytes(_input_bytes(entry, jobs))
+        yield entry
+
+
+def tokenize_corpus(
+    inputs: Iterable[str | Path],
+    *,
+    tokenizer: Tokenizer,
+    output: str | Path,
+    config: TokenizeConfig | None = None,
+    stdin: Any = None,
+) -> Manifest:
+    """Tokenize the files ``inputs`` (files, folders, globs, ``"-"``) into shards under ``output``.
+
+    Returns the final manifest (``complete`` True). ``stdin`` replaces the process's
+    standard input for ``"-"``.
+
+    Raises:
+        UsageError(OUTPUT_EXISTS): the output folder holds files (see the module docstring).
+        UsageError(RESUME_MISMATCH): ``resume`` with other inputs, tokenizer or options.
+        UsageError(INVALID_ARGUMENT): ``"-"`` with ``resume``.
+        TokenizerError(UNKNOWN_SPECIAL_TOKEN): ``eot=True`` and no ``<|endoftext|>``.
+        FormatError(ID_RANGE_TOO_LARGE, DOCUMENT_TOO_LONG, MALFORMED_SHARDS): see
+            :func:`~.options.id_dtype`, :mod:`.shard_formats`, :func:`~.manifest.read_manifest`.
+        MeasureError(INPUT_NOT_UTF8, MALFORMED_JSONL, EMPTY_INPUT, ...): bad input.
+        UsageError(OUTPUT_NO_SPACE, OUTPUT_WRITE_FAILED, ...): the OS refused a write; the
+            manifest lists the shards that are complete.
+    """
+    config = config or TokenizeConfig()
+    names = expand_paths(inputs)
+    if STDIN in names and config.resume:
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            "a run that reads standard input cannot be resumed",
+            value=STDIN,
+            fix="save the input to a file and tokenize that",
+        )
+    dtype = id_dtype(tokenizer.n_vocab, config.format)
+    eot_id = _eot_id(tokenizer, config.eot)
+    folder = Path(output)
+    old = _prepare_folder(folder, names, config)
+    spooled: Path | None = None
+    try:
+        records: list[InputRecord] = []
+        paths: list[str] = []
+        for name in names:
+            if name == STDIN:
+                spooled, record = _spool_stdin(folder, stdin)
+                paths.append(str(spooled))
+            else:
+                record = hash_input(name)
+                paths.append(name)
+            records.append(record)
+        plan = plan_shards(paths, config)
+        manifest = Manifest(
+            address_hash=tokenizer.address_hash,
+            tokenizer_name=getattr(tokenizer, "name", None),
+            id_range=tokenizer.n_vocab,
+            eot_id=eot_id,
+            format=config.format,
+            dtype=dtype,
+            doc=config.rule.spec,
+            field=config.field,
+            input_format=config.input_format,
+            errors=config.errors,
+            shard_bytes=config.shard_bytes,
+            inputs=tuple(records),
+            shards=plan,
+        )
+        if old is not None:
+            manifest = _resumed(old, manifest, folder)
+        _write_manifest(folder, manifest)
+        jobs = [
+            ShardJob(
+                entry=s,
+                names=tuple(paths),
+                folder=str(folder),
+                config=replace(config, progress=False),
+                dtype=dtype,
+                eot_id=eot_id,
+                address_hash=manifest.address_hash,
+            )
+            for s in manifest.shards
+            if not s.complete
+        ]
+        manifest = _run(jobs, manifest, folder, tokenizer, config)
+    finally:
+        if spooled is not None:
+            spooled.unlink(missing_ok=True)
+    return manifest
+
+
+def _run(
+    jobs: list[ShardJob],
+    manifest: Manifest,
+    folder: Path,
+    tokenizer: Tokenizer,
+    config: TokenizeConfig,
+) -> Manifest:
+    from tqdm.auto import tqdm
+
+    total = sum(_input_bytes(j.entry, jobs) for j in jobs)
+    show = config.progress and sys.stderr.isatty()
+    with tqdm(total=total, unit="B", unit_scale=True, desc="tokenize", disable=not show) as bar:
+        if config.engine == "dask":
+            results = _dask_results(jobs, tokenizer, config, bar.update)
+        else:
+            results = _local_results(jobs, tokenizer, config.workers, bar.update)
+        for entry in results:
+            manifest = manifest.with_shard(entry)
+            _write_manifest(folder, manifest)
+    return manifest
