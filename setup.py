@@ -31,7 +31,8 @@ EXTENSIONS: list[Extension] = [
     _ext("_count", "count_module.c", "count_core.c", "scan.c"),
     # The encoder splits the scanned patterns with the same scanner, without the GIL.
     _ext("_encode", "encode_module.c", "encode_core.c", "scan.c"),
-    _ext("_learn", "learn_module.c", "learn_core.c"),
+    # Merge lists: learned from a chunk table, or derived from a rank file.
+    _ext("_learn", "learn_module.c", "learn_core.c", "ranks_core.c"),
 ]
 
 setup(ext_modules=EXTENSIONS)

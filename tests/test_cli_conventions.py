@@ -231,6 +231,84 @@ def test_exit_codes_and_messages_speak_cli(
     assert "rank file" not in proc.stderr.split(" — ")[0]  # the message, before the fix
 
 
+# Root reads any file whatever its mode: the wrapper drops the two capabilities that let it
+# (CAP_DAC_OVERRIDE = 1, CAP_DAC_READ_SEARCH = 2) from its bounding set and execs the CLI,
+# which then runs as uid 0 bound by the mode bits like any user. (Switching to "nobody"
+# would also lock the CLI out of the interpreter, installed under root's private home.)
+_WITHOUT_DAC = r"""
+import ctypes, os, sys
+if os.geteuid() == 0:
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2):
+        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            sys.exit(f"prctl: {os.strerror(ctypes.get_errno())}")
+os.execv(sys.executable, [sys.executable, "-m", "tokembed.cli", *sys.argv[1:]])
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("argv", "code", "exit_code"),
+    [
+        (["train", "LOCKED_FILE", "--merges", "5", "-o", "t.json"], "UNREADABLE_INPUT", 1),
+        (["train", "LOCKED_DIR", "--merges", "5", "-o", "t.json"], "FILE_UNREADABLE", 2),
+        (["measure", "-t", "r50k_base", "LOCKED_DIR"], "FILE_UNREADABLE", 2),
+        (["encode", "-t", "LOCKED_FILE", "x"], "FILE_UNREADABLE", 2),
+        (["checkpoint", "verify", "LOCKED_FILE"], "FILE_UNREADABLE", 2),
+        (["verify", "LOCKED_CONFIG"], "FILE_UNREADABLE", 2),
+        (["verify", "LOCKED_DIR"], "FILE_UNREADABLE", 2),
+        (["check", "-t", "r50k_base", "LOCKED_FILE"], "FILE_UNREADABLE", 2),
+        (["check", "-t", "r50k_base", "LOCKED_DIR"], "FILE_UNREADABLE", 2),
+        (["audit", "LOCKED_FILE", "-t", "r50k_base"], "FILE_UNREADABLE", 2),
+        (["migrate", "LOCKED_FILE", "--old", "r50k_base", "--new", "cl100k_base", "-o", "m"],
+         "FILE_UNREADABLE", 2),
+    ],
+)  # fmt: skip
+def test_an_unreadable_input_is_one_coded_line(
+    tiktoken_cache: Path, tmp_path: Path, argv: list[str], code: str, exit_code: int
+) -> None:
+    """A file with mode 000 (and a folder with mode 000, and a model folder whose
+    config.json has mode 000), read by a process the mode bits bind."""
+    work = tmp_path / "work"
+    work.mkdir(mode=0o755)
+    locked_file = work / "locked.gguf"
+    locked_file.write_text("hello world\n")
+    locked_dir = work / "locked_dir"
+    locked_dir.mkdir()
+    (locked_dir / "a.txt").write_text("hello\n")
+    model = work / "model"
+    model.mkdir()
+    (model / "config.json").write_bytes(
+        data_path("tokenizers", "smollm2-135m", "config.json").read_bytes()
+    )
+    for path in (locked_file, locked_dir, model / "config.json"):
+        path.chmod(0)
+    swap = {"LOCKED_FILE": locked_file, "LOCKED_DIR": locked_dir, "LOCKED_CONFIG": model}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO / "src"),
+        "TIKTOKEN_CACHE_DIR": str(tiktoken_cache),
+        "TOKEMBED_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _WITHOUT_DAC, *(str(swap.get(a, a)) for a in argv)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=work,
+            timeout=300,
+            check=False,
+        )
+    finally:
+        for path in (locked_file, locked_dir, model / "config.json"):
+            path.chmod(0o755)
+    assert "prctl:" not in proc.stderr, proc.stderr
+    assert proc.returncode == exit_code, proc.stderr
+    assert proc.stderr.startswith(f"tokembed: {code}: "), proc.stderr
+    assert len(proc.stderr.splitlines()) == 1, proc.stderr
+
+
 def test_train_learns_conllu_sentences_unless_raw(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

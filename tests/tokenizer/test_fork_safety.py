@@ -6,6 +6,10 @@ child has only the forking thread; without repair those locks stay held and the 
 on its first cache access. The core makes such locks new in the child (a fork generation
 bumped by ``pthread_atfork``) and drops what they guarded.
 
+Set-up is never guarded by a ``pthread_once`` either: the scanner's class tables and the
+fork handler are made at module import, so a child forked while a thread of a fresh
+process does its very first scan cannot inherit an unfinished once.
+
 Every vocabulary kind is covered: a rank file (tiktoken's rule), explicit merges with the
 compiled scanner, and explicit merges split in Python (``encode_chunks``). Each child must
 answer within a timeout with the ids the parent computes. The property test forks at random
@@ -173,3 +177,78 @@ def test_the_repair_happens_in_the_child_and_only_there() -> None:
 )
 def test_fork_during_encode_property(kind: str, seed: int, text: str) -> None:
     _check(kind, children=2, seed=seed, text=text)
+
+
+# A fresh interpreter (its scanner tables untouched until now): threads start their very
+# first scan while the main thread forks children that encode at once. Each child must exit
+# within the bound with the right ids; the script reports how many hung or answered wrong.
+_FIRST_SCAN = r"""
+import os, signal, sys, threading, time
+from tokembed.tokenizer.model import BPETables
+from tokembed.tokenizer.pretokenize import Pretokenizer
+from tokembed.tokenizer.tokenizer import Tokenizer
+
+children, bound = int(sys.argv[1]), float(sys.argv[2])
+tok = Tokenizer(pretokenizer=Pretokenizer.preset("cl100k"), tables=BPETables.byte_level(merges=[]))
+assert tok.implementation == "compiled", tok.implementation
+text, want = "héllo wörld 中文 " * 2000, list(b"hello world")
+go = threading.Event()
+threads = [threading.Thread(target=lambda: (go.wait(), tok.encode_ordinary(text)), daemon=True)
+           for _ in range(3)]
+for t in threads:
+    t.start()
+go.set()
+pids = []
+for _ in range(children):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os._exit(0 if tok.encode_ordinary("hello world") == want else 3)
+        finally:
+            os._exit(4)
+    pids.append(pid)
+hung = wrong = 0
+deadline = time.monotonic() + bound
+for pid in pids:
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            wrong += os.waitstatus_to_exitcode(status) != 0
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            hung += 1
+            break
+        time.sleep(0.01)
+print(f"hung {hung} wrong {wrong}")
+"""
+
+
+def test_children_forked_during_the_first_scan_of_a_fresh_process_encode() -> None:
+    """The scanner's class tables are filled at module import (no ``pthread_once`` around a
+    first scan): a child forked while a thread fills them must not wait on it forever."""
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [sys.executable, "-c", _FIRST_SCAN, "16", str(_CHILD_TIMEOUT)],
+        capture_output=True,
+        text=True,
+        timeout=4 * _CHILD_TIMEOUT,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["hung", "0", "wrong", "0"]
+
+
+def test_no_compiled_module_guards_its_set_up_with_a_once() -> None:
+    """A ``pthread_once`` (or any lock) held by a thread when the process forks stays held in
+    the child: where the C library does not repair an interrupted once (glibc does, musl does
+    not), the child hangs. The compiled modules do their set-up at import instead."""
+    from pathlib import Path
+
+    for name in ("_encode", "_count", "_learn"):
+        module = load(name)
+        assert module is not None
+        assert module.__file__ is not None
+        assert b"pthread_once" not in Path(module.__file__).read_bytes(), name

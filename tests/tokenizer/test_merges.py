@@ -1,4 +1,4 @@
-"""The shared merge helpers, and the compiled heap merge against the plain all-occurrences rule."""
+"""The shared merge helpers, and the compiled merge against the plain one-join-at-a-time rule and HF."""
 
 from __future__ import annotations
 
@@ -12,19 +12,37 @@ from hypothesis import strategies as st
 
 from tokembed.tokenizer._native import load
 from tokembed.tokenizer.compiled import compiled_tables
-from tokembed.tokenizer.merges import NO_RANK, merges_ordered, replace_pair
+from tokembed.tokenizer.merges import NO_RANK, merges_ordered
 from tokembed.tokenizer.model import BPETables
 
 
 def _plain(ids: list[int], tables: BPETables) -> list[int]:
-    """The rule as stated: smallest-rank pair present, all its occurrences, repeat."""
+    """The rule as stated: join the leftmost pair of the smallest rank, once; repeat."""
     ranks = tables.pair_ranks
+    ids = list(ids)
     while True:
-        present = [ranks[p] for p in pairwise(ids) if p in ranks]
+        present = [(ranks[p], i) for i, p in enumerate(pairwise(ids)) if p in ranks]
         if not present:
             return ids
-        rank, result = min(present)
-        ids = replace_pair(ids, tables.merges[rank][:2], result)
+        (_, result), at = min(present)
+        ids[at : at + 2] = [result]
+
+
+def _hf(ids: list[int], tables: BPETables) -> list[int]:
+    """HF ``tokenizers``' BPE model with the same merges in rank order, on the same letters."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import BPE
+
+    vocab = {
+        tables.pieces[i].decode("ascii"): i
+        for i in (*range(97, 101), *(m[2] for m in tables.merges))
+    }
+    merges = [
+        (tables.pieces[a].decode("ascii"), tables.pieces[b].decode("ascii"))
+        for a, b, _ in tables.merges
+    ]
+    hf = Tokenizer(BPE(vocab=vocab, merges=merges))
+    return list(hf.encode(bytes(ids).decode("ascii")).ids) if ids else []
 
 
 def _heap(ids: list[int], tables: BPETables) -> list[int]:
@@ -57,13 +75,14 @@ def test_pinned_examples() -> None:
     assert NO_RANK > 10**15
 
 
-def test_unordered_table_finishes_a_step_before_a_lower_rank_pair() -> None:
-    # Rank 0 joins ab+a, a piece made only at rank 1: "abab" -> [ab, ab] by the rule,
-    # although merging the first "ab" alone would expose (ab, a) of rank 0.
+def test_an_unordered_table_joins_a_lower_rank_pair_as_soon_as_it_appears() -> None:
+    # Rank 0 joins ab+a, a piece made only at rank 1: joining the first "ab" of "abab"
+    # exposes (ab, a) of rank 0, which HF joins next: [aba, b], not [ab, ab].
     pieces = {i: bytes([i]) for i in range(256)} | {256: b"ab", 257: b"aba"}
     t = BPETables(pieces=pieces, merges=((256, 97, 257), (97, 98, 256)))
     assert not merges_ordered(t)
-    assert _heap([97, 98, 97, 98], t) == _plain([97, 98, 97, 98], t) == [256, 256]
+    assert _heap([97, 98, 97, 98], t) == _plain([97, 98, 97, 98], t) == [257, 98]
+    assert _hf([97, 98, 97, 98], t) == [257, 98]
     assert _heap([97, 98, 97], t) == [257]
 
 
@@ -92,15 +111,20 @@ def _tables_and_ids(draw: st.DrawFn) -> tuple[BPETables, list[int]]:
         ids_so_far.append(result)
     if draw(st.booleans()):
         merges = draw(st.permutations(merges))
-    text = draw(st.lists(st.sampled_from(alphabet), max_size=60))
+    text = draw(st.lists(st.sampled_from(alphabet), max_size=150))  # past 64: the heap path
     return BPETables(pieces=pieces, merges=tuple(merges)), text
 
 
 @settings(max_examples=400, deadline=None)
 @given(_tables_and_ids())
-def test_heap_merge_equals_the_plain_rule(case: tuple[BPETables, list[int]]) -> None:
+def test_compiled_merge_equals_the_plain_rule_and_hf(case: tuple[BPETables, list[int]]) -> None:
+    from tokembed.tokenizer.encode import encode_chunk_reference
+
     tables, ids = case
-    assert _heap(ids, tables) == _plain(ids, tables)
+    expected = _plain(ids, tables)
+    assert _heap(ids, tables) == expected
+    assert encode_chunk_reference(tables, bytes(ids)) == expected
+    assert _hf(ids, tables) == expected
 
 
 # --- limits (issue 25.7): every id is a 32-bit id, refused with a code beyond ------------

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from tokembed.errors import CheckpointError, UsageError
+from tokembed.files.os_errors import input_error
 
 if TYPE_CHECKING:
     import torch
@@ -206,6 +207,7 @@ def read_gguf_header(path: str | Path, *, strings: tuple[str, ...] = ()) -> GGUF
         CheckpointError MALFORMED_CHECKPOINT: not GGUF, an unknown version or value type,
             truncated (a tensor's bytes end past the file), overlapping tensors.
         UsageError INVALID_ARGUMENT: the ``gguf`` package is not installed.
+        UsageError FILE_NOT_FOUND, FILE_UNREADABLE, NAME_TOO_LONG: the OS refused the file.
     """
     p = Path(path)
     kept: dict[str, list[str]] = {key: [] for key in strings}
@@ -213,6 +215,8 @@ def read_gguf_header(path: str | Path, *, strings: tuple[str, ...] = ()) -> GGUF
         fields, infos, start = _parse(p, kept)
     except RecursionError:  # arrays nested deeper than any real file
         raise _bad(p, "arrays nested too deeply") from None
+    except OSError as exc:  # the OS refused the file: unreadable, a folder, a name too long
+        raise input_error(exc, p) from None
     tensors = {
         n: GGUFTensor(name=n, shape=shape, type_name=t, offset=start + o)
         for n, shape, t, o in infos

@@ -38,7 +38,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tokembed.artifacts.config import config_path, model_config_from_dict, read_config_data
+from tokembed.artifacts.config import model_config_from_dict, read_config_data
 from tokembed.errors import CheckpointError, EmbeddingError, UsageError
 
 if TYPE_CHECKING:
@@ -187,13 +187,16 @@ def instantiate_from_config(folder: str | os.PathLike[str]) -> nn.Module:
     that names none gets the causal-LM head, else the base model.
 
     Raises:
-        UsageError FILE_NOT_FOUND: no ``config.json``.
+        UsageError FILE_NOT_FOUND: no ``config.json``; FILE_UNREADABLE: the OS refused it.
+        EmbeddingError INVALID_CONFIG: the config is not a JSON object.
         UsageError INVALID_ARGUMENT: transformers does not know the architecture.
     """
     import torch
     import transformers
 
-    path = config_path(Path(folder))
+    # The one config reader first: an unreadable or malformed file is a coded refusal,
+    # never an error from inside transformers.
+    path, _ = read_config_data(Path(folder))
     config = transformers.AutoConfig.from_pretrained(str(path.parent))
     names = list(getattr(config, "architectures", None) or [])
     cls: Any = next((getattr(transformers, n) for n in names if hasattr(transformers, n)), None)

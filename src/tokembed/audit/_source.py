@@ -26,6 +26,7 @@ from tokembed.artifacts.config import (
 from tokembed.artifacts.recorded_hash import recorded_address_hash
 from tokembed.artifacts.safetensors_header import dtype_name, read_safetensors_header
 from tokembed.errors import UsageError
+from tokembed.files.os_errors import input_error
 
 __all__ = ["ModelFacts", "TensorInfo", "facts_of"]
 
@@ -246,18 +247,23 @@ def facts_of(model_or_dir: Any) -> ModelFacts:
 
     Raises:
         UsageError FILE_NOT_FOUND: no such path, or a folder with neither.
+        UsageError FILE_UNREADABLE: the OS refused to read or search it.
         EmbeddingError INVALID_CONFIG: a config without a usable ``vocab_size``.
     """
     if not isinstance(model_or_dir, str | os.PathLike):
         return _module_facts(model_or_dir)
     path = Path(model_or_dir)
-    if path.is_dir() and not (path / "config.json").is_file():
-        ggufs = sorted(path.glob("*.gguf"))
-        if len(ggufs) == 1:
-            path = ggufs[0]
-    if path.is_file() and path.suffix == ".gguf":
+    try:
+        if path.is_dir() and not (path / "config.json").is_file():
+            ggufs = sorted(path.glob("*.gguf"))
+            if len(ggufs) == 1:
+                path = ggufs[0]
+        is_gguf, exists = path.is_file() and path.suffix == ".gguf", path.exists()
+    except OSError as exc:  # a folder that may not be searched
+        raise input_error(exc, path) from None
+    if is_gguf:
         return _gguf_facts(path)
-    if not path.exists():
+    if not exists:
         raise UsageError(
             "FILE_NOT_FOUND",
             f"no such model: {path}",

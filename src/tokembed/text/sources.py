@@ -149,12 +149,22 @@ def _readable(path: Path) -> bool:
 
 
 def _walk(folder: Path) -> Iterator[Path]:
-    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
+    """The files under ``folder``, sorted; a folder that may not be listed or searched is
+    FILE_UNREADABLE (Path.iterdir and Path.is_dir raise PermissionError)."""
+    try:
+        entries = sorted(folder.iterdir(), key=lambda p: p.name)
+    except OSError as exc:
+        raise input_error(exc, folder) from None
+    for entry in entries:
         if entry.name.startswith("."):
             continue
-        if entry.is_dir():
+        try:
+            is_dir, is_file = entry.is_dir(), entry.is_file()
+        except OSError as exc:
+            raise input_error(exc, entry) from None
+        if is_dir:
             yield from _walk(entry)
-        elif entry.is_file():
+        elif is_file:
             yield entry
 
 
@@ -165,7 +175,8 @@ def expand_paths(paths_or_globs: Iterable[str | Path]) -> list[str]:
 
     Raises:
         UsageError(FILE_NOT_FOUND): an argument names nothing, or a glob matches no file.
-        UsageError(FILE_UNREADABLE): an argument is a socket or block device.
+        UsageError(FILE_UNREADABLE): an argument is a socket or block device, or a folder
+            that may not be listed.
     """
     out: list[str] = []
     for item in paths_or_globs:

@@ -1,11 +1,11 @@
 """Encoding text to ids: the one check every text passes first, and the reference encoder.
 
 Every encoder applies, inside every pre-tokenization chunk, byte-level BPE's rule: start
-from byte ids, repeatedly take the present pair with the smallest merge rank and replace
-its non-overlapping occurrences left to right, until no learned pair is present. Two
-implementations produce the ids: the compiled core (:class:`~.compiled.CompiledEncoder`)
-and the reference written out here, :func:`encode_chunk_reference` (a full pass per merge,
-as the rule reads). :class:`ReferenceEncoder` is that reference behind a plain dict of
+from byte ids, repeatedly join the leftmost present pair with the smallest merge rank,
+one join at a time, until no learned pair is present (HF's BPE; tiktoken's rule on rank
+files). Two implementations produce the ids: the compiled core
+(:class:`~.compiled.CompiledEncoder`) and the reference written out here,
+:func:`encode_chunk_reference` (the same rule over a heap of pairs). :class:`ReferenceEncoder` is that reference behind a plain dict of
 chunk → ids (natural text repeats its chunks: RusLit-40 has ~8M chunks but ~217k distinct
 ones); it is the encoder wherever the compiled core is not built or
 ``TOKEMBED_PURE_PYTHON=1`` asks for the reference.
@@ -27,10 +27,11 @@ Example::
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections.abc import Iterable, Sequence
 from functools import cache
-from itertools import pairwise, repeat
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -38,7 +39,7 @@ import numpy as np
 from tokembed.errors import TokenizerError
 from tokembed.tokenizer._native import load
 from tokembed.tokenizer._utf8 import lone_surrogate_error
-from tokembed.tokenizer.merges import NO_RANK, replace_pair
+from tokembed.tokenizer.merges import NO_RANK
 from tokembed.tokenizer.model import BPETables
 from tokembed.tokenizer.pretokenize import Pretokenizer
 
@@ -247,14 +248,41 @@ def encode_chunk_reference(tables: BPETables, data: bytes) -> list[int]:
             value=offset,
             fix="remove that byte, or use a vocabulary with all 256 bytes",
         )
-    ranks = tables.pair_ranks
-    while len(ids) > 1:
-        # (rank, result) of every adjacent pair; _NONE for pairs that are not merges.
-        rank, result = min(map(ranks.get, pairwise(ids), repeat(_NONE)))
-        if result < 0:
-            break
-        ids = replace_pair(ids, tables.merges[rank][:2], result)
-    return ids
+    return _join_leftmost_lowest(ids, tables.pair_ranks)
+
+
+def _join_leftmost_lowest(
+    ids: list[int], ranks: dict[tuple[int, int], tuple[int, int]]
+) -> list[int]:
+    """Join, one at a time, the leftmost adjacent pair of the lowest merge rank, until none is left.
+
+    That is HF's BPE and tiktoken's rule. (Joining every occurrence of a pair at once
+    differs where a piece ranks below one of its parts: "aaaa" with aaa < aa gives aaa + a,
+    not aa + aa.) A heap of (rank, position) keeps long chunks (a run of 10^5 spaces)
+    at O(n log n); entries whose pair has changed since they were pushed are skipped.
+    """
+    n = len(ids)
+    nxt = list(range(1, n + 1))
+    prv = list(range(-1, n - 1))
+    live = list(ids)
+    heap = [(ranks[p][0], i) for i, p in enumerate(pairwise(ids)) if p in ranks]
+    heapq.heapify(heap)
+    while heap:
+        rank, i = heapq.heappop(heap)
+        j = nxt[i]
+        if live[i] < 0 or j >= n or ranks.get((live[i], live[j]), _NONE)[0] != rank:
+            continue  # stale: position i was joined into its left neighbour, or changed
+        live[i] = ranks[live[i], live[j]][1]
+        live[j] = -1
+        nxt[i] = nxt[j]
+        if nxt[i] < n:
+            prv[nxt[i]] = i
+        for left in (prv[i], i):
+            if left >= 0 and nxt[left] < n:
+                pair = (live[left], live[nxt[left]])
+                if pair in ranks:
+                    heapq.heappush(heap, (ranks[pair][0], left))
+    return [x for x in live if x >= 0]
 
 
 def encode_ordinary_reference(

@@ -382,3 +382,69 @@ def test_crafted_rank_orders_give_tiktokens_ids_on_every_path(
             assert tok.encode_ordinary_reference(text) == want  # derived merges
             assert tok.encode_ordinary(text) == want
             assert tables_to_ranks(tok.tables) == ranks  # the tiktoken export round-trips
+            # The merges every path used came from the compiled deriver: the reference's.
+            assert tok.tables.merges == _reference_merges(ranks)
+
+
+def _compiled_deriver() -> None:
+    """Fail under CI when the compiled deriver is missing (the build must have made it)."""
+    from tokembed.tokenizer._native import load
+
+    if load("_learn") is None:
+        reason = "the compiled deriver _native/_learn is not built (or TOKEMBED_PURE_PYTHON is set)"
+        if os.environ.get("CI") == "true" and not os.environ.get("TOKEMBED_PURE_PYTHON"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+def _reference_merges(ranks: dict[bytes, int]) -> tuple[tuple[int, int, int], ...]:
+    """The merges of the pure-Python reference (``lowest_rank_split`` for every piece)."""
+    with mock.patch.dict(os.environ, {"TOKEMBED_PURE_PYTHON": "1"}):
+        return ranks_to_tables(ranks).merges
+
+
+def _bytes_and(pieces: list[bytes]) -> dict[bytes, int]:
+    ranks = {bytes([b]): b for b in range(256)}
+    for piece in pieces:
+        ranks.setdefault(piece, len(ranks))
+    return ranks
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", TIKTOKEN_NAMES)
+def test_compiled_derivation_equals_the_reference_on_real_files(name: str) -> None:
+    _compiled_deriver()
+    ranks = parse_ranks(Path(tokenizer_path(name)).read_bytes())
+    assert ranks_to_tables(ranks).merges == _reference_merges(ranks)
+
+
+_LONG_WORDS = st.lists(st.text("ab", min_size=2, max_size=90), min_size=1, max_size=6)
+
+
+@settings(max_examples=150, deadline=None)
+@given(words=_LONG_WORDS, order=st.randoms(use_true_random=False))
+def test_compiled_derivation_equals_the_reference_on_shuffled_long_pieces(
+    words: list[str], order: random.Random
+) -> None:
+    # Long prefixes of few letters in any rank order: parts longer than the compiled
+    # deriver's memo threshold (32 bytes), pieces below their parts, unreachable pieces.
+    _compiled_deriver()
+    pieces = sorted({w[:k].encode() for w in words for k in range(2, len(w) + 1)})
+    order.shuffle(pieces)
+    ranks = _bytes_and(pieces)
+    assert ranks_to_tables(ranks).merges == _reference_merges(ranks)
+
+
+def test_a_chain_of_ever_longer_pieces_derives_in_about_its_size() -> None:
+    """``a^2 .. a^1000`` (a 675 KB rank file): the rescanning reference takes seconds (the
+    cube of the longest piece); the compiled heap replay a fraction of one."""
+    import time
+
+    _compiled_deriver()
+    ranks = _bytes_and([b"a" * k for k in range(2, 1001)])
+    started = time.perf_counter()
+    merges = ranks_to_tables(ranks).merges
+    assert time.perf_counter() - started < 2.0
+    assert len(merges) == 999
+    short = _bytes_and([b"a" * k for k in range(2, 201)])
+    assert ranks_to_tables(short).merges == _reference_merges(short)

@@ -206,6 +206,7 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__count(void) {
+    tk_scan_init(); /* eagerly, before any thread can scan: nothing to inherit locked at fork */
     if (PyType_Ready(&CounterType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;

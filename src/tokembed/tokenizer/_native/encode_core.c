@@ -209,7 +209,6 @@ int tk_tables_has_byte(const tk_tables *t, int byte) { return t->byte_id[byte] !
  * the parent may have been mid-update), so the child starts from an empty cache. */
 static unsigned tk_fork_gen;                                    /* read with __atomic */
 static pthread_mutex_t tk_repair_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t tk_atfork_once = PTHREAD_ONCE_INIT;
 static unsigned long long tk_fork_repairs; /* objects repaired in this process (tests) */
 
 static void tk_after_fork_child(void) {
@@ -217,12 +216,9 @@ static void tk_after_fork_child(void) {
     pthread_mutex_init(&tk_repair_lock, NULL); /* a thread of the parent may have held it */
 }
 
-static void tk_install_atfork(void) { pthread_atfork(NULL, NULL, tk_after_fork_child); }
+void tk_encode_init(void) { pthread_atfork(NULL, NULL, tk_after_fork_child); }
 
-static unsigned tk_generation(void) {
-    pthread_once(&tk_atfork_once, tk_install_atfork);
-    return __atomic_load_n(&tk_fork_gen, __ATOMIC_ACQUIRE);
-}
+static unsigned tk_generation(void) { return __atomic_load_n(&tk_fork_gen, __ATOMIC_ACQUIRE); }
 
 unsigned long long tk_fork_repair_count(void) {
     return __atomic_load_n(&tk_fork_repairs, __ATOMIC_ACQUIRE);

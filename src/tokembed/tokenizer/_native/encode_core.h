@@ -60,6 +60,10 @@ size_t tk_encoder_cache_size(const tk_encoder *e);
 uint64_t tk_encoder_cache_clears(const tk_encoder *e);
 void tk_encoder_clear_cache(tk_encoder *e);
 
+/* Install the fork handler that lets a forked child repair encoders' and caches' locks. Call
+   it once, from the module's init, before any encoder exists (no once guards it). */
+void tk_encode_init(void);
+
 /* Encoders and shared caches whose locks were made new in this forked process (tests). */
 unsigned long long tk_fork_repair_count(void);
 #endif

@@ -23,8 +23,6 @@ typedef struct {
     int32_t *nxt, *prv;
     uint64_t *heap;
     size_t cap, heap_cap, heap_len;
-    uint32_t *made;
-    size_t made_cap;
 } tk_scratch;
 
 static void tk_scratch_free(tk_scratch *s) {
@@ -35,7 +33,6 @@ static void tk_scratch_free(tk_scratch *s) {
     free(s->nxt);
     free(s->prv);
     free(s->heap);
-    free(s->made);
     memset(s, 0, sizeof(*s));
 }
 
@@ -102,18 +99,6 @@ static uint64_t tk_heap_pop(tk_scratch *s) {
     return top;
 }
 
-static int tk_made_push(tk_scratch *s, size_t *len, uint32_t v) {
-    if (*len == s->made_cap) {
-        size_t c = s->made_cap ? 2 * s->made_cap : 256;
-        void *p = realloc(s->made, c * sizeof(uint32_t));
-        if (!p) return -1;
-        s->made = p;
-        s->made_cap = c;
-    }
-    s->made[(*len)++] = v;
-    return 0;
-}
-
 /* ---- explicit merges ------------------------------------------------------------ */
 static inline void tk_pair_lookup(const tk_pair_map *pairs, uint32_t l, uint32_t r,
                                   uint32_t *rank, uint32_t *res) {
@@ -123,11 +108,8 @@ static inline void tk_pair_lookup(const tk_pair_map *pairs, uint32_t l, uint32_t
 }
 
 /* s->ids[0..n) in, the merged ids out in s->ids; returns their count.
- * A step takes the leftmost pair of the smallest rank, then every later
- * occurrence of that pair left to right (the reference's non-overlapping scan);
- * each merge looks up only the two pairs it creates. A created pair is never the
- * step's own pair (a result's bytes are longer than either part), so the search
- * for the next occurrence cannot pick one up. */
+ * Each step joins the leftmost pair of the smallest rank and looks up only the two
+ * pairs it creates. */
 static size_t tk_merge_small(const tk_pair_map *pairs, tk_scratch *s, size_t n) {
     uint32_t *ids = s->ids, *rank = s->rank, *res = s->res;
     for (size_t i = 0; i + 1 < n; i++) tk_pair_lookup(pairs, ids[i], ids[i + 1], &rank[i], &res[i]);
@@ -137,30 +119,24 @@ static size_t tk_merge_small(const tk_pair_map *pairs, tk_scratch *s, size_t n) 
         for (size_t k = 1; k + 1 < n; k++)
             if (rank[k] < br) br = rank[k], i = k;
         if (br == TK_NO_RANK) break;
+        /* one join at the leftmost lowest rank, then the minimum is found again (HF's and
+         * tiktoken's order; see encode_chunk_reference) */
         uint32_t out = res[i];
-        for (;;) {
-            ids[i] = out;
-            memmove(&ids[i + 1], &ids[i + 2], (n - i - 2) * sizeof(uint32_t));
-            if (i + 2 < n) {
-                memmove(&rank[i + 1], &rank[i + 2], (n - i - 3) * sizeof(uint32_t));
-                memmove(&res[i + 1], &res[i + 2], (n - i - 3) * sizeof(uint32_t));
-            }
-            n--;
-            if (i > 0) tk_pair_lookup(pairs, ids[i - 1], out, &rank[i - 1], &res[i - 1]);
-            if (i + 1 < n) tk_pair_lookup(pairs, out, ids[i + 1], &rank[i], &res[i]);
-            size_t j = i + 1;
-            while (j + 1 < n && rank[j] != br) j++;
-            if (j + 1 >= n) break;
-            i = j;
+        ids[i] = out;
+        memmove(&ids[i + 1], &ids[i + 2], (n - i - 2) * sizeof(uint32_t));
+        if (i + 2 < n) {
+            memmove(&rank[i + 1], &rank[i + 2], (n - i - 3) * sizeof(uint32_t));
+            memmove(&res[i + 1], &res[i + 2], (n - i - 3) * sizeof(uint32_t));
         }
+        n--;
+        if (i > 0) tk_pair_lookup(pairs, ids[i - 1], out, &rank[i - 1], &res[i - 1]);
+        if (i + 1 < n) tk_pair_lookup(pairs, out, ids[i + 1], &rank[i], &res[i]);
     }
     return n;
 }
 
-/* The heap form; all positions of the smallest rank are taken in position order
- * (the reference's left-to-right scan), and the pairs they create are pushed
- * only after the step: in a table whose merges are not in dependency order a
- * created pair may rank lower and must wait, as in the reference. */
+/* The heap form of the same order: one join at a time, the lowest rank first and the
+ * leftmost position among equal ranks, each join's new pairs pushed at once. */
 static int tk_merge_heap(const tk_pair_map *pairs, const uint32_t *merge_lr, tk_scratch *s,
                          size_t n, size_t *out_n) {
     uint32_t *ids = s->ids;
@@ -175,33 +151,28 @@ static int tk_merge_heap(const tk_pair_map *pairs, const uint32_t *merge_lr, tk_
         if (slot && tk_heap_push(s, ((uint64_t)slot->rank << 32) | i) < 0) return -1;
     }
     while (s->heap_len) {
-        uint32_t rank = (uint32_t)(s->heap[0] >> 32);
+        /* the leftmost pair of the lowest rank (ties by position: ids never move left),
+         * joined; the pairs it makes are pushed at once and may be the next to join */
+        uint64_t top = tk_heap_pop(s);
+        uint32_t rank = (uint32_t)(top >> 32);
+        int32_t i = (int32_t)(uint32_t)top;
         uint32_t L = merge_lr[3 * (size_t)rank], R = merge_lr[3 * (size_t)rank + 1];
         uint32_t out = merge_lr[3 * (size_t)rank + 2];
-        size_t made = 0;
-        while (s->heap_len && (uint32_t)(s->heap[0] >> 32) == rank) {
-            int32_t i = (int32_t)(uint32_t)tk_heap_pop(s);
-            int32_t j = nxt[i];
-            if (ids[i] != L || j < 0 || ids[j] != R) continue; /* stale */
-            ids[i] = out;
-            ids[j] = UINT32_MAX;
-            int32_t k = nxt[j];
-            nxt[i] = k;
-            if (k >= 0) prv[k] = i;
-            if (tk_made_push(s, &made, (uint32_t)i) < 0) return -1;
-        }
-        for (size_t m = 0; m < made; m++) {
-            int32_t i = (int32_t)s->made[m];
-            if (ids[i] != out) continue; /* consumed by a later merge of this step */
-            int32_t p = prv[i], k = nxt[i];
-            const tk_pair_slot *slot;
-            if (p >= 0 && (slot = tk_pair_map_get(pairs, ids[p], out)) &&
-                tk_heap_push(s, ((uint64_t)slot->rank << 32) | (uint32_t)p) < 0)
-                return -1;
-            if (k >= 0 && (slot = tk_pair_map_get(pairs, out, ids[k])) &&
-                tk_heap_push(s, ((uint64_t)slot->rank << 32) | (uint32_t)i) < 0)
-                return -1;
-        }
+        int32_t j = nxt[i];
+        if (ids[i] != L || j < 0 || ids[j] != R) continue; /* stale */
+        ids[i] = out;
+        ids[j] = UINT32_MAX;
+        int32_t k = nxt[j];
+        nxt[i] = k;
+        if (k >= 0) prv[k] = i;
+        int32_t p = prv[i];
+        const tk_pair_slot *slot;
+        if (p >= 0 && (slot = tk_pair_map_get(pairs, ids[p], out)) &&
+            tk_heap_push(s, ((uint64_t)slot->rank << 32) | (uint32_t)p) < 0)
+            return -1;
+        if (k >= 0 && (slot = tk_pair_map_get(pairs, out, ids[k])) &&
+            tk_heap_push(s, ((uint64_t)slot->rank << 32) | (uint32_t)i) < 0)
+            return -1;
     }
     size_t w = 0;
     for (int32_t i = 0; i >= 0; i = nxt[i]) ids[w++] = ids[i];

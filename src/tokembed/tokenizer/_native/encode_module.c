@@ -17,6 +17,7 @@
 #include <Python.h>
 
 #include "encode_core.h"
+#include "scan.h"
 
 static PyObject *MissingByte;
 
@@ -670,6 +671,10 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__encode(void) {
+    /* Eagerly, under the import lock and before any thread can encode: no once or lock of
+       the scanner's tables or the fork handler can then be held when the process forks. */
+    tk_scan_init();
+    tk_encode_init();
     if (PyType_Ready(&TablesType) < 0 || PyType_Ready(&EncoderType) < 0 ||
         PyType_Ready(&SharedCacheType) < 0)
         return NULL;

@@ -1,11 +1,13 @@
-/* tokembed.tokenizer._native._learn: the Python binding of learn_core (buffers in, pairs out;
-   the GIL is released while merges are learned). */
+/* tokembed.tokenizer._native._learn: the Python binding of learn_core (merges learned from a
+   chunk table) and ranks_core (merges derived from a rank file): buffers in, pairs out, the GIL
+   released while the cores work. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include <string.h>
 
 #include "learn_core.h"
+#include "ranks_core.h"
 
 static int int_view(PyObject *obj, Py_buffer *view, const char *name, Py_ssize_t size) {
     if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
@@ -211,15 +213,73 @@ PyDoc_STRVAR(learn_doc,
              "spells pieces[j] bytes, and pair k makes id len(pieces) + k. Raises ValueError/TypeError for a malformed table, OverflowError when\n"
              "counts could overflow int64, MemoryError, or what progress raises.");
 
+static PyObject *rank_splits(PyObject *self, PyObject *args) {
+    PyObject *data_obj, *off_obj;
+    if (!PyArg_ParseTuple(args, "OO:rank_splits", &data_obj, &off_obj)) return NULL;
+    Py_buffer data, off;
+    if (PyObject_GetBuffer(data_obj, &data, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (int64_view(off_obj, &off, "offsets") < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    PyObject *result = NULL, *left = NULL, *right = NULL;
+    int64_t n = off.len / 8 - 1;
+    const int64_t *offsets = off.buf;
+    if (n < 0 || offsets[0] != 0 || offsets[n] != data.len) {
+        PyErr_SetString(PyExc_ValueError, "offsets must run from 0 to len(data)");
+        goto done;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        if (offsets[i + 1] <= offsets[i]) {
+            PyErr_Format(PyExc_ValueError, "piece %lld is empty or its offsets decrease",
+                         (long long)i);
+            goto done;
+        }
+    }
+    left = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * 8));
+    right = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * 8));
+    if (!left || !right) goto done;
+    int status;
+    int64_t *l = (int64_t *)PyBytes_AS_STRING(left), *r = (int64_t *)PyBytes_AS_STRING(right);
+    Py_BEGIN_ALLOW_THREADS
+    status = tk_rank_splits(data.buf, offsets, n, l, r);
+    Py_END_ALLOW_THREADS
+    if (status == TK_RANKS_NO_MEMORY) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (status == TK_RANKS_TOO_LONG) {
+        PyErr_SetString(PyExc_OverflowError, "a piece of 2**32 bytes or more, or 2**32 pieces");
+        goto done;
+    }
+    result = PyTuple_Pack(2, left, right);
+done:
+    Py_XDECREF(left);
+    Py_XDECREF(right);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&off);
+    return result;
+}
+
+PyDoc_STRVAR(rank_splits_doc,
+             "rank_splits(data, offsets) -> (left, right)\n\n"
+             "Piece i is data[offsets[i]:offsets[i + 1]] (offsets an int64 buffer; pieces distinct,\n"
+             "non-empty and in rank order). For each piece, the indices of the two pieces tiktoken's\n"
+             "joining leaves in its bytes when every other piece takes part: left and right are bytes\n"
+             "of native int64, -1 for single bytes and for pieces where more than two parts remain.\n"
+             "Raises ValueError for bad offsets, OverflowError past 2**32, MemoryError.");
+
 static PyMethodDef methods[] = {
     {"learn", (PyCFunction)(void (*)(void))learn, METH_VARARGS | METH_KEYWORDS, learn_doc},
+    {"rank_splits", rank_splits, METH_VARARGS, rank_splits_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_learn",
-    .m_doc = "Compiled BPE merge learning (the twin of train_reference.learn_merges_reference).",
+    .m_doc = "Compiled BPE merge learning (the twin of train_reference.learn_merges_reference) and\n"
+             "merge derivation from rank files (the twin of formats.ranks.lowest_rank_split).",
     .m_size = -1,
     .m_methods = methods,
 };

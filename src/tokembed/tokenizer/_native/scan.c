@@ -12,7 +12,6 @@
    Class bits come from the generated scan_classes.h (one table per dialect). */
 #include "scan.h"
 
-#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -21,27 +20,28 @@
 #define TK_NCODE 0x110000u
 #define TK_LNS (TK_CL | TK_CN | TK_CS)
 
+/* Filled once by tk_scan_init at module import, never written after: no lock or once guards
+ * them, so nothing a thread holds while scanning can be inherited locked by a forked child. */
 static uint8_t tk_class_tiktoken[TK_NCODE];
 static uint8_t tk_class_huggingface[TK_NCODE];
-static pthread_once_t tk_once_tiktoken = PTHREAD_ONCE_INIT;
-static pthread_once_t tk_once_huggingface = PTHREAD_ONCE_INIT;
+static const uint8_t *tk_classes_huggingface = tk_class_huggingface;
 
 static void fill(uint8_t *table, const uint32_t (*runs)[3], size_t nruns) {
     for (size_t r = 0; r < nruns; r++)
         for (uint32_t c = runs[r][0]; c <= runs[r][1]; c++) table[c] = (uint8_t)runs[r][2];
 }
-static void init_tiktoken(void) { fill(tk_class_tiktoken, tk_runs_tiktoken, TK_NRUNS_TIKTOKEN); }
-static void init_huggingface(void) {
-    fill(tk_class_huggingface, tk_runs_huggingface, TK_NRUNS_HUGGINGFACE);
+
+void tk_scan_init(void) {
+    fill(tk_class_tiktoken, tk_runs_tiktoken, TK_NRUNS_TIKTOKEN);
+    /* The generator names one table for both dialects when their classes agree. */
+    if ((const void *)tk_runs_huggingface == (const void *)tk_runs_tiktoken)
+        tk_classes_huggingface = tk_class_tiktoken;
+    else
+        fill(tk_class_huggingface, tk_runs_huggingface, TK_NRUNS_HUGGINGFACE);
 }
 
 static const uint8_t *classes(int dialect) {
-    if (dialect == TK_DIALECT_HUGGINGFACE) {
-        pthread_once(&tk_once_huggingface, init_huggingface);
-        return tk_class_huggingface;
-    }
-    pthread_once(&tk_once_tiktoken, init_tiktoken);
-    return tk_class_tiktoken;
+    return dialect == TK_DIALECT_HUGGINGFACE ? tk_classes_huggingface : tk_class_tiktoken;
 }
 
 typedef struct {

@@ -13,6 +13,11 @@
 /* TK_PRESET_* (a pattern's position in tokembed.tokenizer.patterns.SCANNED) and TK_DIALECT_*. */
 #include "scan_presets.h"
 
+/* Fill the character-class tables. Call it once, from the extension's module init (under the
+   import lock, before any of the module's code can scan, so no thread is ever inside it when
+   the process forks); every other function here only reads the tables. */
+void tk_scan_init(void);
+
 /* Split valid UTF-8 text[0:n) into the preset's pieces as the dialect reads them; call
    emit(ctx, start, end) with byte offsets for each piece, in order (pieces tile the text).
    Returns 0, or the first non-zero value emit returned (to stop early). */

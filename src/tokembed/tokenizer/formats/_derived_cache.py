@@ -1,8 +1,9 @@
 """A user cache of merge lists derived from rank files, keyed by the file's SHA-256.
 
 Deriving explicit merges from tiktoken ranks replays tiktoken's joining inside
-every piece (seconds for o200k's 200k ranks). The result depends only on the
-file's bytes, so it is stored once per digest under the cache folder
+every piece (under a second for o200k's 200k ranks compiled, seconds in the
+reference). The result depends only on the file's bytes, so it is stored once per
+digest under the cache folder
 (``$TOKEMBED_CACHE_DIR``, else ``$XDG_CACHE_HOME/tokembed``, else
 ``~/.cache/tokembed``) in ``rank-merges/<sha256>.merges``: a header line with the
 format, the count and the SHA-256 of the payload, then the merges as
@@ -31,6 +32,7 @@ from tokembed.files.atomic import write_bytes_atomic
 __all__ = ["cache_folder", "cached_merges"]
 
 # v2: pieces ranked below one of their parts get their merge (v1 lists dropped them).
+# The compiled deriver gives the reference's lists merge for merge, so it kept v2.
 _MAGIC = b"tokembed-rank-merges-v2"
 Merges = tuple[tuple[int, int, int], ...]
 

@@ -4,15 +4,21 @@ A ``.tiktoken`` file lists ``base64(piece) rank`` per line. tiktoken encodes by
 repeatedly joining the adjacent pair whose *concatenation* has the lowest rank;
 :class:`~tokembed.tokenizer.model.BPETables` instead stores explicit merges
 ``(left, right, result)``. :func:`ranks_to_tables` finds, for every multi-byte
-piece in rank order, the two parts that tiktoken's own procedure leaves when
-only lower ranks may be used (the method of Hugging Face's tiktoken converter).
-Encoding with those merges equals tiktoken's encoding: inside the span of any
-piece, merges happen in the same order as when the piece is encoded alone, so
-the last join before the piece appears is always that split.
+piece, the two parts that tiktoken's own procedure leaves in it when every rank
+but the piece's own takes part (:func:`lowest_rank_split`). Encoding with those
+merges equals tiktoken's encoding: inside the span of any piece, merges happen in
+the same order as when the piece is encoded alone, so the last join before the
+piece appears is always that split.
 
-A piece whose lower-rank encoding does not end in two parts can never be
-produced by tiktoken; it is kept as a piece without a merge (none of the four
-real files in ``shared/data/tokenizers`` has one).
+A piece whose joining does not end in two parts can never be produced by
+tiktoken; it is kept as a piece without a merge (none of the four real files in
+``shared/data/tokenizers`` has one).
+
+Replaying the joining by rescanning every pair costs O(n^2) for a piece of n
+bytes, which a crafted file of ever longer pieces turns into the cube of its
+longest piece; the compiled deriver (``_native/ranks_core.c``) keeps the candidate
+pairs in a heap instead (O(n log n)), so a file costs about its size. It gives the
+same merges as :func:`lowest_rank_split`, the reference it is tested against.
 
 Example::
 
@@ -28,6 +34,7 @@ import binascii
 from collections.abc import Mapping
 
 from tokembed.errors import FormatError
+from tokembed.tokenizer._native import load
 from tokembed.tokenizer.formats._build import require_distinct_pieces
 from tokembed.tokenizer.model import BPETables
 
@@ -138,15 +145,9 @@ def lowest_rank_split(ranks: Mapping[bytes, int], piece: bytes) -> tuple[bytes, 
     return parts[0], parts[1]
 
 
-def ranks_to_tables(
-    ranks: Mapping[bytes, int], *, specials: Mapping[str, int] | None = None
-) -> BPETables:
-    """Explicit-merge tables that encode exactly like tiktoken with ``ranks``; ids = ranks.
-
-    Raises:
-        TokenizerError(SPECIAL_TOKEN_CONFLICT): a special id is also a rank.
-    """
-    pieces = {rank: piece for piece, rank in ranks.items()}
+def _reference_merges(
+    ranks: Mapping[bytes, int], pieces: Mapping[int, bytes]
+) -> list[tuple[int, int, int]]:
     merges: list[tuple[int, int, int]] = []
     for rank in sorted(pieces):
         piece = pieces[rank]
@@ -155,6 +156,52 @@ def ranks_to_tables(
         split = lowest_rank_split(ranks, piece)
         if split is not None:
             merges.append((ranks[split[0]], ranks[split[1]], rank))
+    return merges
+
+
+def _compiled_merges(pieces: Mapping[int, bytes]) -> list[tuple[int, int, int]] | None:
+    """The merges of ``pieces`` (rank -> bytes) from the compiled twin of
+    :func:`lowest_rank_split` (``_native/ranks_core.c``, a heap per piece), or None where
+    it is not built or a byte has no rank (the reference then fails as it always did)."""
+    native = load("_learn")
+    if native is None or sum(len(p) == 1 for p in pieces.values()) != 256:
+        return None
+    import numpy as np
+
+    order = sorted(pieces)
+    chunks = [pieces[r] for r in order]
+    offsets = np.zeros(len(order) + 1, dtype=np.int64)
+    np.cumsum([len(c) for c in chunks], out=offsets[1:])
+    left, right = native.rank_splits(b"".join(chunks), offsets)
+    lefts, rights = np.frombuffer(left, dtype=np.int64), np.frombuffer(right, dtype=np.int64)
+    keep = np.flatnonzero(lefts >= 0)
+    rank_of = np.asarray(order, dtype=np.int64)
+    return list(
+        zip(
+            rank_of[lefts[keep]].tolist(),
+            rank_of[rights[keep]].tolist(),
+            rank_of[keep].tolist(),
+            strict=True,
+        )
+    )
+
+
+def ranks_to_tables(
+    ranks: Mapping[bytes, int], *, specials: Mapping[str, int] | None = None
+) -> BPETables:
+    """Explicit-merge tables that encode exactly like tiktoken with ``ranks``; ids = ranks.
+
+    The splits come from the compiled deriver where it is built (O(n log n) for a piece
+    of n bytes), else from :func:`lowest_rank_split` run for every piece (the reference
+    twin: the same splits, O(n^2) per piece).
+
+    Raises:
+        TokenizerError(SPECIAL_TOKEN_CONFLICT): a special id is also a rank.
+    """
+    pieces = {rank: piece for piece, rank in ranks.items()}
+    merges = _compiled_merges(pieces)
+    if merges is None:
+        merges = _reference_merges(ranks, pieces)
     return BPETables(pieces=pieces, merges=tuple(merges), specials=dict(specials or {}))
 
 

@@ -17,7 +17,7 @@ Anything else is refused rather than guessed.
 A rank file means tiktoken's rule: join the adjacent pair whose concatenated bytes
 have the lowest rank. When the compiled encoder is built, loading parses the file
 in C and encodes with that rule directly; the explicit merge list
-(:func:`~.ranks.ranks_to_tables`, seconds for 200k ranks) is derived only when
+(:func:`~.ranks.ranks_to_tables`, under a second for 200k ranks) is derived only when
 something needs the tables (decoding, export, the address hash, ...), and then
 kept in a user cache folder keyed by the file's SHA-256 (:mod:`._derived_cache`),
 so a later process reads it back instead of deriving it again.
