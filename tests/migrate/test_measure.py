@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from conftest import rounding_bound
 from _fixtures import llama
 
 from tokembed.errors import CheckpointError, UsageError
@@ -70,7 +71,11 @@ def test_permutation_without_new_rows_changes_nothing() -> None:
     perm = (3, 0, 5, 1, 4, 2)
     rows = RowMap(old_rows=6, new_rows=6, source=perm)
     report = probability_shift(z, z[:, list(perm)], rows)
-    assert (report.max_kl, report.mean_new_mass, report.max_old_prob_change) == (0.0, 0.0, 0.0)
+    assert report.mean_new_mass == 0.0
+    # Permuted columns are summed in another order by log-softmax: equal up to rounding.
+    bound = rounding_bound(torch.float64, terms=6, magnitude=float(z.abs().max()) + 1)
+    assert 0.0 <= report.max_kl <= bound
+    assert report.max_old_prob_change <= bound
 
 
 def test_migrated_llama_keeps_old_logits_and_the_bound() -> None:

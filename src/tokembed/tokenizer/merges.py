@@ -1,11 +1,14 @@
 """Applying merges to a sequence of ids: the helpers the reference trainer and encoder share.
 
 A merge ``(left, right, result)`` of rank ``k`` replaces adjacent ``left, right``
-by ``result``. The BPE rule used everywhere in tokembed: while any adjacent pair
-is a merge, take the pair of smallest rank and replace its non-overlapping
-occurrences, left to right. This module holds that rule once:
+by ``result``. Training applies a newly learned merge to every non-overlapping
+occurrence, left to right; encoding joins one pair at a time, the leftmost of the
+smallest rank (:func:`tokembed.tokenizer.encode.encode_chunk_reference`), which gives
+the same ids for every list in which a merge's parts rank below it (trained lists,
+real rank files). The helpers:
 
-* :func:`replace_pair` — one step on a list;
+* :func:`replace_pair` — one training step on a list;
+* :func:`compiled_rank_merges` — a rank file's merge list from the compiled deriver;
 * :func:`merges_ordered` — whether every merge only joins bytes or earlier results,
   which is when merges fire in rank order and a prefix of the list is a tokenizer.
 
@@ -17,9 +20,12 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from tokembed.tokenizer._native import load
 from tokembed.tokenizer.model import BPETables
 
-__all__ = ["NO_RANK", "merges_ordered", "replace_pair"]
+__all__ = ["NO_RANK", "compiled_rank_merges", "merges_ordered", "replace_pair"]
 
 NO_RANK = 1 << 62  # larger than any merge rank: "this pair is not a merge"
 
@@ -52,4 +58,31 @@ def merges_ordered(tables: BPETables) -> bool:
     return all(
         made_at.get(left, -1) < k and made_at.get(right, -1) < k
         for k, (left, right, _) in enumerate(tables.merges)
+    )
+
+
+def compiled_rank_merges(pieces: Mapping[int, bytes]) -> list[tuple[int, int, int]] | None:
+    """The merges of ``pieces`` (rank -> bytes) from the compiled twin of
+    :func:`tokembed.tokenizer.formats.ranks.lowest_rank_split` (``_native/ranks_core.c``, a heap per piece), or None where
+    it is not built or a byte has no rank (the reference then fails as it always did)."""
+    native = load("_learn")
+    if native is None or sum(len(p) == 1 for p in pieces.values()) != 256:
+        return None
+    import numpy as np
+
+    order = sorted(pieces)
+    chunks = [pieces[r] for r in order]
+    offsets = np.zeros(len(order) + 1, dtype=np.int64)
+    np.cumsum([len(c) for c in chunks], out=offsets[1:])
+    left, right = native.rank_splits(b"".join(chunks), offsets)
+    lefts, rights = np.frombuffer(left, dtype=np.int64), np.frombuffer(right, dtype=np.int64)
+    keep = np.flatnonzero(lefts >= 0)
+    rank_of = np.asarray(order, dtype=np.int64)
+    return list(
+        zip(
+            rank_of[lefts[keep]].tolist(),
+            rank_of[rights[keep]].tolist(),
+            rank_of[keep].tolist(),
+            strict=True,
+        )
     )

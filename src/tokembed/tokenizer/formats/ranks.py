@@ -34,8 +34,8 @@ import binascii
 from collections.abc import Mapping
 
 from tokembed.errors import FormatError
-from tokembed.tokenizer._native import load
 from tokembed.tokenizer.formats._build import require_distinct_pieces
+from tokembed.tokenizer.merges import compiled_rank_merges
 from tokembed.tokenizer.model import BPETables
 
 # tiktoken's core keeps ranks as u32.
@@ -159,33 +159,6 @@ def _reference_merges(
     return merges
 
 
-def _compiled_merges(pieces: Mapping[int, bytes]) -> list[tuple[int, int, int]] | None:
-    """The merges of ``pieces`` (rank -> bytes) from the compiled twin of
-    :func:`lowest_rank_split` (``_native/ranks_core.c``, a heap per piece), or None where
-    it is not built or a byte has no rank (the reference then fails as it always did)."""
-    native = load("_learn")
-    if native is None or sum(len(p) == 1 for p in pieces.values()) != 256:
-        return None
-    import numpy as np
-
-    order = sorted(pieces)
-    chunks = [pieces[r] for r in order]
-    offsets = np.zeros(len(order) + 1, dtype=np.int64)
-    np.cumsum([len(c) for c in chunks], out=offsets[1:])
-    left, right = native.rank_splits(b"".join(chunks), offsets)
-    lefts, rights = np.frombuffer(left, dtype=np.int64), np.frombuffer(right, dtype=np.int64)
-    keep = np.flatnonzero(lefts >= 0)
-    rank_of = np.asarray(order, dtype=np.int64)
-    return list(
-        zip(
-            rank_of[lefts[keep]].tolist(),
-            rank_of[rights[keep]].tolist(),
-            rank_of[keep].tolist(),
-            strict=True,
-        )
-    )
-
-
 def ranks_to_tables(
     ranks: Mapping[bytes, int], *, specials: Mapping[str, int] | None = None
 ) -> BPETables:
@@ -199,7 +172,7 @@ def ranks_to_tables(
         TokenizerError(SPECIAL_TOKEN_CONFLICT): a special id is also a rank.
     """
     pieces = {rank: piece for piece, rank in ranks.items()}
-    merges = _compiled_merges(pieces)
+    merges = compiled_rank_merges(pieces)
     if merges is None:
         merges = _reference_merges(ranks, pieces)
     return BPETables(pieces=pieces, merges=tuple(merges), specials=dict(specials or {}))
