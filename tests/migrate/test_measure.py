@@ -6,9 +6,9 @@ import math
 
 import pytest
 import torch
-from conftest import rounding_bound
 from _fixtures import llama
 
+from conftest import rounding_bound
 from tokembed.errors import CheckpointError, UsageError
 from tokembed.migrate import NewRows, RowMap, migrate_model
 from tokembed.migrate.measure import bits_per_byte, model_logits, probability_shift
