@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    help="local processes, or a Dask cluster (--scheduler, else a local one)")  # fmt: skip
     p.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler, e.g. tcp://host:8786")
     p.add_argument("--shard-bytes", type=int, default=None, metavar="N",
-                   help="input bytes per shard (default 64 MiB)")  # fmt: skip
+                   help="input bytes per shard (default 16 MiB)")  # fmt: skip
     again = p.add_mutually_exclusive_group()
     again.add_argument("--resume", action="store_true", help="continue the run OUT records")
     again.add_argument("--overwrite", action="store_true", help="replace the shards OUT holds")

@@ -28,10 +28,11 @@ __all__ = ["ENGINES", "FORMATS", "SHARD_BYTES", "TokenizeConfig", "id_dtype"]
 
 FORMATS = ("megatron", "bin")
 ENGINES = ("local", "dask")
-# Input bytes per shard: 64 MiB of text is ~16M tokens (a 32 MB uint16 shard), a few
-# seconds of one core's encoding; a 2 GB corpus makes 32 shards to share among workers,
-# and an interrupted run loses at most one shard's work per worker.
-SHARD_BYTES = 64 << 20
+# Input bytes per shard: 16 MiB of text is ~1 s of one core's encoding and ~4M tokens.
+# Shards are the unit workers share, so the last one decides the wall time: a 200 MB
+# corpus on 2 workers took 10.2 s as 64 MiB shards (4 shards, 128 MB on one worker) and
+# 8.4 s as 16 MiB shards (13). A terabyte is ~65k shards; pass a larger size for fewer files.
+SHARD_BYTES = 16 << 20
 _UINT16_IDS = 1 << 16
 
 
