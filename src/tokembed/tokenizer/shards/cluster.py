@@ -46,16 +46,7 @@ def dask_shards(
 
     with connect_cluster(scheduler, workers) as client:
         shared: Any = client.scatter(tokenizer, broadcast=True)
-        futures = [
-            client.submit(
-                _encode_task,
-                job,
-                shared,
-                key=f"tokembed-shard-{job.entry.name}-{id(job)}",
-                pure=False,
-            )
-            for job in jobs
-        ]
+        futures = [client.submit(_encode_task, job, shared, pure=False) for job in jobs]
         for future in as_completed(futures):
             entry: ShardEntry = future.result()
             yield entry

@@ -30,10 +30,11 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -117,8 +118,6 @@ def _prepare_folder(folder: Path, names: Sequence[str], config: TokenizeConfig) 
 
 def _spool_stdin(folder: Path, stdin: Any) -> tuple[Path, InputRecord]:
     """Standard input copied to a temporary file in ``folder`` (hashed as it is copied)."""
-    import hashlib
-
     raw = stdin if stdin is not None else sys.stdin.buffer
     path = folder / f"{TEMP_PREFIX}{os.getpid()}-stdin"
     digest, size = hashlib.sha256(), 0
@@ -136,12 +135,9 @@ def _spool_stdin(folder: Path, stdin: Any) -> tuple[Path, InputRecord]:
 
 def _resumed(old: Manifest, new: Manifest, folder: Path) -> Manifest:
     """``new`` with the shards ``old`` completed and whose files still verify."""
-    if old.settings() != new.settings() or [s.ranges for s in old.shards] != [
-        s.ranges for s in new.shards
-    ]:
-        changed = sorted(k for k, v in new.settings().items() if old.settings().get(k) != v) or [
-            "shard plan"
-        ]
+    before, now = old.settings(), new.settings()
+    if before != now or [s.ranges for s in old.shards] != [s.ranges for s in new.shards]:
+        changed = sorted(k for k, v in now.items() if before.get(k) != v) or ["shard plan"]
         raise UsageError(
             "RESUME_MISMATCH",
             f"the run in {folder} was started with other {', '.join(changed)}",
@@ -160,13 +156,11 @@ def _write_manifest(folder: Path, manifest: Manifest) -> None:
 
 
 def _local_results(
-    jobs: list[ShardJob], tokenizer: Tokenizer, workers: int, on_bytes: Callable[[int], None]
+    jobs: list[ShardJob], tokenizer: Tokenizer, workers: int
 ) -> Iterator[ShardEntry]:
     if workers == 1 or len(jobs) == 1:
         for job in jobs:
-            entry = encode_shard(job, tokenizer)
-            on_bytes(_input_bytes(entry, jobs))  # the bar counts input bytes, shard by shard
-            yield entry
+            yield encode_shard(job, tokenizer)
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -183,9 +177,7 @@ def _local_results(
         ) as pool:
             futures = [pool.submit(_encode_in_worker, job) for job in jobs]
             for future in as_completed(futures):
-                entry = future.result()
-                on_bytes(_input_bytes(entry, jobs))
-                yield entry
+                yield future.result()
     except BrokenProcessPool as exc:
         raise TokenizerError(
             "WORKERS_NOT_STARTED",
@@ -207,25 +199,13 @@ def _encode_in_worker(job: ShardJob) -> ShardEntry:
     return encode_shard(job, _WORKER_TOKENIZER[0])
 
 
-def _input_bytes(entry: ShardEntry, jobs: Sequence[ShardJob]) -> int:
-    """Input bytes of ``entry``'s ranges (a progress bar's step)."""
-    job = next(j for j in jobs if j.entry.name == entry.name)
+def _input_bytes(job: ShardJob) -> int:
+    """Input bytes of the job's shard (a progress bar's step)."""
     total = 0
-    for index, start, stop in entry.ranges:
+    for index, start, stop in job.entry.ranges:
         end = os.path.getsize(job.names[index]) if stop is None else stop
         total += end - start
     return total
-
-
-def _dask_results(
-    jobs: list[ShardJob],
-    tokenizer: Tokenizer,
-    config: TokenizeConfig,
-    on_bytes: Callable[[int], None],
-) -> Iterator[ShardEntry]:
-    for entry in dask_shards(jobs, tokenizer, scheduler=config.scheduler, workers=config.workers):
-        on_bytes(_input_bytes(entry, jobs))
-        yield entry
 
 
 def tokenize_corpus(
@@ -325,14 +305,21 @@ def _run(
 ) -> Manifest:
     from tqdm.auto import tqdm
 
-    total = sum(_input_bytes(j.entry, jobs) for j in jobs)
+    # The bar counts input bytes, shard by shard (sizes known before any shard runs).
+    sizes = {j.entry.name: _input_bytes(j) for j in jobs}
     show = config.progress and sys.stderr.isatty()
-    with tqdm(total=total, unit="B", unit_scale=True, desc="tokenize", disable=not show) as bar:
+    bar = tqdm(
+        total=sum(sizes.values()), unit="B", unit_scale=True, desc="tokenize", disable=not show
+    )
+    with bar:
         if config.engine == "dask":
-            results = _dask_results(jobs, tokenizer, config, bar.update)
+            results = dask_shards(
+                jobs, tokenizer, scheduler=config.scheduler, workers=config.workers
+            )
         else:
-            results = _local_results(jobs, tokenizer, config.workers, bar.update)
+            results = _local_results(jobs, tokenizer, config.workers)
         for entry in results:
             manifest = manifest.with_shard(entry)
             _write_manifest(folder, manifest)
+            bar.update(sizes[entry.name])
     return manifest
