@@ -38,7 +38,7 @@ from tokembed.errors import MeasureError, UsageError
 from tokembed.text.conllu import conllu_sentences, is_conllu
 from tokembed.text.jsonl import is_jsonl, jsonl_texts
 from tokembed.text.ranges import ByteRange, iter_range_text
-from tokembed.text.sources import read_source, safe_cut
+from tokembed.text.sources import iter_lines, read_source, safe_cut
 
 __all__ = [
     "DOC_RULES",
@@ -128,18 +128,6 @@ def input_format_of(name: str, input_format: str = "auto") -> str:
     return "conllu" if is_conllu(name) else "text"
 
 
-def _lines(pieces: Iterable[str]) -> Iterator[str]:
-    """Lines of text given in pieces cut anywhere, without line feeds (the last may be empty)."""
-    buf = ""
-    for piece in pieces:
-        buf += piece
-        if "\n" not in piece:
-            continue
-        *lines, buf = buf.split("\n")
-        yield from lines
-    yield buf
-
-
 def _separated(pieces: Iterable[str], sep: str) -> Iterator[tuple[str, bool]]:
     """``str.split(sep)`` of the joined pieces, as (text, ends_document) without holding it.
 
@@ -168,11 +156,11 @@ def _documents(pieces: Iterable[str], rule: DocumentRule) -> Iterator[tuple[str,
     elif rule.kind == "sep":
         yield from _separated(pieces, rule.sep)
     elif rule.kind == "line":
-        for line in _lines(pieces):
+        for line in iter_lines(pieces):
             yield line.removesuffix("\r"), True
     else:
         paragraph: list[str] = []
-        for line in _lines(pieces):
+        for line in iter_lines(pieces):
             if line.strip(_BLANK):
                 paragraph.append(line.removesuffix("\r"))
             elif paragraph:

@@ -18,6 +18,7 @@ import json
 from collections.abc import Iterable, Iterator
 
 from tokembed.errors import MeasureError
+from tokembed.text.sources import iter_lines
 
 __all__ = ["JSONL_SUFFIXES", "is_jsonl", "jsonl_texts", "record_text"]
 
@@ -76,18 +77,7 @@ def jsonl_texts(
     Raises:
         MeasureError(MALFORMED_JSONL): see :func:`record_text`.
     """
-    buf = ""
-    line_no = first_line
-    for piece in pieces:
-        buf += piece
-        if "\n" not in piece:
-            continue
-        *lines, buf = buf.split("\n")
-        for line in lines:
-            text = record_text(line, field=field, name=name, line_no=line_no)
-            line_no += 1
-            if text is not None:
-                yield text
-    text = record_text(buf, field=field, name=name, line_no=line_no)
-    if text is not None:
-        yield text
+    for line_no, line in enumerate(iter_lines(pieces), first_line):
+        text = record_text(line, field=field, name=name, line_no=line_no)
+        if text is not None:
+            yield text

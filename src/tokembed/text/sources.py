@@ -56,6 +56,7 @@ __all__ = [
     "TextBlock",
     "default_corpus",
     "expand_paths",
+    "iter_lines",
     "iter_text_blocks",
     "read_source",
     "read_texts",
@@ -368,6 +369,27 @@ def _stream_blocks(
             buf, searched = buf[cut.start() :], 0
     if buf:
         yield buf
+
+
+def iter_lines(pieces: Iterable[str]) -> Iterator[str]:
+    """The lines of text given in pieces cut anywhere, without their line feeds.
+
+    The last line is yielded even when empty (``"a\\n"`` gives ``"a"``, ``""``), as
+    ``str.split("\\n")`` of the joined pieces gives them.
+
+    Example::
+
+        >>> list(iter_lines(["on", "e\\ntw", "o"]))
+        ['one', 'two']
+    """
+    buf = ""
+    for piece in pieces:
+        buf += piece
+        if "\n" not in piece:
+            continue
+        *lines, buf = buf.split("\n")
+        yield from lines
+    yield buf
 
 
 def safe_cut(text: str, start: int) -> int | None:
