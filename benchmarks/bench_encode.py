@@ -1,54 +1,52 @@
-"""Encoding benchmark: our compiled encoder against tokie, HF tokenizers and tiktoken, one run.
+"""Encoding speed, cell by cell: our compiled encoder against the fastest exact encoders.
 
-Every row encodes the same text; ids are compared with the peer's and a difference
-is printed. Ours always starts cold: a freshly loaded tokenizer, so its chunk cache
-is empty (the best of ``--repeat`` passes, each on a new tokenizer, counts; the
-machine is shared). Peers run as their documentation shows them at their fastest:
+A cell is a vocabulary x a text x a shape (one long call, or one batch call over the
+text's lines) x a thread count (1 or 2). Every side of every cell runs in a fresh process
+that loads its tokenizer, encodes "hello world" (the tiny warm-up), then times one call:
+caches start empty, as in a job that tokenizes a corpus once. The ids of each side are
+hashed (SHA-256 of the flat id list) and compared with the reference peer of the
+vocabulary (tiktoken for rank files, HF ``tokenizers`` for ``tokenizer.json``); a side
+with other ids is printed but marked ``NOT EXACT`` and never counts as the fastest peer.
 
-* HF-format vocabularies (``tokenizer.json``; GPT-2's ``vocab.json`` + ``merges.txt``
-  are saved as one by HF ``tokenizers`` first):
-  ``tokie.Tokenizer.from_json(path).encode(text, add_special_tokens=False)``
-  (tokie 0.1.4) and HF ``tokenizers`` ``Tokenizer.encode(text, add_special_tokens=False)``;
-  for batches of lines ``tokie``'s ``encode_batch`` and HF's ``encode_batch_fast``
-  (both parallel on their own thread pools, sized by the CPU count).
-* rank files: ``tiktoken.Encoding(pat_str, mergeable_ranks).encode_ordinary(text)``
-  on one thread, and ``encode_ordinary_batch(lines, num_threads=k)`` for k = 1, the
-  CPU count and tiktoken's default 8 (the fastest is the comparison).
-* cold start, whole processes (median of ``--runs``): ``load_tokenizer(file)`` plus
-  ``encode("hello world")``, our CLI ``tokembed encode -t FILE "hello world"``, and
-  tiktoken's ``load_tiktoken_bpe(file)`` + ``Encoding(...)`` + ``encode``.
-* batch scaling: our ``encode_ordinary_batch(lines, num_threads=2)`` over ``=1``, beside
-  a control (two threads hashing with SHA-256, which never takes the GIL) that shows how
-  much two threads can gain at all on the machine as loaded.
+Sides, each at its best documented configuration (versions printed at the start):
 
-Ours is measured twice on one long text: as shipped (one ``encode_ordinary`` call
-may cut a text of 256 KiB or more at safe cuts and use up to ``min(cpu_count, 4)``
-threads; the row names the count) and forced onto one thread with
-``set_encode_threads(1)``, the figure to set beside tiktoken's single-threaded
-``encode_ordinary``.
+* ours: ``load_tokenizer(file)``; long: ``set_encode_threads(k)`` then
+  ``encode_ordinary(text)``; batch: ``encode_ordinary_batch(lines, num_threads=k)``.
+* tiktoken: ``Encoding(name, pat_str, mergeable_ranks)``; long: ``encode_ordinary`` (one
+  thread always); batch: ``encode_ordinary_batch(lines, num_threads=k)``.
+* fastokens: ``Tokenizer.from_tiktoken(file, encoding=...)`` (or ``pattern=`` for qwen) /
+  ``Tokenizer.from_file(tokenizer.json)``; long: ``encode_ordinary`` / ``encode(...,
+  add_special_tokens=False)``; batch: ``encode_batch_flat`` (its flat-buffer bulk path);
+  threads: ``FASTOKENS_BPE_THREADS=k`` and ``RAYON_NUM_THREADS=k``.
+* gigatoken: ``Tokenizer.from_tiktoken(file[, pretokenizer="qwen2"])`` / ``from_json(contents)``; long:
+  ``encode``; batch: ``encode_batch``; threads: ``RAYON_NUM_THREADS=k``.
+* tokie and kitoken (``tokenizer.json`` only): ``tokie.Tokenizer.from_json(...)``
+  ``encode``/``encode_batch_flat``; ``kitoken.Kitoken.from_tokenizers_file`` ``encode``/
+  ``encode_all``; threads: ``RAYON_NUM_THREADS=k``.
+* HF tokenizers: ``Tokenizer.from_file``; ``encode`` / ``encode_batch_fast``; threads:
+  ``RAYON_NUM_THREADS=k`` (``TOKENIZERS_PARALLELISM=true``).
 
-Wall seconds and CPU seconds (all threads of this process) are both printed: on a
-loaded machine wall time follows the load, CPU time far less. Targets: encoding
->= 1.0x tokie (HF vocabularies) and >= 1.0x tiktoken on one thread (rank files);
-2 threads >= 1.8x one; cold start <= 1.5x tiktoken's.
+Texts (from ``../shared/data``): English (PUD en), Russian (RusLit-40, 4 MB; 1 MB with
+``--quick``), CJK (PUD zh + ja + ko) and mixed (all 13 PUD languages). A peer that
+refuses a vocabulary prints its reason once.
 
-    python benchmarks/bench_encode.py             # 4.4 MB of RusLit-40 + all 13 PUD languages
-    python benchmarks/bench_encode.py --quick     # 1 MB slices
-    python benchmarks/bench_encode.py --only rank --rank-file qwen   # one rank file
+    python benchmarks/bench_encode.py                 # every cell (~20 minutes)
+    python benchmarks/bench_encode.py --quick         # 1 MB Russian, 1 and 2 threads
+    python benchmarks/bench_encode.py --vocab o200k --text ru --threads 1
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
+import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from functools import partial
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -58,91 +56,38 @@ DATA = Path(
     os.environ.get("TOKEMBED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
 )
 TOKENIZERS = DATA / "tokenizers"
-RANK_FILES = ("o200k_base", "cl100k_base", "qwen")
-HF_FOLDERS = ("smollm2-135m", "gpt2-hf")
+# vocabulary -> (file or folder, tiktoken's encoding name where it has one)
+VOCABS: dict[str, tuple[str, str | None]] = {
+    "o200k": ("o200k_base.tiktoken", "o200k_base"),
+    "cl100k": ("cl100k_base.tiktoken", "cl100k_base"),
+    "qwen": ("qwen.tiktoken", None),
+    "smollm2": ("smollm2-135m", None),
+    "gpt2": ("gpt2-hf", None),
+}
+TEXTS = ("en", "ru", "cjk", "mixed")
+_TEXT_NAMES = {"en": "English", "ru": "Russian", "cjk": "CJK", "mixed": "13 languages"}
+_PUD = {"en": ("en",), "cjk": ("zh", "ja", "ko"), "mixed": None}
+PEERS = ("tiktoken", "fastokens", "gigatoken", "tokie", "kitoken", "hf")
 
 
-def _texts(n_bytes: int) -> dict[str, str]:
-    with gzip.open(DATA / "ruslit" / "ruslit40.txt.gz", "rb") as f:
-        ruslit = f.read(n_bytes).decode("utf-8", "ignore")
-    pud = []
+def _rank_vocab(vocab: str) -> bool:
+    return VOCABS[vocab][0].endswith(".tiktoken")
+
+
+def text_of(name: str, quick: bool) -> str:
+    """One of TEXTS, read from the shared data."""
+    if name == "ru":
+        with gzip.open(DATA / "ruslit" / "ruslit40.txt.gz", "rb") as f:
+            return f.read(1_000_000 if quick else 4_000_000).decode("utf-8", "ignore")
+    langs = _PUD[name]
+    lines = []
     for path in sorted((DATA / "ud-pud-2.15").glob("*.conllu")):
+        if langs is not None and path.name[:2] not in langs:
+            continue
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.startswith("# text = "):
-                pud.append(line[len("# text = ") :])
-    return {"RusLit-40": ruslit, "PUD x13": "\n".join(pud) + "\n"}
-
-
-def _lines(text: str) -> list[str]:
-    return text.splitlines(keepends=True)
-
-
-def _best(
-    fn: Callable[[], Any], repeat: int, fresh: Callable[[], Any] | None = None
-) -> tuple[float, float, Any]:
-    """(wall s, cpu s, result) of the best of ``repeat`` calls; ``fresh()`` runs before each,
-    untimed, and its value is passed to ``fn`` (a newly loaded tokenizer: a cold cache)."""
-    wall, cpu, out = float("inf"), float("inf"), None
-    for _ in range(repeat):
-        arg = fresh() if fresh is not None else None
-        t0, c0 = time.perf_counter(), time.process_time()
-        out = fn(arg) if fresh is not None else fn()  # type: ignore[call-arg]
-        wall, cpu = min(wall, time.perf_counter() - t0), min(cpu, time.process_time() - c0)
-    return wall, cpu, out
-
-
-def _row(
-    name: str,
-    n_bytes: int,
-    wall: float,
-    cpu: float,
-    ref: tuple[float, float] | None,
-    note: str = "",
-) -> None:
-    line = f"    {name:58} {n_bytes / wall / 1e6:7.2f} MB/s  cpu {cpu:6.2f} s"
-    if ref is not None:
-        line += f"  ours/peer speed {ref[0] / wall:5.2f}x, cpu {ref[1] / cpu:5.2f}x"
-    print(line + (f"  {note}" if note else ""), flush=True)
-
-
-def _ours(text: str) -> Callable[[Any], list[int]]:
-    return lambda tok: tok.encode_ordinary(text)
-
-
-def _ours_rows(
-    text: str, fresh: Callable[[], Any], repeat: int, label: str, ref: tuple[float, float]
-) -> list[int]:
-    """Print ours as shipped (threads named) and forced onto one thread; the ids returned."""
-    from tokembed.tokenizer.compiled import set_encode_threads
-
-    tok = fresh()
-    parts = getattr(tok._engine, "parts", lambda _: None)(text)
-    threads = 1 if parts is None else len(parts)
-    n = len(text.encode())
-    w, c, ours = _best(_ours(text), repeat, fresh)
-    set_encode_threads(1)
-    try:
-        w1, c1, one = _best(_ours(text), repeat, fresh)
-    finally:
-        set_encode_threads(None)
-    same = "ids equal" if ours == one else "IDS DIFFER (threads)"
-    _row(f"{label} [{threads} thread{'s' if threads > 1 else ''}]", n, w, c, ref, same)
-    _row(f"{label} [1 thread, set_encode_threads(1)]", n, w1, c1, ref)
-    return ours  # type: ignore[no-any-return]
-
-
-def _ours_batch(lines: list[str], threads: int) -> Callable[[Any], list[list[int]]]:
-    return lambda tok: tok.encode_ordinary_batch(lines, num_threads=threads, progress=False)
-
-
-def _loader(source: Path) -> Callable[[], Any]:
-    from tokembed.tokenizer.formats import load_tokenizer
-
-    return lambda: load_tokenizer(source)
-
-
-def _flat(batch: list[list[int]]) -> list[int]:
-    return [i for ids in batch for i in ids]
+                lines.append(line[len("# text = ") :])
+    return "\n".join(lines) + "\n"
 
 
 def _hf_json(folder: Path, tmp: Path) -> Path:
@@ -159,200 +104,257 @@ def _hf_json(folder: Path, tmp: Path) -> Path:
     return path
 
 
-def _hf_section(texts: dict[str, str], repeat: int, tmp: Path) -> None:
-    import tokie
-    from tokenizers import Tokenizer as HFTokenizer
-
-    for name in HF_FOLDERS:
-        fresh = _loader(TOKENIZERS / name)
-        json_path = _hf_json(TOKENIZERS / name, tmp)
-        peer_tokie = tokie.Tokenizer.from_json(str(json_path))
-        peer_hf = HFTokenizer.from_file(str(json_path))
-        for label, text in texts.items():
-            n = len(text.encode())
-            print(f"  {name} on {label} ({n / 1e6:.1f} MB, {load_line('now')})")
-            tok = fresh()
-            tw, tc, theirs = _best(
-                partial(peer_tokie.encode, text, add_special_tokens=False), repeat
-            )
-            hw, hc, hf = _best(partial(peer_hf.encode, text, add_special_tokens=False), repeat)
-            split = "compiled split" if getattr(tok._engine, "scanner", None) else "Python split"
-            _row("peer tokie encode", n, tw, tc, None)
-            _row("peer HF tokenizers encode", n, hw, hc, None)
-            label = f"ours encode_ordinary [{tok.implementation}, {split}], cold"
-            ours = _ours_rows(text, fresh, repeat, label, (tw, tc))
-            same = "ids equal" if ours == theirs.ids == hf.ids else "IDS DIFFER"
-            print(f"    ours vs tokie and HF tokenizers: {same}", flush=True)
-            lines = _lines(text)
-            batch = partial(peer_tokie.encode_batch, lines, add_special_tokens=False)
-            tw, tc, tb = _best(batch, repeat)
-            batch = partial(peer_hf.encode_batch_fast, lines, add_special_tokens=False)
-            hw, hc, hb = _best(batch, repeat)
-            w, c, ob = _best(_ours_batch(lines, 2), repeat, fresh)
-            flat_tb, flat_hb = _flat([e.ids for e in tb]), _flat([e.ids for e in hb])
-            same = "ids equal" if _flat(ob) == flat_tb == flat_hb else "IDS DIFFER"
-            _row(f"peer tokie encode_batch ({len(lines)} lines)", n, tw, tc, None)
-            _row("peer HF tokenizers encode_batch_fast", n, hw, hc, None)
-            _row("ours encode_ordinary_batch(num_threads=2), cold", n, w, c, (tw, tc), same)
+# ---- one side of one cell, in a fresh process ------------------------------------------
+def _flat(batch: Any) -> list[int]:
+    return [int(i) for ids in batch for i in ids]
 
 
-def _rank_section(texts: dict[str, str], repeat: int, names: tuple[str, ...]) -> None:
-    import tiktoken
+def _build(side: str, vocab: str, json_path: str, threads: int) -> tuple[Any, Any]:
+    """(long(text) -> ids, batch(lines) -> flat ids) of one side."""
+    file, encoding = VOCABS[vocab]
+    path = str(TOKENIZERS / file)
+    rank = _rank_vocab(vocab)
+    if side == "ours":
+        from tokembed.tokenizer.compiled import set_encode_threads
+        from tokembed.tokenizer.formats import load_tokenizer
 
-    from tokembed.tokenizer.formats.ranks import parse_ranks
+        tok = load_tokenizer(path)
+        set_encode_threads(threads)
+        return tok.encode_ordinary, lambda ls: _flat(
+            tok.encode_ordinary_batch(ls, num_threads=threads, progress=False)
+        )
+    if side == "tiktoken":
+        if not rank:
+            raise RuntimeError("reads rank files only")
+        import tiktoken
 
-    for name in names:
-        path = TOKENIZERS / f"{name}.tiktoken"
-        fresh = _loader(path)
-        tok = fresh()
-        peer = tiktoken.Encoding(
-            name,
-            pat_str=tok.pretokenizer.stages[0],
-            mergeable_ranks=parse_ranks(path.read_bytes()),
+        from tokembed.tokenizer.formats import load_tokenizer
+        from tokembed.tokenizer.formats.ranks import parse_ranks
+
+        pattern = load_tokenizer(path).pretokenizer.stages[0]
+        enc = tiktoken.Encoding(
+            vocab,
+            pat_str=pattern,
+            mergeable_ranks=parse_ranks(Path(path).read_bytes()),
             special_tokens={},
         )
-        for label, text in texts.items():
-            n = len(text.encode())
-            print(f"  {name} on {label} ({n / 1e6:.1f} MB, {load_line('now')})")
-            tw, tc, theirs = _best(partial(peer.encode_ordinary, text), repeat)
-            split = "compiled split" if getattr(tok._engine, "scanner", None) else "Python split"
-            _row("peer tiktoken encode_ordinary (1 thread)", n, tw, tc, None)
-            label = f"ours encode_ordinary [{tok.implementation}, {split}], cold"
-            ours = _ours_rows(text, fresh, repeat, label, (tw, tc))
-            same = "ids equal" if ours == theirs else "IDS DIFFER"
-            print(f"    ours vs tiktoken: {same}", flush=True)
-            lines = _lines(text)
-            best: tuple[float, float, int] | None = None
-            for k in sorted({1, os.cpu_count() or 1, 8}):
-                batch = partial(peer.encode_ordinary_batch, lines, num_threads=k)
-                bw, bc, tb = _best(batch, repeat)
-                _row(f"peer tiktoken encode_ordinary_batch(num_threads={k})", n, bw, bc, None)
-                if best is None or bw < best[0]:
-                    best = (bw, bc, k)
-            assert best is not None
-            w, c, ob = _best(_ours_batch(lines, 2), repeat, fresh)
-            same = "ids equal" if _flat(ob) == _flat(tb) else "IDS DIFFER"
-            _row(
-                f"ours encode_ordinary_batch(num_threads=2) vs k={best[2]}", n, w, c, best[:2], same
-            )
+        return enc.encode_ordinary, lambda ls: _flat(
+            enc.encode_ordinary_batch(ls, num_threads=threads)
+        )
+    if side == "fastokens":
+        import fastokens
+        import numpy as np
+
+        if rank and encoding:
+            ft = fastokens.Tokenizer.from_tiktoken(path, encoding=encoding)
+        elif rank:  # qwen: its split pattern as our loader reads it
+            from tokembed.tokenizer.formats import load_tokenizer
+
+            pattern = load_tokenizer(path).pretokenizer.stages[0]
+            ft = fastokens.Tokenizer.from_tiktoken(path, pattern=pattern)
+        else:
+            ft = fastokens.Tokenizer.from_file(json_path)
+        if rank:
+            long = lambda t: ft.encode_ordinary(t).ids  # noqa: E731
+        else:
+            long = lambda t: ft.encode(t, add_special_tokens=False).ids  # noqa: E731
+
+        def batch(ls: list[str]) -> list[int]:
+            ids, _ = ft.encode_batch_flat(ls)
+            return np.frombuffer(ids, dtype="<u4").tolist()
+
+        return long, batch
+    if side == "gigatoken":
+        import gigatoken
+
+        if rank:
+            if encoding:
+                gt = gigatoken.Tokenizer.from_tiktoken(path)
+            else:
+                gt = gigatoken.Tokenizer.from_tiktoken(path, pretokenizer="qwen2")
+        else:
+            gt = gigatoken.Tokenizer.from_json(Path(json_path).read_bytes())
+        return lambda t: list(gt.encode(t)), lambda ls: _flat(gt.encode_batch(ls))
+    if side == "tokie":
+        if rank:
+            raise RuntimeError("loads tokenizer.json only")
+        import tokie
+
+        tt = tokie.Tokenizer.from_json(json_path)
+        return (
+            lambda t: tt.encode(t, add_special_tokens=False).ids,
+            lambda ls: tt.encode_batch_flat(ls, add_special_tokens=False)[0].tolist(),  # type: ignore[attr-defined]
+        )
+    if side == "kitoken":
+        if rank:
+            raise RuntimeError("not measured on rank files (tiktoken is their reference)")
+        import kitoken
+
+        kt = kitoken.Kitoken.from_tokenizers_file(json_path)
+        return lambda t: kt.encode(t), lambda ls: _flat(kt.encode_all(ls))
+    if side == "hf":
+        from tokenizers import Tokenizer
+
+        if rank:
+            raise RuntimeError("no rank-file loader")
+        hf = Tokenizer.from_file(json_path)
+        return (
+            lambda t: hf.encode(t, add_special_tokens=False).ids,
+            lambda ls: _flat(e.ids for e in hf.encode_batch_fast(ls, add_special_tokens=False)),
+        )
+    raise ValueError(side)
 
 
-def _threads_control(repeat: int) -> float:
-    """Speed-up of 2 threads over 1 on work that needs no GIL at all (SHA-256 of 100 MB
-    each): the most any threaded code can gain on this machine under its current load."""
-    import hashlib
-    import threading
-
-    data = b"x" * 100_000_000
-
-    def run(k: int) -> float:
-        threads = [threading.Thread(target=hashlib.sha256, args=(data,)) for _ in range(k)]
-        t0 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        return (time.perf_counter() - t0) / k
-
-    one = min(run(1) for _ in range(repeat))
-    two = min(run(2) for _ in range(repeat))
-    return one / two
+def child(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run one side of one cell in this process; its time, CPU time and id hash."""
+    text = text_of(spec["text"], spec["quick"])
+    long, batch = _build(spec["side"], spec["vocab"], spec["json"], spec["threads"])
+    warm = long("hello world")
+    assert warm, "warm-up gave no ids"
+    arg: Any = text if spec["shape"] == "long" else text.splitlines(keepends=True)
+    fn = long if spec["shape"] == "long" else batch
+    t0, c0 = time.perf_counter(), time.process_time()
+    ids = fn(arg)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    digest = hashlib.sha256(" ".join(map(str, ids)).encode()).hexdigest()[:12]
+    return {"wall": wall, "cpu": cpu, "ids": len(ids), "sha": digest}
 
 
-def _scaling_section(texts: dict[str, str], repeat: int) -> None:
-    text = texts["RusLit-40"]
-    lines, n = _lines(text), len(text.encode())
-    ceiling = _threads_control(repeat)
-    print(f"  control: 2 threads of GIL-free SHA-256 run {ceiling:.2f}x one ({load_line('now')})")
-    for source in (TOKENIZERS / "o200k_base.tiktoken", TOKENIZERS / "smollm2-135m"):
-        fresh = _loader(source)
-        print(f"  {source.name} on RusLit-40, {len(lines)} lines ({load_line('now')})")
-        w1, c1, one = _best(_ours_batch(lines, 1), repeat, fresh)
-        w2, c2, two = _best(_ours_batch(lines, 2), repeat, fresh)
-        same = "equal" if one == two else "DIFFER"
-        _row("ours 1 worker", n, w1, c1, None)
-        _row("ours 2 workers (threads)", n, w2, c2, None, f"speed-up {w1 / w2:.2f}x, ids {same}")
-
-
-_OURS = """
-import sys
-from tokembed.tokenizer.formats import load_tokenizer
-print(load_tokenizer(sys.argv[1]).encode("hello world"))
-"""
-_TIKTOKEN = """
-import sys, tiktoken
-from tiktoken.load import load_tiktoken_bpe
-enc = tiktoken.Encoding("x", pat_str=sys.argv[2], mergeable_ranks=load_tiktoken_bpe(sys.argv[1]), special_tokens={})
-print(enc.encode("hello world"))
-"""
-
-
-def _median_process(cmd: list[str], runs: int, env: dict[str, str]) -> float:
-    subprocess.run(cmd, check=True, capture_output=True, env=env)  # warm the file cache
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True, env=env)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
-def _cold_start_section(runs: int) -> None:
-    from tokembed.tokenizer.formats import load_tokenizer
-
+def _env_for(side: str, threads: int) -> dict[str, str]:
+    k = str(threads)
+    env = {**os.environ, "RAYON_NUM_THREADS": k, "RAYON_RS_NUM_CPUS": k}
+    env.update(FASTOKENS_BPE_THREADS=k, TOKENIZERS_PARALLELISM="true", OPENBLAS_NUM_THREADS="1")
     src = str(Path(__file__).resolve().parents[1] / "src")
-    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    for name in ("o200k_base", "cl100k_base"):
-        path = str(TOKENIZERS / f"{name}.tiktoken")
-        pattern = load_tokenizer(path).pretokenizer.stages[0]
-        peer = _median_process([sys.executable, "-c", _TIKTOKEN, path, pattern], runs, env)
-        ours = _median_process([sys.executable, "-c", _OURS, path], runs, env)
-        cli_main = "import sys; from tokembed.cli import main; sys.exit(main(sys.argv[1:]))"
-        cli = _median_process(
-            [sys.executable, "-c", cli_main, "encode", "-t", path, "hello world"], runs, env
-        )
-        print(f"  {name}, median of {runs} whole processes ({load_line('now')})")
-        print(f"    peer tiktoken load_tiktoken_bpe + Encoding + encode   {peer:6.2f} s")
-        print(
-            f"    ours load_tokenizer + encode                          {ours:6.2f} s  ours/peer {ours / peer:.2f}x"
-        )
-        print(
-            f"    ours CLI tokembed encode -t FILE 'hello world'        {cli:6.2f} s  ours/peer {cli / peer:.2f}x"
-        )
+    env["PYTHONPATH"] = src + os.pathsep + os.environ.get("PYTHONPATH", "")
+    return env
+
+
+def _run_side(spec: dict[str, Any]) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--child", json.dumps(spec)]
+    out = subprocess.run(
+        cmd, capture_output=True, text=True, env=_env_for(spec["side"], spec["threads"])
+    )
+    if out.returncode != 0:
+        lines = (out.stderr or out.stdout).strip().splitlines()
+        named = [ln for ln in lines if "Error" in ln or "error" in ln] or lines
+        return {"error": named[-1].strip()[:120] if named else f"exit {out.returncode}"}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# ---- the table ---------------------------------------------------------------------------
+def _cell(
+    vocab: str,
+    text: str,
+    shape: str,
+    threads: int,
+    args: argparse.Namespace,
+    json_path: str,
+    refused: dict[tuple[str, str], str],
+) -> dict[str, Any]:
+    n = len(text_of(text, args.quick).encode())
+    reference = "tiktoken" if _rank_vocab(vocab) else "hf"
+    base = {"vocab": vocab, "text": text, "shape": shape, "threads": threads}
+    base.update(quick=args.quick, json=json_path)
+    results: dict[str, dict[str, Any]] = {}
+    for side in ("ours", *args.peers):
+        if (side, vocab) in refused:
+            continue
+        r = _run_side({**base, "side": side})
+        if "error" in r:
+            refused[(side, vocab)] = r["error"]
+            print(f"    {side:10} refuses {vocab}: {r['error']}")
+            continue
+        results[side] = r
+    ref = results.get(reference)
+    head = f"  {vocab:8} {_TEXT_NAMES[text]:13} {shape:5} {threads} thread{'s' if threads > 1 else ' '}"
+    best_side, best = None, None
+    for side, r in results.items():
+        r["mbs"] = n / r["wall"] / 1e6
+        r["exact"] = ref is None or r["sha"] == ref["sha"]
+        if side != "ours" and r["exact"] and (best is None or r["mbs"] > best["mbs"]):
+            best_side, best = side, r
+    ours = results.get("ours")
+    line = head + f"  ours {ours['mbs']:6.1f} MB/s" if ours else head + "  ours failed"
+    if ours and best:
+        line += f"  fastest exact peer {best_side} {best['mbs']:6.1f}  ours/peer {ours['mbs'] / best['mbs']:.2f}x"
+    if ours and not ours["exact"]:
+        line += "  OURS NOT EXACT"
+    print(line, flush=True)
+    for side, r in results.items():
+        mark = "" if r["exact"] else "  NOT EXACT"
+        print(f"      {side:10} {r['mbs']:7.1f} MB/s  cpu {r['cpu']:6.2f} s  {r['ids']} ids{mark}")
+    return {"cell": base, "n": n, "results": results, "best": best_side}
+
+
+def _summary(cells: list[dict[str, Any]]) -> None:
+    """Markdown: per (vocab, text, shape), 1 and 2 threads, ours vs the fastest exact peer."""
+    print(
+        "\n| vocabulary | text | shape | ours 1T MB/s | peer 1T | ours/peer | ours 2T | peer 2T | ours/peer | ours 2T/1T | peer 2T/1T |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    by: dict[tuple[str, str, str], dict[int, dict[str, Any]]] = {}
+    for c in cells:
+        key = (c["cell"]["vocab"], c["cell"]["text"], c["cell"]["shape"])
+        by.setdefault(key, {})[c["cell"]["threads"]] = c
+    for (vocab, text, shape), t in by.items():
+        row = [vocab, _TEXT_NAMES[text], shape]
+        per: dict[int, tuple[float, float, str]] = {}
+        for k in (1, 2):
+            got = t.get(k)
+            if got is None or "ours" not in got["results"] or got["best"] is None:
+                row += ["", "", ""]
+                continue
+            o, p = got["results"]["ours"]["mbs"], got["results"][got["best"]]["mbs"]
+            per[k] = (o, p, got["best"])
+            row += [f"{o:.1f}", f"{p:.1f} {got['best']}", f"{o / p:.2f}x"]
+        if 1 in per and 2 in per:
+            peer2 = t[2]["results"].get(per[1][2])
+            row += [f"{per[2][0] / per[1][0]:.2f}x"]
+            row += [f"{peer2['mbs'] / per[1][1]:.2f}x" if peer2 else ""]
+        else:
+            row += ["", ""]
+        print("| " + " | ".join(row) + " |")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="1 MB slices instead of 4.4 MB")
-    ap.add_argument(
-        "--repeat", type=int, default=3, help="passes per measurement (the best counts)"
-    )
-    ap.add_argument("--runs", type=int, default=5, help="whole processes per cold-start figure")
-    ap.add_argument("--only", choices=["hf", "rank", "scaling", "cold"], help="run one section")
-    ap.add_argument(
-        "--rank-file",
-        choices=RANK_FILES,
-        action="append",
-        help="rank files of the rank section (repeatable; default: all)",
-    )
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--quick", action="store_true", help="1 MB of Russian; o200k and SmolLM2")
+    ap.add_argument("--vocab", choices=VOCABS, action="append", help="repeatable; default all")
+    ap.add_argument("--text", choices=TEXTS, action="append", help="repeatable; default all")
+    ap.add_argument("--shape", choices=("long", "batch"), action="append")
+    ap.add_argument("--threads", type=int, choices=(1, 2), action="append")
+    ap.add_argument("--peers", nargs="*", default=list(PEERS), choices=PEERS)
     args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(json.loads(args.child))))
+        return
     print(machine_line())
+    sides = ["tokembed", "tiktoken", "fastokens", "gigatoken", "tokie", "kitoken", "tokenizers"]
+    print("versions: " + ", ".join(f"{s} {_version(s)}" for s in sides))
     print(load_line("start"), flush=True)
-    texts = _texts(1_000_000 if args.quick else 4_400_000)
+    vocabs = args.vocab or (["o200k", "smollm2"] if args.quick else list(VOCABS))
+    texts = args.text or (["ru", "mixed"] if args.quick else list(TEXTS))
+    cells: list[dict[str, Any]] = []
+    refused: dict[tuple[str, str], str] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        if args.only in (None, "hf"):
-            print("HF-format vocabularies: ours vs tokie and HF tokenizers")
-            _hf_section(texts, args.repeat, Path(tmp))
-    if args.only in (None, "rank"):
-        print("rank files: ours vs tiktoken")
-        _rank_section(texts, args.repeat, tuple(args.rank_file or RANK_FILES))
-    if args.only in (None, "scaling"):
-        print("batch scaling: threads, one compiled encoder (and cache) each")
-        _scaling_section(texts, args.repeat)
-    if args.only in (None, "cold"):
-        print("cold start")
-        _cold_start_section(args.runs)
+        for vocab in vocabs:
+            folder = TOKENIZERS / VOCABS[vocab][0]
+            json_path = "" if _rank_vocab(vocab) else str(_hf_json(folder, Path(tmp)))
+            print(f"{vocab} ({load_line('now')})", flush=True)
+            for text in texts:
+                for shape in args.shape or ("long", "batch"):
+                    for threads in args.threads or (1, 2):
+                        cells.append(_cell(vocab, text, shape, threads, args, json_path, refused))
+    _summary(cells)
     print(load_line("end"))
+
+
+def _version(dist: str) -> str:
+    try:
+        return version(dist)
+    except Exception:  # a peer that is not installed
+        return "absent"
 
 
 if __name__ == "__main__":

@@ -3,7 +3,11 @@
 #define TOKEMBED_NATIVE_COMMON_H
 #include <stdint.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 /* One hash for every open-addressing table of the compiled modules (chunk counter,
  * encoder tables and cache, merge learner). */
@@ -31,5 +35,22 @@ static inline uint64_t tk_hash_bytes(const unsigned char *p, size_t n) {
     memcpy(&v, p, n);
     h ^= v;
     return tk_mix64(h);
+}
+/* Zeroed memory for a large randomly-probed table. From 1 MiB up it is 2 MiB-aligned and
+ * asked to be backed by huge pages: a lookup into a 12 MB table touches a random 4 KiB
+ * page, so with small pages nearly every lookup missed the TLB as well as the cache (Linux
+ * with transparent huge pages in "madvise" mode, the common default, honours the request;
+ * elsewhere it is ignored). Free with free(). */
+static inline void *tk_table_alloc(size_t bytes) {
+    const size_t huge = (size_t)2 << 20;
+    if (bytes < ((size_t)1 << 20)) return calloc(1, bytes ? bytes : 1);
+    size_t rounded = (bytes + huge - 1) & ~(huge - 1);
+    void *p = aligned_alloc(huge, rounded);
+    if (!p) return NULL;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    madvise(p, rounded, MADV_HUGEPAGE);
+#endif
+    memset(p, 0, bytes);
+    return p;
 }
 #endif

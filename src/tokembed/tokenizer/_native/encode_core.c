@@ -34,8 +34,7 @@ void tk_tables_free(tk_tables *t) {
     if (!t) return;
     free(t->pairs.slots);
     free(t->merge_lr);
-    free(t->pieces.slots);
-    free(t->pieces.two);
+    tk_piece_map_free(&t->pieces);
     free(t->blob);
     free(t);
 }
@@ -168,7 +167,7 @@ static size_t parse_rank_file(tk_tables *t, const unsigned char *d, size_t n) {
             goto done;
         }
     t->n_pieces = count;
-    t->max_id = t->max_rank;
+    t->max_id = t->pieces.max_rank = t->max_rank;
 done:
     free(offs);
     free(lens);
@@ -379,7 +378,7 @@ static int encode_chunk(tk_encoder *e, const unsigned char *data, size_t n, size
         if (!lock) h = tk_hash_bytes(data, n);
         if (lock) pthread_mutex_lock(lock);
         const tk_cache_slot *slot = tk_cache_get(cache, data, n, h);
-        int rc = slot ? out_append(e, cache->vals + slot->voff, slot->vlen) : 0;
+        int rc = slot ? out_append(e, tk_cache_ids(cache, slot), slot->vlen) : 0;
         if (lock) pthread_mutex_unlock(lock);
         if (slot) return rc;
     }

@@ -181,33 +181,42 @@ static int tk_merge_heap(const tk_pair_map *pairs, const uint32_t *merge_lr, tk_
 }
 
 /* ---- rank files ------------------------------------------------------------------ */
-/* s->ids holds the parts' ranks and s->aux their start offsets into data. */
+/* The parts are a list threaded through s->nxt (no element moves: a join unlinks its
+ * right part), ids in s->ids, start offsets in s->aux and the rank of the pair a part starts
+ * in s->rank. Each join rescans the list for the leftmost lowest rank. Returns the count of
+ * ids, left in s->ids[0..count). (The merge mode above moves its arrays instead: there the
+ * scan is the cost and contiguous arrays scan faster; here the joins' piece lookups wait on
+ * memory, and three memmoves per join cost more than the list's dependent loads.) */
 static size_t tk_rankbpe_small(const tk_piece_map *pieces, tk_memo *memo,
                                const unsigned char *data, size_t n, tk_scratch *s) {
     uint32_t *id = s->ids, *start = s->aux, *rank = s->rank;
-    size_t m = n; /* parts; part i spans start[i] .. start[i + 1] (start[m] = n) */
-    for (size_t i = 0; i < n; i++) start[i] = (uint32_t)i;
-    start[n] = (uint32_t)n;
-    for (size_t i = 0; i + 1 < m; i++) rank[i] = pieces->two[(unsigned)data[i] << 8 | data[i + 1]];
-    while (m > 1) {
-        size_t best = 0;
-        uint32_t br = rank[0];
-        for (size_t i = 1; i + 1 < m; i++)
-            if (rank[i] < br) br = rank[i], best = i;
-        if (br == TK_NO_RANK) break;
-        id[best] = br;
-        memmove(&id[best + 1], &id[best + 2], (m - best - 2) * sizeof(uint32_t));
-        memmove(&start[best + 1], &start[best + 2], (m - best - 1) * sizeof(uint32_t));
-        if (best + 2 < m) memmove(&rank[best + 1], &rank[best + 2], (m - best - 3) * sizeof(uint32_t));
-        m--;
-        if (best > 0)
-            rank[best - 1] = tk_join_rank(pieces, memo, id[best - 1], br, data + start[best - 1],
-                                          start[best + 1] - start[best - 1]);
-        if (best + 1 < m)
-            rank[best] = tk_join_rank(pieces, memo, br, id[best + 1], data + start[best],
-                                      start[best + 2] - start[best]);
+    int32_t *nxt = s->nxt;
+    for (size_t i = 0; i < n; i++) {
+        start[i] = (uint32_t)i;
+        nxt[i] = (int32_t)(i + 1);
     }
-    return m;
+    start[n] = (uint32_t)n; /* part n: the end marker */
+    for (size_t i = 0; i + 1 < n; i++) rank[i] = pieces->two[(unsigned)data[i] << 8 | data[i + 1]];
+    rank[n - 1] = TK_NO_RANK;
+    for (size_t m = n; m > 1; m--) {
+        int32_t best = 0, before = -1;
+        uint32_t br = rank[0];
+        for (int32_t i = nxt[0], p = 0; i < (int32_t)n; p = i, i = nxt[i])
+            if (rank[i] < br) br = rank[i], best = i, before = p;
+        if (br == TK_NO_RANK) break;
+        int32_t j = nxt[best], e = nxt[j];
+        id[best] = br;
+        nxt[best] = e;
+        if (before >= 0)
+            rank[before] = tk_join_rank(pieces, memo, id[before], br, data + start[before],
+                                        start[e] - start[before]);
+        rank[best] = e < (int32_t)n ? tk_join_rank(pieces, memo, br, id[e], data + start[best],
+                                                   start[nxt[e]] - start[best])
+                                    : TK_NO_RANK;
+    }
+    size_t w = 0;
+    for (int32_t i = 0; i < (int32_t)n; i = nxt[i]) id[w++] = id[i];
+    return w;
 }
 
 static int tk_rankbpe_heap(const tk_piece_map *pieces, tk_memo *memo, const unsigned char *data,

@@ -62,170 +62,190 @@ static inline const tk_pair_slot *tk_pair_map_get(const tk_pair_map *m, uint32_t
 }
 
 /* ---- rank files: byte string -> rank ---------------------------------------- */
+/* A slot is 8 bytes, the hash's high half and the piece's index, so o200k's table is 4 MB
+ * (2^19 slots) and a lookup of a string that is no piece - most lookups - ends in it
+ * without touching anything else; a piece found is then checked against its bytes. With
+ * 24-byte slots (bytes inline) the table was 12 MB and missed the CPU caches more often. */
 typedef struct {
-    uint32_t tag; /* the hash's high half: most mismatches end here, before the blob */
-    uint32_t off; /* into the piece blob */
-    uint32_t len; /* 0 marks an empty slot (pieces are never empty) */
-    uint32_t rank;
+    uint32_t tag;   /* high half of the hash */
+    uint32_t index; /* into entries, + 1; 0 marks an empty slot */
 } tk_piece_slot;
 
 typedef struct {
+    uint32_t off, len, rank;
+} tk_piece_entry;
+
+typedef struct {
     tk_piece_slot *slots;
-    size_t mask;
+    tk_piece_entry *entries;
+    size_t mask, n;
     const unsigned char *blob;
     uint32_t *two; /* rank of every two-byte string (65536 entries): the first lookups of a chunk */
+    uint32_t max_rank;
 } tk_piece_map;
 
 static int tk_piece_map_init(tk_piece_map *m, size_t n, const unsigned char *blob) {
     size_t cap = tk_capacity_for(n);
-    m->slots = calloc(cap, sizeof(tk_piece_slot));
-    if (!m->slots) return -1;
-    m->mask = cap - 1;
-    m->blob = blob;
+    m->slots = tk_table_alloc(cap * sizeof(tk_piece_slot));
+    m->entries = malloc((n ? n : 1) * sizeof(tk_piece_entry));
     m->two = malloc(65536 * sizeof(uint32_t));
-    if (!m->two) return -1;
+    if (!m->slots || !m->entries || !m->two) return -1;
+    m->mask = cap - 1;
+    m->n = 0;
+    m->blob = blob;
     memset(m->two, 0xff, 65536 * sizeof(uint32_t));
     return 0;
+}
+
+static void tk_piece_map_free(tk_piece_map *m) {
+    free(m->slots);
+    free(m->entries);
+    free(m->two);
+}
+
+/* The rank of p[0..len), or TK_NO_RANK. */
+static inline uint32_t tk_piece_map_find(const tk_piece_map *m, const unsigned char *p, size_t len,
+                                         uint64_t h, size_t *slot) {
+    uint32_t tag = (uint32_t)(h >> 32);
+    size_t i = h & m->mask;
+    for (;; i = (i + 1) & m->mask) {
+        const tk_piece_slot *s = &m->slots[i];
+        if (s->index == 0) break;
+        if (s->tag != tag) continue;
+        const tk_piece_entry *e = &m->entries[s->index - 1];
+        if (e->len == len && memcmp(m->blob + e->off, p, len) == 0) {
+            *slot = i;
+            return e->rank;
+        }
+    }
+    *slot = i;
+    return TK_NO_RANK;
 }
 
 /* 0 inserted, 1 the piece was already there. */
 static int tk_piece_map_put(tk_piece_map *m, uint32_t off, uint32_t len, uint32_t rank) {
     const unsigned char *p = m->blob + off;
     uint64_t h = tk_hash_bytes(p, len);
-    uint32_t tag = (uint32_t)(h >> 32);
-    size_t i = h & m->mask;
-    while (m->slots[i].len != 0) {
-        tk_piece_slot *s = &m->slots[i];
-        if (s->tag == tag && s->len == len && memcmp(m->blob + s->off, p, len) == 0) return 1;
-        i = (i + 1) & m->mask;
-    }
+    size_t i;
+    if (tk_piece_map_find(m, p, len, h, &i) != TK_NO_RANK) return 1;
     if (len == 2) m->two[(unsigned)p[0] << 8 | p[1]] = rank;
-    m->slots[i].tag = tag;
-    m->slots[i].off = off;
-    m->slots[i].len = len;
-    m->slots[i].rank = rank;
+    m->entries[m->n] = (tk_piece_entry){off, len, rank};
+    m->slots[i].tag = (uint32_t)(h >> 32);
+    m->slots[i].index = (uint32_t)++m->n;
     return 0;
 }
 
 static inline uint32_t tk_piece_map_get(const tk_piece_map *m, const unsigned char *p, size_t len) {
     if (len == 2) return m->two[(unsigned)p[0] << 8 | p[1]];
-    uint64_t h = tk_hash_bytes(p, len);
-    uint32_t tag = (uint32_t)(h >> 32);
-    size_t i = h & m->mask;
-    for (;;) {
-        const tk_piece_slot *s = &m->slots[i];
-        if (s->len == 0) return TK_NO_RANK;
-        if (s->tag == tag && s->len == len && memcmp(m->blob + s->off, p, len) == 0) return s->rank;
-        i = (i + 1) & m->mask;
-    }
+    size_t i;
+    return tk_piece_map_find(m, p, len, tk_hash_bytes(p, len), &i);
 }
 
 /* ---- rank mode's memo: (left rank, right rank) -> rank of the joined bytes ---- */
-/* Two parts always join to the same bytes, so this memo of byte-string lookups
- * is exact; it stays small and hot where the piece table (12 MB for o200k, plus
- * the bytes to compare) misses the CPU cache on nearly every lookup. One per
- * encoder (no locking); emptied when it reaches its limit. */
-typedef struct {
-    uint64_t key; /* left << 32 | right; UINT64_MAX marks an empty slot */
-    uint32_t rank;
-    uint32_t unused;
-} tk_memo_slot;
+/* Two parts always join to the same bytes, so this memo of byte-string lookups is
+ * exact. A slot is one u64 (left, right and the joined rank in 21 bits each), the table
+ * direct-mapped and of fixed size, TK_MEMO_SLOTS x 8 bytes = 256 KiB, so it stays in a
+ * core's L2 cache: a hit costs a few nanoseconds, where the piece table (12 MB for
+ * o200k, plus the bytes it compares) misses the CPU caches on nearly every lookup. A
+ * collision overwrites, so it never grows. Tables with ranks of 2^21 - 1 or more do
+ * without it. One per encoder (no locking). */
+#define TK_MEMO_SLOTS ((size_t)1 << 15)
+#define TK_MEMO_BITS 21
+#define TK_MEMO_NONE ((1u << TK_MEMO_BITS) - 1) /* the packed "no rank" */
 
 typedef struct {
-    tk_memo_slot *slots;
-    size_t mask, used;
+    uint64_t *slots; /* UINT64_MAX: empty (its left part, 2^22 - 1, is never a rank) */
 } tk_memo;
-
-#define TK_MEMO_LIMIT ((size_t)1 << 21)
 
 static void tk_memo_free(tk_memo *m) {
     free(m->slots);
-    memset(m, 0, sizeof(*m));
+    m->slots = NULL;
 }
 
-static inline const tk_memo_slot *tk_memo_get(const tk_memo *m, uint64_t key) {
-    if (!m->slots) return NULL;
-    size_t i = tk_mix64(key) & m->mask;
-    for (;;) {
-        const tk_memo_slot *s = &m->slots[i];
-        if (s->key == key) return s;
-        if (s->key == UINT64_MAX) return NULL;
-        i = (i + 1) & m->mask;
-    }
+static inline uint64_t tk_memo_key(uint32_t l, uint32_t r) {
+    return ((uint64_t)l << (2 * TK_MEMO_BITS)) | ((uint64_t)r << TK_MEMO_BITS);
 }
 
-static int tk_memo_put(tk_memo *m, uint64_t key, uint32_t rank) {
-    if (m->used >= TK_MEMO_LIMIT) {
-        memset(m->slots, 0xff, (m->mask + 1) * sizeof(tk_memo_slot));
-        m->used = 0;
-    }
-    if (!m->slots || 2 * (m->used + 1) > m->mask + 1) {
-        size_t cap = m->slots ? 2 * (m->mask + 1) : 4096;
-        tk_memo_slot *slots = malloc(cap * sizeof(tk_memo_slot));
-        if (!slots) return -1;
-        memset(slots, 0xff, cap * sizeof(tk_memo_slot));
-        for (size_t j = 0; m->slots && j <= m->mask; j++) {
-            if (m->slots[j].key == UINT64_MAX) continue;
-            size_t i = tk_mix64(m->slots[j].key) & (cap - 1);
-            while (slots[i].key != UINT64_MAX) i = (i + 1) & (cap - 1);
-            slots[i] = m->slots[j];
-        }
-        free(m->slots);
-        m->slots = slots;
-        m->mask = cap - 1;
-    }
-    size_t i = tk_mix64(key) & m->mask;
-    while (m->slots[i].key != UINT64_MAX) i = (i + 1) & m->mask;
-    m->slots[i].key = key;
-    m->slots[i].rank = rank;
-    m->used++;
-    return 0;
+static inline size_t tk_memo_index(uint64_t key) {
+    return (size_t)(tk_mix64(key) >> 40) & (TK_MEMO_SLOTS - 1);
 }
 
 /* Rank of the bytes of parts l and r (p[0..len)), through the memo. */
 static inline uint32_t tk_join_rank(const tk_piece_map *pieces, tk_memo *memo, uint32_t l,
                                     uint32_t r, const unsigned char *p, size_t len) {
     if (len == 2) return pieces->two[(unsigned)p[0] << 8 | p[1]];
-    uint64_t key = ((uint64_t)l << 32) | r;
-    const tk_memo_slot *s = tk_memo_get(memo, key);
-    if (s) return s->rank;
+    if (pieces->max_rank >= TK_MEMO_NONE) return tk_piece_map_get(pieces, p, len);
+    uint64_t key = tk_memo_key(l, r);
+    size_t i = tk_memo_index(key);
+    if (memo->slots) {
+        uint64_t v = memo->slots[i];
+        if ((v & ~(uint64_t)TK_MEMO_NONE) == key) {
+            uint32_t rank = (uint32_t)(v & TK_MEMO_NONE);
+            return rank == TK_MEMO_NONE ? TK_NO_RANK : rank;
+        }
+    } else if ((memo->slots = malloc(TK_MEMO_SLOTS * sizeof(uint64_t))) != NULL) {
+        memset(memo->slots, 0xff, TK_MEMO_SLOTS * sizeof(uint64_t));
+    }
     uint32_t rank = tk_piece_map_get(pieces, p, len);
-    tk_memo_put(memo, key, rank); /* out of memory: only the memo is lost */
+    if (memo->slots) /* out of memory: only the memo is lost */
+        memo->slots[i] = key | (rank == TK_NO_RANK ? TK_MEMO_NONE : rank);
     return rank;
 }
 
 /* ---- the chunk -> ids cache ------------------------------------------------- */
+/* One 64-byte slot (a cache line) per chunk: a chunk of up to TK_INLINE_KEY bytes with
+ * up to TK_INLINE_IDS ids - nearly every word of natural text - is answered by one
+ * memory access, where slot, key and ids in three places cost three cache misses (the
+ * hit path of a warm encoder is bound by them). Longer chunks keep their key and ids in
+ * one arena record: key bytes, then the ids, 4-byte aligned. */
+#define TK_INLINE_KEY 32
+#define TK_INLINE_IDS 4
+
 typedef struct {
     uint64_t hash;
-    uint32_t koff, klen; /* klen 0 marks an empty slot (chunks are never empty) */
-    uint32_t voff, vlen;
+    uint16_t klen; /* 0 marks an empty slot (chunks are never empty) */
+    uint16_t vlen;
+    uint32_t ext;  /* arena offset of the record of a chunk that is not inline */
+    unsigned char key[TK_INLINE_KEY];
+    uint32_t ids[TK_INLINE_IDS];
 } tk_cache_slot;
 
 typedef struct {
     tk_cache_slot *slots;
     size_t mask, used, limit;
-    unsigned char *keys;
-    size_t keys_len, keys_cap;
-    uint32_t *vals;
-    size_t vals_len, vals_cap;
+    unsigned char *arena;
+    size_t arena_len, arena_cap;
     uint64_t clears;
 } tk_cache;
 
-/* Arena offsets are u32: a cache is cleared before its arenas reach 1 GiB. */
+/* Arena offsets are u32: a cache is cleared before its arena reaches 1 GiB. */
 #define TK_CACHE_ARENA_LIMIT ((size_t)1 << 30)
+#define TK_ARENA_PER_ENTRY 64
+
+static inline int tk_cache_inline(size_t n, size_t m) {
+    return n <= TK_INLINE_KEY && m <= TK_INLINE_IDS;
+}
+
+static inline const unsigned char *tk_cache_key(const tk_cache *c, const tk_cache_slot *s) {
+    return tk_cache_inline(s->klen, s->vlen) ? s->key : c->arena + s->ext;
+}
+
+/* The ids of a slot tk_cache_get returned. */
+static inline const uint32_t *tk_cache_ids(const tk_cache *c, const tk_cache_slot *s) {
+    if (tk_cache_inline(s->klen, s->vlen)) return s->ids;
+    return (const uint32_t *)(const void *)(c->arena + s->ext + ((s->klen + 3u) & ~3u));
+}
 
 static void tk_cache_free(tk_cache *c) {
     free(c->slots);
-    free(c->keys);
-    free(c->vals);
+    free(c->arena);
     memset(c, 0, sizeof(*c));
 }
 
 static void tk_cache_clear(tk_cache *c) {
     if (c->slots) memset(c->slots, 0, (c->mask + 1) * sizeof(tk_cache_slot));
     c->used = 0;
-    c->keys_len = 0;
-    c->vals_len = 0;
+    c->arena_len = 0;
     c->clears++;
 }
 
@@ -236,14 +256,14 @@ static inline const tk_cache_slot *tk_cache_get(const tk_cache *c, const unsigne
     for (;;) {
         const tk_cache_slot *s = &c->slots[i];
         if (s->klen == 0) return NULL;
-        if (s->hash == h && s->klen == n && memcmp(c->keys + s->koff, p, n) == 0) return s;
+        if (s->hash == h && s->klen == n && memcmp(tk_cache_key(c, s), p, n) == 0) return s;
         i = (i + 1) & c->mask;
     }
 }
 
 static int tk_cache_grow(tk_cache *c) {
     size_t cap = c->slots ? 2 * (c->mask + 1) : 1024;
-    tk_cache_slot *slots = calloc(cap, sizeof(tk_cache_slot));
+    tk_cache_slot *slots = tk_table_alloc(cap * sizeof(tk_cache_slot));
     if (!slots) return -1;
     if (c->slots) {
         for (size_t j = 0; j <= c->mask; j++) {
@@ -271,31 +291,38 @@ static int tk_reserve(void **buf, size_t *cap, size_t need, size_t item) {
     return 0;
 }
 
-/* Remember ids for a chunk; when full, the whole cache is dropped (a cheap and
- * predictable policy: natural text refills it with its frequent chunks). */
+/* Remember ids for a chunk (n <= 65535 bytes, m <= n ids); when full, the whole cache is
+ * dropped (a cheap and predictable policy: natural text refills it with its frequent
+ * chunks). */
 static int tk_cache_put(tk_cache *c, const unsigned char *p, size_t n, uint64_t h,
                         const uint32_t *ids, size_t m) {
     if (c->limit == 0) return 0;
-    if (c->used >= c->limit || c->keys_len + n > TK_CACHE_ARENA_LIMIT ||
-        c->vals_len + m > TK_CACHE_ARENA_LIMIT / 4)
-        tk_cache_clear(c);
+    size_t rec = tk_cache_inline(n, m) ? 0 : ((n + 3) & ~(size_t)3) + 4 * m;
+    /* the arena holds at most as many bytes as a full slot table (TK_ARENA_PER_ENTRY per
+     * entry), so the cache stays within ~3 x 64 bytes per entry of its limit */
+    size_t arena_limit = c->limit * TK_ARENA_PER_ENTRY;
+    if (arena_limit > TK_CACHE_ARENA_LIMIT) arena_limit = TK_CACHE_ARENA_LIMIT;
+    if (c->used >= c->limit || c->arena_len + rec > arena_limit) tk_cache_clear(c);
     if (!c->slots || 2 * (c->used + 1) > c->mask + 1) {
         if (tk_cache_grow(c) < 0) return -1;
     }
-    if (tk_reserve((void **)&c->keys, &c->keys_cap, c->keys_len + n, 1) < 0) return -1;
-    if (tk_reserve((void **)&c->vals, &c->vals_cap, c->vals_len + m, sizeof(uint32_t)) < 0)
-        return -1;
-    memcpy(c->keys + c->keys_len, p, n);
-    memcpy(c->vals + c->vals_len, ids, m * sizeof(uint32_t));
     size_t i = h & c->mask;
     while (c->slots[i].klen != 0) i = (i + 1) & c->mask;
-    c->slots[i].hash = h;
-    c->slots[i].koff = (uint32_t)c->keys_len;
-    c->slots[i].klen = (uint32_t)n;
-    c->slots[i].voff = (uint32_t)c->vals_len;
-    c->slots[i].vlen = (uint32_t)m;
-    c->keys_len += n;
-    c->vals_len += m;
+    tk_cache_slot *s = &c->slots[i];
+    if (rec) {
+        if (tk_reserve((void **)&c->arena, &c->arena_cap, c->arena_len + rec, 1) < 0) return -1;
+        unsigned char *r = c->arena + c->arena_len;
+        memcpy(r, p, n);
+        memcpy(r + ((n + 3) & ~(size_t)3), ids, 4 * m);
+        s->ext = (uint32_t)c->arena_len;
+        c->arena_len += rec;
+    } else {
+        memcpy(s->key, p, n);
+        memcpy(s->ids, ids, 4 * m);
+    }
+    s->hash = h;
+    s->klen = (uint16_t)n;
+    s->vlen = (uint16_t)m;
     c->used++;
     return 0;
 }
