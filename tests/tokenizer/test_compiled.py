@@ -25,6 +25,7 @@ from tokembed.tokenizer import BPETables, Pretokenizer, Tokenizer
 from tokembed.tokenizer._native import load
 from tokembed.tokenizer.compiled import (
     PARALLEL_MIN_BYTES,
+    PARTS_PER_THREAD,
     CompiledEncoder,
     compiled_tables,
     set_encode_threads,
@@ -454,7 +455,7 @@ def test_parallel_encode_equals_one_thread_on_all_pud(name: str) -> None:
         one, (many, parts) = _one_and_parallel(
             name, text, threads=threads, min_bytes=PARALLEL_MIN_BYTES
         )
-        assert len(parts) == threads
+        assert len(parts) == threads * PARTS_PER_THREAD
         assert "".join(parts) == text
         assert many == one
     fast = _parallel_tokenizer(name)._engine
@@ -469,7 +470,7 @@ def test_parallel_encode_equals_one_thread_on_ruslit_slice(name: str) -> None:
         text = f.read(2_300_000)  # mostly Cyrillic: ~4.1 MB of UTF-8
     assert len(text.encode()) > 4_000_000
     one, (many, parts) = _one_and_parallel(name, text, threads=4, min_bytes=PARALLEL_MIN_BYTES)
-    assert len(parts) == 4
+    assert len(parts) == 4 * PARTS_PER_THREAD
     assert many == one
 
 
@@ -487,7 +488,7 @@ def test_parallel_encode_equals_one_thread_on_hypothesis_texts(
     assert many == one
     if parts is not None:
         assert "".join(parts) == text
-        assert 2 <= len(parts) <= threads
+        assert 2 <= len(parts) <= threads * PARTS_PER_THREAD
 
 
 def test_parallel_encode_keeps_one_part_without_a_safe_cut() -> None:
@@ -530,7 +531,7 @@ def test_set_encode_threads_one_keeps_every_call_on_one_thread() -> None:
         set_encode_threads(1)
         assert fast.parts(text) is None
         set_encode_threads(3)
-        assert len(fast.parts(text) or []) == 3
+        assert len(fast.parts(text) or []) == 3 * PARTS_PER_THREAD
     finally:
         set_encode_threads(None)
 

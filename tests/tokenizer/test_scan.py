@@ -73,10 +73,16 @@ def test_safe_cut_keeps_the_pieces(text: str, at: int) -> None:
 def test_safe_cut_positions() -> None:
     mod = compiled_count()
     text = b"ab\n cd\n/ef\n\ngh \nij\nkl"
-    # Not cuts: a line starting with a space or '/', an empty line, a line ending in a space.
-    assert mod.safe_cut(text, 0, 0) == text.index(b"kl")
+    # A cut: before the space of a letter's piece at a line's start. Not cuts: a line
+    # starting with '/', an empty line, a line ending in a space.
+    assert mod.safe_cut(text, 0, 0) == text.index(b" cd")
+    assert mod.safe_cut(text, 0, text.index(b" cd") + 1) == text.index(b"kl")
     assert mod.safe_cut(text, 1, text.index(b"kl") + 1) == len(text)
     assert mod.safe_cut(b"a\nb", 0, 0) == 2
+    # An indented line: before the last space of the indent, not before a digit or a mark.
+    assert mod.safe_cut(b"a,\n  word", 0, 0) == 4
+    marked = "a  1 \u0301x".encode()
+    assert mod.safe_cut(marked, 0, 0) == len(marked)
 
 
 def test_stop_early_and_empty() -> None:

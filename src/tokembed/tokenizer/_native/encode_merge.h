@@ -207,6 +207,8 @@ static size_t tk_rankbpe_small(const tk_piece_map *pieces, tk_memo *memo,
         int32_t j = nxt[best], e = nxt[j];
         id[best] = br;
         nxt[best] = e;
+        if (before >= 0) tk_piece_prefetch(pieces, data + start[before], start[e] - start[before]);
+        if (e < (int32_t)n) tk_piece_prefetch(pieces, data + start[best], start[nxt[e]] - start[best]);
         if (before >= 0)
             rank[before] = tk_join_rank(pieces, memo, id[before], br, data + start[before],
                                         start[e] - start[before]);

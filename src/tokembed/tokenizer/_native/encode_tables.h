@@ -62,36 +62,47 @@ static inline const tk_pair_slot *tk_pair_map_get(const tk_pair_map *m, uint32_t
 }
 
 /* ---- rank files: byte string -> rank ---------------------------------------- */
-/* A slot is 8 bytes, the hash's high half and the piece's index, so o200k's table is 4 MB
- * (2^19 slots) and a lookup of a string that is no piece - most lookups - ends in it
- * without touching anything else; a piece found is then checked against its bytes. With
- * 24-byte slots (bytes inline) the table was 12 MB and missed the CPU caches more often. */
+/* A 16-byte slot holds a piece's first 8 bytes, its rank, and its length and blob offset
+ * packed in one word, so a lookup - found or not - of a string of up to 8 bytes (most
+ * lookups while merging) touches one slot and nothing else; a longer piece then compares
+ * its remaining bytes in the blob. (8-byte slots pointing at an entry and the blob made
+ * each found piece cost three cache misses: cold English ran at a third of the speed.) A
+ * piece of 256 bytes or more, or one past 16 MiB of blob, keeps TK_PIECE_FAR and its length
+ * and offset in the entries. */
+#define TK_PIECE_FAR UINT32_MAX
+
 typedef struct {
-    uint32_t tag;   /* high half of the hash */
-    uint32_t index; /* into entries, + 1; 0 marks an empty slot */
+    uint64_t head; /* the first min(len, 8) bytes, little-endian, zero-padded */
+    uint32_t rank;
+    uint32_t meta; /* len << 24 | blob offset; 0 empty (pieces are never empty); or FAR */
 } tk_piece_slot;
 
 typedef struct {
-    uint32_t off, len, rank;
+    uint32_t off, len;
 } tk_piece_entry;
 
 typedef struct {
     tk_piece_slot *slots;
-    tk_piece_entry *entries;
-    size_t mask, n;
+    tk_piece_entry *entries; /* by slot index, for FAR pieces only */
+    size_t mask;
     const unsigned char *blob;
     uint32_t *two; /* rank of every two-byte string (65536 entries): the first lookups of a chunk */
     uint32_t max_rank;
 } tk_piece_map;
 
+static inline uint64_t tk_head8(const unsigned char *p, size_t len) {
+    uint64_t v = 0;
+    memcpy(&v, p, len < 8 ? len : 8);
+    return v;
+}
+
 static int tk_piece_map_init(tk_piece_map *m, size_t n, const unsigned char *blob) {
     size_t cap = tk_capacity_for(n);
     m->slots = tk_table_alloc(cap * sizeof(tk_piece_slot));
-    m->entries = malloc((n ? n : 1) * sizeof(tk_piece_entry));
+    m->entries = NULL; /* made on the first FAR piece */
     m->two = malloc(65536 * sizeof(uint32_t));
-    if (!m->slots || !m->entries || !m->two) return -1;
+    if (!m->slots || !m->two) return -1;
     m->mask = cap - 1;
-    m->n = 0;
     m->blob = blob;
     memset(m->two, 0xff, 65536 * sizeof(uint32_t));
     return 0;
@@ -103,42 +114,58 @@ static void tk_piece_map_free(tk_piece_map *m) {
     free(m->two);
 }
 
-/* The rank of p[0..len), or TK_NO_RANK. */
-static inline uint32_t tk_piece_map_find(const tk_piece_map *m, const unsigned char *p, size_t len,
-                                         uint64_t h, size_t *slot) {
-    uint32_t tag = (uint32_t)(h >> 32);
-    size_t i = h & m->mask;
-    for (;; i = (i + 1) & m->mask) {
-        const tk_piece_slot *s = &m->slots[i];
-        if (s->index == 0) break;
-        if (s->tag != tag) continue;
-        const tk_piece_entry *e = &m->entries[s->index - 1];
-        if (e->len == len && memcmp(m->blob + e->off, p, len) == 0) {
-            *slot = i;
-            return e->rank;
-        }
+static inline int tk_piece_slot_is(const tk_piece_map *m, size_t i, const unsigned char *p,
+                                   size_t len, uint64_t head) {
+    const tk_piece_slot *s = &m->slots[i];
+    if (s->head != head) return 0;
+    size_t off, plen;
+    if (s->meta != TK_PIECE_FAR) {
+        plen = s->meta >> 24;
+        off = s->meta & 0xffffff;
+    } else {
+        plen = m->entries[i].len;
+        off = m->entries[i].off;
     }
+    return plen == len && (len <= 8 || memcmp(m->blob + off + 8, p + 8, len - 8) == 0);
+}
+
+/* The rank of p[0..len), or TK_NO_RANK; *slot is where it is or would go. */
+static inline uint32_t tk_piece_map_find(const tk_piece_map *m, const unsigned char *p, size_t len,
+                                         size_t *slot) {
+    uint64_t head = tk_head8(p, len);
+    size_t i = tk_hash_bytes(p, len) & m->mask;
+    for (; m->slots[i].meta != 0; i = (i + 1) & m->mask)
+        if (tk_piece_slot_is(m, i, p, len, head)) {
+            *slot = i;
+            return m->slots[i].rank;
+        }
     *slot = i;
     return TK_NO_RANK;
 }
 
-/* 0 inserted, 1 the piece was already there. */
+/* 0 inserted, 1 the piece was already there, -1 out of memory. */
 static int tk_piece_map_put(tk_piece_map *m, uint32_t off, uint32_t len, uint32_t rank) {
     const unsigned char *p = m->blob + off;
-    uint64_t h = tk_hash_bytes(p, len);
     size_t i;
-    if (tk_piece_map_find(m, p, len, h, &i) != TK_NO_RANK) return 1;
+    if (tk_piece_map_find(m, p, len, &i) != TK_NO_RANK) return 1;
     if (len == 2) m->two[(unsigned)p[0] << 8 | p[1]] = rank;
-    m->entries[m->n] = (tk_piece_entry){off, len, rank};
-    m->slots[i].tag = (uint32_t)(h >> 32);
-    m->slots[i].index = (uint32_t)++m->n;
+    tk_piece_slot *s = &m->slots[i];
+    s->head = tk_head8(p, len);
+    s->rank = rank;
+    if (len < 256 && off < (1u << 24)) {
+        s->meta = len << 24 | off; /* never 0: len >= 1 */
+        return 0;
+    }
+    if (!m->entries && !(m->entries = calloc(m->mask + 1, sizeof(tk_piece_entry)))) return -1;
+    m->entries[i] = (tk_piece_entry){off, len};
+    s->meta = TK_PIECE_FAR;
     return 0;
 }
 
 static inline uint32_t tk_piece_map_get(const tk_piece_map *m, const unsigned char *p, size_t len) {
     if (len == 2) return m->two[(unsigned)p[0] << 8 | p[1]];
     size_t i;
-    return tk_piece_map_find(m, p, len, tk_hash_bytes(p, len), &i);
+    return tk_piece_map_find(m, p, len, &i);
 }
 
 /* ---- rank mode's memo: (left rank, right rank) -> rank of the joined bytes ---- */
@@ -168,6 +195,13 @@ static inline uint64_t tk_memo_key(uint32_t l, uint32_t r) {
 
 static inline size_t tk_memo_index(uint64_t key) {
     return (size_t)(tk_mix64(key) >> 40) & (TK_MEMO_SLOTS - 1);
+}
+
+/* Start loading the slot where p[0..len) would be, so that the two lookups each join
+ * makes wait on memory at once instead of one after the other. */
+static inline void tk_piece_prefetch(const tk_piece_map *pieces, const unsigned char *p,
+                                     size_t len) {
+    if (len > 2) __builtin_prefetch(&pieces->slots[tk_hash_bytes(p, len) & pieces->mask]);
 }
 
 /* Rank of the bytes of parts l and r (p[0..len)), through the memo. */
@@ -262,7 +296,7 @@ static inline const tk_cache_slot *tk_cache_get(const tk_cache *c, const unsigne
 }
 
 static int tk_cache_grow(tk_cache *c) {
-    size_t cap = c->slots ? 2 * (c->mask + 1) : 1024;
+    size_t cap = c->slots ? 2 * (c->mask + 1) : 64; /* 4 KiB: 64 shards start at 256 KiB, not 4 MB */
     tk_cache_slot *slots = tk_table_alloc(cap * sizeof(tk_cache_slot));
     if (!slots) return -1;
     if (c->slots) {

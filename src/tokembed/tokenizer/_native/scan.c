@@ -282,6 +282,13 @@ int tk_scan(int preset, int dialect, const unsigned char *text, size_t n, tk_emi
 size_t tk_safe_cut(int dialect, const unsigned char *text, size_t n, size_t from) {
     Text s = {text, n, classes(dialect)};
     for (size_t p = from < 2 ? 2 : from; p < n; p++) {
+        /* A space after a space or line feed and before a letter: every preset's whitespace
+         * rule leaves that last space to the letter's piece, and ends the whitespace before
+         * it the same way whether the text goes on or ends there. Lines of prose that
+         * start indented (RusLit-40: two spaces) have no other cut. */
+        if (text[p] == ' ' && (text[p - 1] == ' ' || text[p - 1] == '\n') && p + 1 < n &&
+            (bits_of(&s, p + 1) & TK_CL))
+            return p;
         if (text[p - 1] != '\n' || text[p] == '/') continue;
         if ((bits_of(&s, p) & TK_CS) || (bits_of(&s, prev_start(&s, p - 1)) & TK_CS)) continue;
         return p;

@@ -27,7 +27,8 @@ int tk_scan(int preset, int dialect, const unsigned char *text, size_t n, tk_emi
 /* The first byte offset p in [from, n) at which text can be cut into two texts, text[0:p) and
    text[p:n), whose pieces are together those of the whole text, for every preset and dialect;
    n when there is none. Such a p follows a line feed that follows a character other than
-   whitespace, and precedes a character other than whitespace and '/'. */
+   whitespace, and precedes a character other than whitespace and '/'; or p is a space
+   after a space or line feed, before a letter. */
 size_t tk_safe_cut(int dialect, const unsigned char *text, size_t n, size_t from);
 
 #endif
