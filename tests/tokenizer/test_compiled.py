@@ -280,8 +280,10 @@ def test_missing_byte_raises_with_the_offset_of_today() -> None:
         assert e.value.value == 4
 
 
-def test_batch_in_threads_equals_sequential() -> None:
+def test_batch_in_threads_equals_sequential(monkeypatch: pytest.MonkeyPatch) -> None:
     _module()
+    # These batches are small enough to take one thread by default; make them use two.
+    monkeypatch.setattr("tokembed.tokenizer._batch._THREADED_MIN_CHARS", 0)
     tok = pud_tokenizer()
     assert tok.implementation == "compiled"
     texts = [line for lang in PUD_LANGS for line in pud_text(lang).splitlines()[:40]]
@@ -297,6 +299,32 @@ def test_batch_in_threads_equals_sequential() -> None:
     with pytest.raises(TokenizerError) as e:
         tok.encode_ordinary_batch([*texts[:10], "x \udc80"], num_threads=2, progress=False)
     assert e.value.code == "LONE_SURROGATE"
+
+
+def test_small_batch_takes_one_thread_with_the_same_ids() -> None:
+    """Below the threaded size a batch asked for two threads runs on the calling one."""
+    import threading
+
+    from tokembed.tokenizer import _batch
+
+    tok = pud_tokenizer()
+    texts = pud_text("en").splitlines()[:50]
+    started: list[str] = []  # every thread started through threading runs this first
+
+    def note(*_: object) -> None:
+        started.append(threading.current_thread().name)
+
+    threading.settrace(note)
+    try:
+        assert sum(map(len, texts)) < _batch._THREADED_MIN_CHARS
+        small = tok.encode_ordinary_batch(texts, num_threads=2, progress=False)
+        assert started == []
+        big = texts * (_batch._THREADED_MIN_CHARS // sum(map(len, texts)) + 1)
+        tok.encode_ordinary_batch(big, num_threads=2, progress=False)
+        assert started  # the control: a batch above the size does start threads
+    finally:
+        threading.settrace(None)  # type: ignore[arg-type]
+    assert small == [tok.encode_ordinary(t) for t in texts]
 
 
 def test_encode_to_numpy_equals_list() -> None:

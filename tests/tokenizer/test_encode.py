@@ -182,6 +182,8 @@ def test_encode_batch_in_threads_and_processes(
         # workers inherit the switch that keeps them off the compiled encoder too.
         monkeypatch.setenv("TOKEMBED_PURE_PYTHON", "1")
     assert tok.implementation == implementation
+    # Small enough to take one thread by default: make the compiled batch use two.
+    monkeypatch.setattr("tokembed.tokenizer._batch._THREADED_MIN_CHARS", 0)
     texts = [*pud_text("ru").splitlines()[:200], "", "<|endoftext|> x"]
     one = tok.encode_batch(texts, allowed_special="all", progress=False)
     two = tok.encode_batch(texts, workers=2, allowed_special="all", progress=False)
