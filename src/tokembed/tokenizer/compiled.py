@@ -10,11 +10,13 @@ encode with one tokenizer: a chunk merged by one is a hit for the others.
 
 One long text may take several threads: when the scanner splits and the text's UTF-8 is at
 least :data:`PARALLEL_MIN_BYTES`, it is cut at the scanner's safe cuts (``tk_safe_cut``:
-a line feed after a non-space, before a character that is neither space nor ``/``; both
-sides split exactly like the whole) into up to :data:`PARTS_PER_THREAD` parts per thread,
-which up to ``threads`` threads take in turn, and joined; the ids are those of one thread. :func:`set_encode_threads` sets the process
-default (``None``: ``min(os.cpu_count(), 4)``; ``1``: one thread, like tiktoken's
-``encode``); ``CompiledEncoder(threads=...)`` overrides it for one encoder.
+a line feed after a non-space, before a character that is neither space nor ``/``, or the
+last space before a letter after a space or line feed; both sides split exactly like the
+whole) into up to :data:`PARTS_PER_THREAD` parts per thread, which up to ``threads``
+threads take in turn, and joined; the ids are those of one thread.
+:func:`set_encode_threads` sets the process default (``None``: ``min(os.cpu_count(), 4)``;
+``1``: one thread, like tiktoken's ``encode``); ``CompiledEncoder(threads=...)`` overrides it
+for one encoder.
 
 Example::
 

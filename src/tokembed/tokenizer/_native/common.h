@@ -37,7 +37,7 @@ static inline uint64_t tk_hash_bytes(const unsigned char *p, size_t n) {
     return tk_mix64(h);
 }
 /* Zeroed memory for a large randomly-probed table. From 1 MiB up it is 2 MiB-aligned and
- * asked to be backed by huge pages: a lookup into a 12 MB table touches a random 4 KiB
+ * asked to be backed by huge pages: a lookup into an 8 MB table touches a random 4 KiB
  * page, so with small pages nearly every lookup missed the TLB as well as the cache (Linux
  * with transparent huge pages in "madvise" mode, the common default, honours the request;
  * elsewhere it is ignored). Free with free(). */

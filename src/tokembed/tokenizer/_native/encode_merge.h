@@ -207,13 +207,15 @@ static size_t tk_rankbpe_small(const tk_piece_map *pieces, tk_memo *memo,
         int32_t j = nxt[best], e = nxt[j];
         id[best] = br;
         nxt[best] = e;
-        if (before >= 0) tk_piece_prefetch(pieces, data + start[before], start[e] - start[before]);
-        if (e < (int32_t)n) tk_piece_prefetch(pieces, data + start[best], start[nxt[e]] - start[best]);
+        /* both new pairs' lookups start before either is waited on */
+        uint64_t lh = 0, rh = 0;
+        if (before >= 0) lh = tk_piece_prefetch(pieces, data + start[before], start[e] - start[before]);
+        if (e < (int32_t)n) rh = tk_piece_prefetch(pieces, data + start[best], start[nxt[e]] - start[best]);
         if (before >= 0)
             rank[before] = tk_join_rank(pieces, memo, id[before], br, data + start[before],
-                                        start[e] - start[before]);
+                                        start[e] - start[before], lh);
         rank[best] = e < (int32_t)n ? tk_join_rank(pieces, memo, br, id[e], data + start[best],
-                                                   start[nxt[e]] - start[best])
+                                                   start[nxt[e]] - start[best], rh)
                                     : TK_NO_RANK;
     }
     size_t w = 0;
@@ -243,18 +245,18 @@ static int tk_rankbpe_heap(const tk_piece_map *pieces, tk_memo *memo, const unsi
         if (j >= (int32_t)n) continue;
         int32_t e = nxt[j];
         /* A rank names one byte string, so the pair is current iff it spans the same bytes. */
-        if (tk_join_rank(pieces, memo, id[i], id[j], data + i, (size_t)(e - i)) != r) continue;
+        if (tk_join_rank(pieces, memo, id[i], id[j], data + i, (size_t)(e - i), 0) != r) continue;
         id[i] = r;
         id[j] = UINT32_MAX;
         nxt[i] = e;
         if (e < (int32_t)n) prv[e] = i;
         int32_t p = prv[i];
         if (p >= 0) {
-            uint32_t q = tk_join_rank(pieces, memo, id[p], r, data + p, (size_t)(e - p));
+            uint32_t q = tk_join_rank(pieces, memo, id[p], r, data + p, (size_t)(e - p), 0);
             if (q != TK_NO_RANK && tk_heap_push(s, ((uint64_t)q << 32) | (uint32_t)p) < 0) return -1;
         }
         if (e < (int32_t)n) {
-            uint32_t q = tk_join_rank(pieces, memo, r, id[e], data + i, (size_t)(nxt[e] - i));
+            uint32_t q = tk_join_rank(pieces, memo, r, id[e], data + i, (size_t)(nxt[e] - i), 0);
             if (q != TK_NO_RANK && tk_heap_push(s, ((uint64_t)q << 32) | (uint32_t)i) < 0) return -1;
         }
     }

@@ -129,11 +129,12 @@ static inline int tk_piece_slot_is(const tk_piece_map *m, size_t i, const unsign
     return plen == len && (len <= 8 || memcmp(m->blob + off + 8, p + 8, len - 8) == 0);
 }
 
-/* The rank of p[0..len), or TK_NO_RANK; *slot is where it is or would go. */
+/* The rank of p[0..len) (h its tk_hash_bytes), or TK_NO_RANK; *slot is where it is or
+ * would go. */
 static inline uint32_t tk_piece_map_find(const tk_piece_map *m, const unsigned char *p, size_t len,
-                                         size_t *slot) {
+                                         uint64_t h, size_t *slot) {
     uint64_t head = tk_head8(p, len);
-    size_t i = tk_hash_bytes(p, len) & m->mask;
+    size_t i = h & m->mask;
     for (; m->slots[i].meta != 0; i = (i + 1) & m->mask)
         if (tk_piece_slot_is(m, i, p, len, head)) {
             *slot = i;
@@ -147,7 +148,7 @@ static inline uint32_t tk_piece_map_find(const tk_piece_map *m, const unsigned c
 static int tk_piece_map_put(tk_piece_map *m, uint32_t off, uint32_t len, uint32_t rank) {
     const unsigned char *p = m->blob + off;
     size_t i;
-    if (tk_piece_map_find(m, p, len, &i) != TK_NO_RANK) return 1;
+    if (tk_piece_map_find(m, p, len, tk_hash_bytes(p, len), &i) != TK_NO_RANK) return 1;
     if (len == 2) m->two[(unsigned)p[0] << 8 | p[1]] = rank;
     tk_piece_slot *s = &m->slots[i];
     s->head = tk_head8(p, len);
@@ -162,18 +163,20 @@ static int tk_piece_map_put(tk_piece_map *m, uint32_t off, uint32_t len, uint32_
     return 0;
 }
 
-static inline uint32_t tk_piece_map_get(const tk_piece_map *m, const unsigned char *p, size_t len) {
+/* The rank of p[0..len) (h its tk_hash_bytes, unused for two bytes), or TK_NO_RANK. */
+static inline uint32_t tk_piece_map_get(const tk_piece_map *m, const unsigned char *p, size_t len,
+                                        uint64_t h) {
     if (len == 2) return m->two[(unsigned)p[0] << 8 | p[1]];
     size_t i;
-    return tk_piece_map_find(m, p, len, &i);
+    return tk_piece_map_find(m, p, len, h, &i);
 }
 
 /* ---- rank mode's memo: (left rank, right rank) -> rank of the joined bytes ---- */
 /* Two parts always join to the same bytes, so this memo of byte-string lookups is
  * exact. A slot is one u64 (left, right and the joined rank in 21 bits each), the table
  * direct-mapped and of fixed size, TK_MEMO_SLOTS x 8 bytes = 256 KiB, so it stays in a
- * core's L2 cache: a hit costs a few nanoseconds, where the piece table (12 MB for
- * o200k, plus the bytes it compares) misses the CPU caches on nearly every lookup. A
+ * core's L2 cache: a hit costs a few nanoseconds, where the piece table (8 MB for o200k)
+ * misses the CPU caches on nearly every lookup. A
  * collision overwrites, so it never grows. Tables with ranks of 2^21 - 1 or more do
  * without it. One per encoder (no locking). */
 #define TK_MEMO_SLOTS ((size_t)1 << 15)
@@ -197,18 +200,25 @@ static inline size_t tk_memo_index(uint64_t key) {
     return (size_t)(tk_mix64(key) >> 40) & (TK_MEMO_SLOTS - 1);
 }
 
-/* Start loading the slot where p[0..len) would be, so that the two lookups each join
- * makes wait on memory at once instead of one after the other. */
-static inline void tk_piece_prefetch(const tk_piece_map *pieces, const unsigned char *p,
-                                     size_t len) {
-    if (len > 2) __builtin_prefetch(&pieces->slots[tk_hash_bytes(p, len) & pieces->mask]);
+/* The hash of p[0..len) for tk_join_rank, its slot already loading, so that the lookups a
+ * join makes wait on memory at once instead of one after the other (0 for two bytes: the
+ * two-byte table answers those). */
+static inline uint64_t tk_piece_prefetch(const tk_piece_map *pieces, const unsigned char *p,
+                                         size_t len) {
+    if (len <= 2) return 0;
+    uint64_t h = tk_hash_bytes(p, len);
+    __builtin_prefetch(&pieces->slots[h & pieces->mask]);
+    return h;
 }
 
-/* Rank of the bytes of parts l and r (p[0..len)), through the memo. */
+/* Rank of the bytes of parts l and r (p[0..len)), through the memo. h is their hash from
+ * tk_piece_prefetch, or 0 to hash them here only if the memo misses (a hash that happens
+ * to be 0 is just computed again). */
 static inline uint32_t tk_join_rank(const tk_piece_map *pieces, tk_memo *memo, uint32_t l,
-                                    uint32_t r, const unsigned char *p, size_t len) {
+                                    uint32_t r, const unsigned char *p, size_t len, uint64_t h) {
     if (len == 2) return pieces->two[(unsigned)p[0] << 8 | p[1]];
-    if (pieces->max_rank >= TK_MEMO_NONE) return tk_piece_map_get(pieces, p, len);
+    if (pieces->max_rank >= TK_MEMO_NONE)
+        return tk_piece_map_get(pieces, p, len, h ? h : tk_hash_bytes(p, len));
     uint64_t key = tk_memo_key(l, r);
     size_t i = tk_memo_index(key);
     if (memo->slots) {
@@ -220,7 +230,7 @@ static inline uint32_t tk_join_rank(const tk_piece_map *pieces, tk_memo *memo, u
     } else if ((memo->slots = malloc(TK_MEMO_SLOTS * sizeof(uint64_t))) != NULL) {
         memset(memo->slots, 0xff, TK_MEMO_SLOTS * sizeof(uint64_t));
     }
-    uint32_t rank = tk_piece_map_get(pieces, p, len);
+    uint32_t rank = tk_piece_map_get(pieces, p, len, h ? h : tk_hash_bytes(p, len));
     if (memo->slots) /* out of memory: only the memo is lost */
         memo->slots[i] = key | (rank == TK_NO_RANK ? TK_MEMO_NONE : rank);
     return rank;
