@@ -580,3 +580,59 @@ def _encode_with_threads(tok: Tokenizer, text: str) -> list[int]:
     fast.threads = 2
     assert fast.parts(text) is not None
     return fast.encode(text)
+
+
+def test_a_piece_no_merge_makes_is_one_id_where_a_chunk_spells_it_as_in_tiktoken(
+    tmp_path: Path,
+) -> None:
+    """A piece appended to a rank file without a merge (a vocabulary extension does that):
+    tiktoken gives a chunk that is exactly the piece its id, and so do the compiled rank
+    tables, the compiled merge tables (explicit merges, ``ignore_merges``) and the reference."""
+    import base64
+
+    import tiktoken
+
+    from tokembed.tokenizer.formats import load_tokenizer
+    from tokembed.tokenizer.formats.ranks import lowest_rank_split, parse_ranks
+
+    piece, rank = b" helloworldtokembed", 50257
+    data = data_path("tokenizers", "r50k_base.tiktoken").read_bytes()
+    assert lowest_rank_split(parse_ranks(data), piece) is None  # no merge makes it
+    data += base64.b64encode(piece) + f" {rank}\n".encode()
+    path = tmp_path / "r50k_base.tiktoken"
+    path.write_bytes(data)
+    tok = load_tokenizer(path, encoding="r50k_base")
+    assert tok.tables.ignore_merges
+    peer = tiktoken.Encoding(
+        "r50k_plus",
+        pat_str=tok.pretokenizer.stages[0],
+        mergeable_ranks=parse_ranks(data),
+        special_tokens={},
+    )
+    text = pud_text("en")[:5000] + " helloworldtokembed helloworldtokembeds helloworldtokembed"
+    expected = peer.encode_ordinary(text)
+    assert expected.count(rank) == 2
+    by_rank = _encoder(_module().Tables.from_ranks(data))
+    assert _chunked(by_rank, tok.pretokenizer, text) == expected
+    by_merge = _encoder(compiled_tables(tok.tables))
+    assert _chunked(by_merge, tok.pretokenizer, text) == expected
+    assert tok.encode_ordinary(text) == expected
+    assert tok.encode_ordinary_reference(text) == expected
+    assert tok.implementation == "compiled"
+
+
+def test_compiled_tables_say_whether_they_follow_the_whole_piece_rule() -> None:
+    module = _module()
+    assert module.Tables.from_ranks(b"YQ== 0\nYg== 1\nYWI= 2\n").ignore_merges
+    plain = BPETables.byte_level(merges=[(97, 98)])
+    assert not compiled_tables(plain).ignore_merges
+    whole = BPETables(pieces=plain.pieces, merges=plain.merges, ignore_merges=True)
+    assert compiled_tables(whole).ignore_merges
+    twice = [(1, b"ab"), (2, b"ab")]
+    with pytest.raises(ValueError, match="share their bytes"):
+        module.Tables.from_merges(plain.byte_ids, plain.merges, pieces=twice, ignore_merges=True)
+    # without the rule only the piece the merges rebuild (256) is looked up: no conflict
+    enc = _encoder(module.Tables.from_merges(plain.byte_ids, plain.merges, pieces=twice))
+    assert enc.encode_chunks("ab", ["ab"]) == [256]
+    with pytest.raises(TypeError):
+        module.Tables.from_merges(plain.byte_ids, plain.merges, pieces=[(1, "ab")])

@@ -119,6 +119,42 @@ def test_inconsistent_merge_order_follows_the_merge_list() -> None:
     assert _checked_reference(tok, "abc") == [97, 256]
 
 
+def test_ignore_merges_gives_a_chunk_that_is_one_piece_its_id() -> None:
+    # "abc" (258) is a piece no merge rebuilds from its bytes (a + bc wins, as above).
+    plain = BPETables.byte_level(merges=[(98, 99, 256), (97, 98, 257), (257, 99, 258)])
+    whole = BPETables(pieces=plain.pieces, merges=plain.merges, ignore_merges=True)
+    pre = Pretokenizer.preset("teaching")
+    for tables, abc in ((plain, [97, 256]), (whole, [258])):
+        tok = Tokenizer(pretokenizer=pre, tables=tables)
+        assert tok.implementation == OWN
+        for text, expected in (
+            ("abc", abc),
+            ("abcab", [97, 256, 257]),
+            ("abc\nabc", [*abc, 10, *abc]),
+            ("ab abc", [257, 32, 97, 256]),
+        ):
+            assert tok.encode_ordinary(text) == expected, (tables.ignore_merges, text)
+            assert tok.encode_ordinary_reference(text) == expected
+            assert _checked_reference(tok, text) == expected
+    assert whole.piece_ids[b"abc"] == 258
+    assert plain.piece_ids == {}
+
+
+def test_ignore_merges_needs_one_id_per_piece_and_names_its_own_address() -> None:
+    dup = _duplicate_tables()
+    with pytest.raises(TokenizerError) as e:
+        BPETables(pieces=dup.pieces, merges=dup.merges, ignore_merges=True)
+    assert e.value.code == "INVALID_MERGES"
+    assert e.value.value == 1
+    plain = BPETables.byte_level(merges=[(97, 98), (256, 99)])
+    whole = BPETables(pieces=plain.pieces, merges=plain.merges, ignore_merges=True)
+    assert "ignore_merges" not in plain.to_canonical()
+    assert whole.to_canonical() == {**plain.to_canonical(), "ignore_merges": True}
+    assert address_hash(whole, ["x"]) != address_hash(plain, ["x"])
+    assert whole.truncated(1).ignore_merges
+    assert not plain.truncated(1).ignore_merges
+
+
 def test_user_regex_keeps_gaps(pud_tok: Tokenizer) -> None:
     tok = Tokenizer(pretokenizer=Pretokenizer.preset(r"\p{L}+"), tables=pud_tok.tables)
     assert tok.implementation == OWN

@@ -7,7 +7,7 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from tokembed.tokenizer._native import load
@@ -125,6 +125,51 @@ def test_compiled_merge_equals_the_plain_rule_and_hf(case: tuple[BPETables, list
     assert _heap(ids, tables) == expected
     assert encode_chunk_reference(tables, bytes(ids)) == expected
     assert _hf(ids, tables) == expected
+
+
+@st.composite
+def _tables_with_loose_pieces(draw: st.DrawFn) -> tuple[BPETables, list[int]]:
+    """The tables above with ignore_merges and pieces no merge makes; the chunk is often one
+    of their pieces, where the rule decides."""
+    tables, text = draw(_tables_and_ids())
+    pieces = dict(tables.pieces)
+    for k in range(draw(st.integers(0, 4))):
+        letters = draw(st.lists(st.sampled_from([97, 98, 99, 100]), min_size=2, max_size=6))
+        pieces[300 + k] = bytes(letters)
+    assume(len(set(pieces.values())) == len(pieces))
+    longer = sorted(p for p in pieces.values() if len(p) > 1)
+    if longer and draw(st.booleans()):
+        text = list(draw(st.sampled_from(longer)))
+    return BPETables(pieces=pieces, merges=tables.merges, ignore_merges=True), text
+
+
+def _hf_ignoring_merges(ids: list[int], tables: BPETables) -> list[int]:
+    """HF's BPE model with ``ignore_merges=True`` and every piece of the tables."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import BPE
+
+    vocab = {p.decode("latin-1"): i for i, p in tables.pieces.items()}
+    merges = [
+        (tables.pieces[a].decode("latin-1"), tables.pieces[b].decode("latin-1"))
+        for a, b, _ in tables.merges
+    ]
+    hf = Tokenizer(BPE(vocab=vocab, merges=merges, ignore_merges=True))
+    return list(hf.encode(bytes(ids).decode("ascii")).ids) if ids else []
+
+
+@settings(max_examples=300, deadline=None)
+@given(_tables_with_loose_pieces())
+def test_ignore_merges_equals_hf_and_the_plain_rule_elsewhere(
+    case: tuple[BPETables, list[int]],
+) -> None:
+    from tokembed.tokenizer.encode import encode_chunk_reference
+
+    tables, ids = case
+    whole = tables.piece_ids.get(bytes(ids)) if len(ids) > 1 else None
+    expected = [whole] if whole is not None else _plain(ids, tables)
+    assert _heap(ids, tables) == expected
+    assert encode_chunk_reference(tables, bytes(ids)) == expected
+    assert _hf_ignoring_merges(ids, tables) == expected
 
 
 # --- limits (issue 25.7): every id is a 32-bit id, refused with a code beyond ------------

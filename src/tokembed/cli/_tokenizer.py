@@ -310,7 +310,12 @@ def _prove_append_only(base: Tokenizer, new: Tokenizer) -> object:
         specials |= {n: i for n, i in tables.specials.items() if i in renamed}
         base = Tokenizer(
             pretokenizer=base.pretokenizer,
-            tables=BPETables(pieces=old.pieces, merges=old.merges, specials=specials),
+            tables=BPETables(
+                pieces=old.pieces,
+                merges=old.merges,
+                specials=specials,
+                ignore_merges=old.ignore_merges,
+            ),
         )
     change = classify_change(base, new)
     change.require_append_only()

@@ -233,7 +233,8 @@ class TextCheck:
 
 
 def encode_chunk_reference(tables: BPETables, data: bytes) -> list[int]:
-    """Ids of one chunk's bytes by the plain rule (a full pass per merge).
+    """Ids of one chunk's bytes by the plain rule (a full pass per merge); with
+    ``tables.ignore_merges``, a chunk that is one piece is that piece's id.
 
     Raises:
         TokenizerError(UNREPRESENTABLE_BYTE): a byte has no id (its offset in ``data``).
@@ -248,6 +249,9 @@ def encode_chunk_reference(tables: BPETables, data: bytes) -> list[int]:
             value=offset,
             fix="remove that byte, or use a vocabulary with all 256 bytes",
         )
+    whole = tables.piece_ids.get(data) if tables.ignore_merges else None
+    if whole is not None:
+        return [whole]
     return _join_leftmost_lowest(ids, tables.pair_ranks)
 
 

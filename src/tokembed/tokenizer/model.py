@@ -47,11 +47,16 @@ class BPETables:
         merges: ``(left, right, result)`` ids in rank order; ``pieces[result]``
             equals ``pieces[left] + pieces[right]``.
         specials: special-token name → id; several names may share an id (aliases).
+        ignore_merges: a chunk whose bytes are one piece encodes as that piece's id
+            without merging. That is tiktoken's rule (it holds for every rank file) and
+            Hugging Face's ``ignore_merges``; it differs from plain merging only for a
+            piece the merges do not rebuild from its own bytes (one appended to a
+            vocabulary without a merge, say). Needs distinct pieces.
 
     Raises:
         TokenizerError(INVALID_MERGES): a merge names an unknown id, its result
             bytes differ from the concatenation, a result id is produced twice,
-            or the same pair appears twice.
+            or the same pair appears twice; ``ignore_merges`` with two ids of one piece.
         TokenizerError(SPECIAL_TOKEN_CONFLICT): a special id is also an ordinary id
             or is negative.
     """
@@ -59,9 +64,12 @@ class BPETables:
     pieces: Mapping[int, bytes]
     merges: tuple[tuple[int, int, int], ...] = ()
     specials: Mapping[str, int] = field(default_factory=dict)
+    ignore_merges: bool = False
     # Derived lookups, filled in __post_init__.
     byte_ids: tuple[int | None, ...] = field(init=False, repr=False)
     pair_ranks: dict[tuple[int, int], tuple[int, int]] = field(init=False, repr=False)
+    # piece -> id where ignore_merges holds (empty otherwise)
+    piece_ids: dict[bytes, int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pieces", dict(self.pieces))
@@ -129,6 +137,16 @@ class BPETables:
                 byte_ids[piece[0]] = i
         object.__setattr__(self, "byte_ids", tuple(byte_ids))
         object.__setattr__(self, "pair_ranks", pair_ranks)
+        piece_ids = {p: i for i, p in pieces.items()} if self.ignore_merges else {}
+        if len(piece_ids) != (len(pieces) if self.ignore_merges else 0):
+            raise TokenizerError(
+                "INVALID_MERGES",
+                f"{len(pieces) - len(piece_ids)} byte pieces have two ids: ignore_merges "
+                "could not tell which id a chunk spelling one of them gets",
+                value=len(pieces) - len(piece_ids),
+                fix="give every byte piece one id, or encode without ignore_merges",
+            )
+        object.__setattr__(self, "piece_ids", piece_ids)
 
     @classmethod
     def byte_level(
@@ -184,19 +202,31 @@ class BPETables:
             )
         dropped = {m[2] for m in self.merges[n_merges:]}
         pieces = {i: p for i, p in self.pieces.items() if i not in dropped}
-        return BPETables(pieces=pieces, merges=self.merges[:n_merges], specials=self.specials)
+        return BPETables(
+            pieces=pieces,
+            merges=self.merges[:n_merges],
+            specials=self.specials,
+            ignore_merges=self.ignore_merges,
+        )
 
     def to_canonical(self) -> dict[str, Any]:
-        """JSON-ready canonical description; the address hash is computed over it."""
-        return {
+        """JSON-ready canonical description; the address hash is computed over it.
+
+        ``ignore_merges`` appears only when set, so tables without it keep the hash they
+        had before the flag existed."""
+        canon: dict[str, Any] = {
             "pieces": [[i, self.pieces[i].hex()] for i in sorted(self.pieces)],
             "merges": [list(m) for m in self.merges],
             "specials": sorted([name, sid] for name, sid in self.specials.items()),
         }
+        if self.ignore_merges:
+            canon["ignore_merges"] = True
+        return canon
 
 
 def address_hash(tables: BPETables, pretokenizer_stages: Iterable[str]) -> str:
-    """SHA-256 naming an address space: equal iff stages, pieces, merges and specials are equal.
+    """SHA-256 naming an address space: equal iff stages, pieces, merges, specials and
+    ``ignore_merges`` are equal.
 
     Metadata (names, dates, descriptions) is deliberately excluded: two files that
     map every text to the same ids carry the same hash.

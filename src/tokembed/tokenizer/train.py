@@ -301,7 +301,14 @@ def _extended(base: Tokenizer, pairs: list[tuple[int, int]], config: TrainConfig
     }
     return Tokenizer(
         pretokenizer=base.pretokenizer,
-        tables=BPETables(pieces=pieces, merges=tuple(merges), specials=specials),
+        # a continued rank file keeps tiktoken's rule (learned pieces are rebuilt by
+        # their merges, so for them the rule changes nothing)
+        tables=BPETables(
+            pieces=pieces,
+            merges=tuple(merges),
+            specials=specials,
+            ignore_merges=old.ignore_merges,
+        ),
         name=None if base.name is None else f"{base.name}-extended",
         metadata=metadata,
     )

@@ -95,6 +95,29 @@ def test_gpt2_vocab_merges_encode_like_hf_and_tiktoken_r50k() -> None:
         assert tuple(ids) == our_ids("r50k_base", lang), lang
 
 
+@pytest.mark.parametrize("rule", [True, False])
+def test_ignore_merges_follows_hf_for_a_token_no_merge_makes(rule: bool, tmp_path: Path) -> None:
+    """SmolLM2 with a vocabulary entry that no merge makes ("Ġhelloworldtokembed"): with
+    ``ignore_merges`` HF gives a word spelling it that id, without it the merges' ids; so do
+    we (the compiled merge tables and the reference)."""
+    doc = _smol_doc()
+    new_id = max(doc["model"]["vocab"].values()) + 1
+    doc["model"]["vocab"]["Ġhelloworldtokembed"] = new_id
+    doc["model"]["ignore_merges"] = rule
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(doc))
+    hf = tokenizers.Tokenizer.from_file(str(path))
+    tok = load_tokenizer(path)
+    assert tok.tables.ignore_merges is rule
+    text = pud_texts()["en"][:4000] + " helloworldtokembed helloworldtokembeds helloworldtokembed"
+    want = _hf_ids(hf, text)
+    assert want.count(new_id) == (2 if rule else 0)
+    assert tok.encode(text) == want
+    assert tok.encode_ordinary_reference(text) == want
+    assert from_hf_document(json.loads(export_hf(tok, tmp_path / "out.json").read_text()),
+                            source="out").address_hash == tok.address_hash  # fmt: skip
+
+
 def _assert_export_loads_in_hf(tok: Any, tmp_path: Path, ids: Any) -> None:
     path = export_hf(tok, tmp_path / "tokenizer.json")
     hf = tokenizers.Tokenizer.from_file(str(path))

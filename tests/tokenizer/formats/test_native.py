@@ -37,6 +37,17 @@ def test_round_trip_keeps_ids_hash_name_and_metadata(tmp_path: Path) -> None:
     assert back.encode(text) == tok.encode(text)
 
 
+def test_round_trip_keeps_the_whole_piece_rule_of_a_rank_file(tmp_path: Path) -> None:
+    tok = real_tokenizer("r50k_base")
+    assert tok.tables.ignore_merges
+    doc = to_document(tok)
+    assert doc["ignore_merges"] is True
+    assert "ignore_merges" not in to_document(_trained())
+    back = load_tokenizer(save_tokenizer(tok, tmp_path / "r50k.json"))
+    assert back.tables.ignore_merges
+    assert back.address_hash == tok.address_hash
+
+
 def test_smollm2_round_trip_keeps_holes_and_low_special_ids(tmp_path: Path) -> None:
     tok = real_tokenizer("smollm2-135m")
     back = load_tokenizer(save_tokenizer(tok, tmp_path / "smol.json"))
@@ -79,6 +90,8 @@ def _doc_edit(tmp_path: Path, edit) -> Path:  # type: ignore[no-untyped-def]
         (lambda d: d.update(surprise=True), "MALFORMED_TOKENIZER_FILE"),
         (lambda d: d["pieces"].__setitem__(0, [0, "zz"]), "MALFORMED_TOKENIZER_FILE"),
         (lambda d: d.update(merges="nope"), "MALFORMED_TOKENIZER_FILE"),
+        (lambda d: d.update(ignore_merges="yes"), "MALFORMED_TOKENIZER_FILE"),
+        (lambda d: d.update(ignore_merges=True), "HASH_MISMATCH"),
     ],
 )
 def test_damaged_files_are_refused_with_a_code(tmp_path: Path, edit, code: str) -> None:  # type: ignore[no-untyped-def]

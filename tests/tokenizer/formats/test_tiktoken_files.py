@@ -365,9 +365,16 @@ def test_crafted_rank_orders_give_tiktokens_ids_on_every_path(
     # their own parts (abc before ab), and every path must still give tiktoken's ids.
     pieces = sorted({w[:k].encode() for w in words for k in range(2, len(w) + 1)})
     order.shuffle(pieces)
-    ranks = {bytes([b]): b for b in range(256)}
-    for piece in pieces:
-        ranks.setdefault(piece, len(ranks))
+    ranks = _bytes_and(pieces)
+    tok = _every_path_gives_tiktokens_ids(ranks, text)
+    # The merges every path used came from the compiled deriver: the reference's.
+    assert tok.tables.merges == _reference_merges(ranks)
+
+
+def _every_path_gives_tiktokens_ids(ranks: dict[bytes, int], text: str) -> Tokenizer:
+    """Our tokenizer of the rank file ``ranks`` (r50k's pattern), after checking that the
+    compiled rank tables, the reference (derived merges) and the compiled merge tables give
+    tiktoken's ids for ``text``, and that the tiktoken export gives ``ranks`` back."""
     pattern = encoding_spec("r50k_base").pattern
     enc = tiktoken.Encoding(
         name="crafted", pat_str=pattern, mergeable_ranks=ranks, special_tokens={}
@@ -379,11 +386,41 @@ def test_crafted_rank_orders_give_tiktokens_ids_on_every_path(
         with mock.patch.dict(os.environ, {"TOKEMBED_CACHE_DIR": folder}):
             tok = load_tokenizer(path, encoding="r50k_base")
             assert tok.encode_ordinary(text) == want  # compiled, before the merges exist
-            assert tok.encode_ordinary_reference(text) == want  # derived merges
-            assert tok.encode_ordinary(text) == want
+            assert tok.encode_ordinary_reference(text) == want  # derived merges + the rule
+            assert tok.encode_ordinary(text) == want  # compiled merge tables
             assert tables_to_ranks(tok.tables) == ranks  # the tiktoken export round-trips
-            # The merges every path used came from the compiled deriver: the reference's.
-            assert tok.tables.merges == _reference_merges(ranks)
+    return tok
+
+
+@settings(max_examples=80, deadline=None)
+@given(words=_WORDS, order=st.randoms(use_true_random=False), picks=st.lists(st.integers(0, 7)))
+def test_pieces_no_merge_makes_give_tiktokens_ids_on_every_path(
+    words: list[str], order: random.Random, picks: list[int]
+) -> None:
+    # Whole words (and " word") as pieces without their prefixes: most are pieces no merge
+    # makes, which tiktoken still gives a chunk spelling one of them; the text spells them.
+    pieces = sorted({p for w in words for p in (w.encode(), b" " + w.encode())})
+    order.shuffle(pieces)
+    text = " ".join(words[i % len(words)] for i in picks) + " " + "".join(words)
+    _every_path_gives_tiktokens_ids(_bytes_and(pieces), text)
+
+
+def test_export_refuses_a_piece_no_merge_makes_without_the_whole_piece_rule(
+    tmp_path: Path,
+) -> None:
+    base = BPETables.byte_level(merges=[(97, 98)])
+    tables = BPETables(pieces={**base.pieces, 300: b"xyz"}, merges=base.merges)
+    tok = Tokenizer(pretokenizer=Pretokenizer.preset("gpt2"), tables=tables)
+    with pytest.raises(FormatError) as e:
+        export_tiktoken(tok, tmp_path)
+    assert e.value.code == "UNSUPPORTED_TOKENIZER"
+    assert e.value.value == [300]
+    assert not list(tmp_path.iterdir())
+    rule = BPETables(pieces=tables.pieces, merges=tables.merges, ignore_merges=True)
+    back = load_tokenizer(
+        export_tiktoken(Tokenizer(pretokenizer=tok.pretokenizer, tables=rule), tmp_path)
+    )
+    assert back.encode_ordinary("xyz ab") == [300, 32, 256]
 
 
 def _compiled_deriver() -> None:

@@ -27,6 +27,15 @@ tk_tables *tk_tables_from_merges(const int64_t byte_id[256], const uint32_t *mer
    1-based line this parser refuses (1 as well when memory runs out or a piece or rank repeats:
    the caller's own parser then names the problem). */
 tk_tables *tk_tables_from_ranks(const unsigned char *data, size_t n, size_t *bad_line);
+/* Give merge tables a byte string -> id map of the n pieces (pieces[k] of lens[k] bytes, id
+   ids[k]), so that a chunk that is one piece takes one lookup. every = 1: all of them
+   (Hugging Face's ignore_merges: a chunk that is a piece is that piece, merged or not; rank
+   files always follow that rule, as tiktoken does); every = 0: only pieces the merges make
+   from their own bytes, which changes no id. 0, 1 when a piece repeats (every = 1), -1 when
+   memory runs out or the tables already have the map. */
+int tk_tables_add_pieces(tk_tables *t, const unsigned char *const *pieces, const uint32_t *lens,
+                         const uint32_t *ids, size_t n, int every);
+int tk_tables_ignore_merges(const tk_tables *t);
 void tk_tables_free(tk_tables *t);
 int tk_tables_rank_mode(const tk_tables *t);
 size_t tk_tables_size(const tk_tables *t);      /* merges, or pieces of a rank file */

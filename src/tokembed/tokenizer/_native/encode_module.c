@@ -90,10 +90,57 @@ fail:
     return -1;
 }
 
-static PyObject *Tables_from_merges(PyObject *cls, PyObject *args) {
-    PyObject *byte_ids, *merges;
+/* Give ``t`` the map of ``pieces``, a sequence of (id, bytes) (see tk_tables_add_pieces); 0
+ * or -1 with an exception set (``t`` is then freed). */
+static int whole_pieces_from(tk_tables *t, PyObject *pieces, int every) {
+    PyObject *seq = PySequence_Fast(pieces, "pieces must be a sequence of (id, bytes)");
+    if (!seq) goto fail_tables;
+    size_t n = (size_t)PySequence_Fast_GET_SIZE(seq);
+    const unsigned char **ptr = malloc((n ? n : 1) * sizeof *ptr);
+    uint32_t *lens = malloc((n ? n : 1) * sizeof *lens), *ids = malloc((n ? n : 1) * sizeof *ids);
+    int rc = -1;
+    if (!ptr || !lens || !ids) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (size_t k = 0; k < n; k++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)k);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
+            !PyBytes_Check(PyTuple_GET_ITEM(item, 1))) {
+            PyErr_SetString(PyExc_TypeError, "each piece must be an (id, bytes) tuple");
+            goto done;
+        }
+        if (id_from(PyTuple_GET_ITEM(item, 0), &ids[k]) < 0) goto done;
+        PyObject *b = PyTuple_GET_ITEM(item, 1);
+        ptr[k] = (const unsigned char *)PyBytes_AS_STRING(b);
+        lens[k] = (uint32_t)PyBytes_GET_SIZE(b);
+        if (lens[k] == 0 || (size_t)PyBytes_GET_SIZE(b) >= UINT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "a piece must hold 1 to 2^32 - 2 bytes");
+            goto done;
+        }
+    }
+    rc = tk_tables_add_pieces(t, ptr, lens, ids, n, every);
+    if (rc == 1) PyErr_SetString(PyExc_ValueError, "two pieces share their bytes");
+    else if (rc < 0) PyErr_NoMemory();
+done:
+    free(ptr);
+    free(lens);
+    free(ids);
+    Py_DECREF(seq);
+    if (rc == 0) return 0;
+fail_tables:
+    tk_tables_free(t);
+    return -1;
+}
+
+static PyObject *Tables_from_merges(PyObject *cls, PyObject *args, PyObject *kw) {
+    static char *names[] = {"byte_ids", "merges", "pieces", "ignore_merges", NULL};
+    PyObject *byte_ids, *merges, *pieces = Py_None;
+    int every = 0;
     int64_t byte_id[256];
-    if (!PyArg_ParseTuple(args, "OO", &byte_ids, &merges) || byte_ids_from(byte_ids, byte_id) < 0)
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$Op", names, &byte_ids, &merges, &pieces,
+                                     &every) ||
+        byte_ids_from(byte_ids, byte_id) < 0)
         return NULL;
     PyObject *seq = PySequence_Fast(merges, "merges must be a sequence of (left, right, result)");
     if (!seq) return NULL;
@@ -113,9 +160,10 @@ static PyObject *Tables_from_merges(PyObject *cls, PyObject *args) {
             if (id_from(PyTuple_GET_ITEM(m, f), &lr[3 * (size_t)k + f]) < 0) goto fail;
     }
     Py_DECREF(seq);
-    PyObject *out = tables_object(tk_tables_from_merges(byte_id, lr, (size_t)n));
+    tk_tables *t = tk_tables_from_merges(byte_id, lr, (size_t)n);
     free(lr);
-    return out;
+    if (t && pieces != Py_None && whole_pieces_from(t, pieces, every) < 0) return NULL;
+    return tables_object(t);
 fail:
     free(lr);
     Py_DECREF(seq);
@@ -133,6 +181,10 @@ static PyObject *Tables_from_ranks(PyObject *cls, PyObject *args) {
     PyBuffer_Release(&view);
     if (!t) return PyErr_Format(PyExc_ValueError, "rank file refused at line %zu", bad);
     return tables_object(t);
+}
+
+static PyObject *Tables_get_ignore_merges(TablesObject *self, void *c) {
+    return PyBool_FromLong(tk_tables_ignore_merges(self->t));
 }
 
 static PyObject *Tables_get_rank_mode(TablesObject *self, void *c) {
@@ -159,8 +211,11 @@ static PyObject *Tables_missing_bytes(TablesObject *self, PyObject *unused) {
 }
 
 static PyMethodDef Tables_methods[] = {
-    {"from_merges", Tables_from_merges, METH_VARARGS | METH_CLASS,
-     "from_merges(byte_ids, merges): explicit merge tables (byte_ids: 256 ids, None or -1 for none)."},
+    {"from_merges", (PyCFunction)(void (*)(void))Tables_from_merges, METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "from_merges(byte_ids, merges, *, pieces=None, ignore_merges=False): explicit merge tables "
+     "(byte_ids: 256 ids, None or -1 for none); pieces, (id, bytes) pairs, let a chunk that is "
+     "one of them take one lookup (all of them with ignore_merges, else those the merges "
+     "rebuild from their bytes)."},
     {"from_ranks", Tables_from_ranks, METH_VARARGS | METH_CLASS,
      "from_ranks(data): tiktoken rank-file tables; ValueError when the strict parser refuses it."},
     {"missing_bytes", (PyCFunction)Tables_missing_bytes, METH_NOARGS, "Bytes without an id."},
@@ -168,6 +223,8 @@ static PyMethodDef Tables_methods[] = {
 
 static PyGetSetDef Tables_getset[] = {
     {"rank_mode", (getter)Tables_get_rank_mode, NULL, "True for a rank file's tables.", NULL},
+    {"ignore_merges", (getter)Tables_get_ignore_merges, NULL,
+     "True when a chunk that is one piece encodes as that piece (rank files always).", NULL},
     {"size", (getter)Tables_get_size, NULL, "Merges (merge mode) or pieces (rank mode).", NULL},
     {"max_rank", (getter)Tables_get_max_rank, NULL, "Largest rank (rank mode).", NULL},
     {NULL}};

@@ -67,6 +67,7 @@ def build_tables(
     pieces: Mapping[int, bytes],
     merges: Sequence[tuple[int, int, int]],
     specials: Mapping[str, int],
+    ignore_merges: bool = False,
 ) -> BPETables:
     """Validated tables; an inconsistency becomes MALFORMED_TOKENIZER_FILE naming the file.
 
@@ -79,7 +80,9 @@ def build_tables(
     if too_big >= _ID_LIMIT:  # the encoder keeps ordinary ids in 32-bit arrays
         raise malformed(source, f"token id {too_big} is not below 2^32", value=too_big)
     try:
-        return BPETables(pieces=pieces, merges=tuple(merges), specials=specials)
+        return BPETables(
+            pieces=pieces, merges=tuple(merges), specials=specials, ignore_merges=ignore_merges
+        )
     except TokenizerError as exc:
         raise malformed(source, f"{exc.code}: {exc.message}", value=exc.value) from exc
 

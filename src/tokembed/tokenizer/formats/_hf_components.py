@@ -77,7 +77,7 @@ _RULES: dict[str, dict[str | None, _Rule]] = {
                 "continuing_subword_prefix": (None, ""),
                 "end_of_word_suffix": (None, ""),
                 "byte_fallback": (False,),
-                "ignore_merges": (False,),
+                "ignore_merges": (False, True),
             },
             frozenset({"vocab", "merges", "unk_token", "fuse_unk"}),
         )

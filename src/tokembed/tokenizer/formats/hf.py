@@ -179,7 +179,13 @@ def from_hf_document(data: Any, *, source: str) -> Tokenizer:
     pieces, id_merges = tables_from_vocab(source, vocab=vocab, merges=merges, specials=specials)
     return Tokenizer(
         pretokenizer=build_pretokenizer(source, stages, dialect="huggingface"),
-        tables=build_tables(source, pieces=pieces, merges=id_merges, specials=specials),
+        tables=build_tables(
+            source,
+            pieces=pieces,
+            merges=id_merges,
+            specials=specials,
+            ignore_merges=model.get("ignore_merges") is True,
+        ),
         name=Path(source).parent.name or None,
         metadata={"source_format": "huggingface", "source": Path(source).name},
     )
@@ -277,7 +283,7 @@ def to_hf_document(tok: Tokenizer) -> dict[str, Any]:
             "end_of_word_suffix": None,
             "fuse_unk": False,
             "byte_fallback": False,
-            "ignore_merges": False,
+            "ignore_merges": tables.ignore_merges,
             "vocab": vocab,
             "merges": [[text[left], text[right]] for left, right, _ in tables.merges],
         },

@@ -7,10 +7,11 @@ Layout (version 1)::
      "specials": {"<|endoftext|>": 100257, ...},
      "pieces": [[id, "hex bytes"], ...],          # ids that no merge produces
      "merges": [[left, right, result], ...],      # rank order
+     "ignore_merges": true,                       # only when set (rank files)
      "address_hash": "sha256:..."}
 
 The hash (:func:`tokembed.tokenizer.model.address_hash`) covers stages,
-pieces, merges and specials but not name or metadata; loading recomputes it
+pieces, merges, specials and ``ignore_merges`` but not name or metadata; loading recomputes it
 and refuses a file whose recorded hash differs (edited by hand, truncated…).
 
 Example::
@@ -58,6 +59,7 @@ _KEYS = {
     "specials",
     "pieces",
     "merges",
+    "ignore_merges",
     "address_hash",
 }
 
@@ -71,6 +73,7 @@ def to_document(tok: Tokenizer) -> dict[str, Any]:
     """The version-1 JSON document of ``tok``."""
     tables = tok.tables
     results = {m[2] for m in tables.merges}
+    rule = {"ignore_merges": True} if tables.ignore_merges else {}
     return {
         "format": _FORMAT_NAME,
         "version": _FORMAT_VERSION,
@@ -80,6 +83,7 @@ def to_document(tok: Tokenizer) -> dict[str, Any]:
         "specials": dict(sorted(tables.specials.items(), key=lambda kv: (kv[1], kv[0]))),
         "pieces": [[i, tables.pieces[i].hex()] for i in sorted(tables.pieces) if i not in results],
         "merges": [list(m) for m in tables.merges],
+        **rule,
         "address_hash": address_hash(tables, tok.pretokenizer.stages),
     }
 
@@ -166,7 +170,12 @@ def from_document(data: Any, *, source: str) -> Tokenizer:
             )
         pieces[result] = pieces[left] + pieces[right]
         merges.append((left, right, result))
-    tables = build_tables(source, pieces=pieces, merges=merges, specials=specials)
+    rule = data.get("ignore_merges", False)
+    if not isinstance(rule, bool):
+        raise malformed(source, "'ignore_merges' must be true or false", value=rule)
+    tables = build_tables(
+        source, pieces=pieces, merges=merges, specials=specials, ignore_merges=rule
+    )
     name, dialect = pre.get("name"), pre.get("dialect")
     if dialect not in DIALECTS:
         raise malformed(source, f"unknown pre-tokenizer dialect {dialect!r}", value=dialect)

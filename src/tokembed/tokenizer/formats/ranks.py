@@ -10,9 +10,10 @@ merges equals tiktoken's encoding: inside the span of any piece, merges happen i
 the same order as when the piece is encoded alone, so the last join before the
 piece appears is always that split.
 
-A piece whose joining does not end in two parts can never be produced by
-tiktoken; it is kept as a piece without a merge (none of the four real files in
-``shared/data/tokenizers`` has one).
+A piece whose joining does not end in two parts gets no merge; tiktoken still
+gives its id to a chunk that is exactly that piece (a chunk that is a piece is
+never merged), so the tables carry ``ignore_merges``, the same rule (none of the
+four real files in ``shared/data/tokenizers`` has such a piece).
 
 Replaying the joining by rescanning every pair costs O(n^2) for a piece of n
 bytes, which a crafted file of ever longer pieces turns into the cube of its
@@ -120,8 +121,8 @@ def lowest_rank_split(ranks: Mapping[bytes, int], piece: bytes) -> tuple[bytes, 
     context, the parts covering a piece's bytes evolve as they do in the piece
     alone until the piece forms, so this split is the one merge that makes it.
 
-    Returns None when more than two parts remain: tiktoken never produces the
-    piece by encoding (it still decodes).
+    Returns None when more than two parts remain: no merge makes the piece, and
+    tiktoken produces it only for a chunk that is exactly the piece.
     """
     if len(piece) == 2:  # two bytes: nothing can merge before the pair itself
         return piece[:1], piece[1:]
@@ -162,7 +163,8 @@ def _reference_merges(
 def ranks_to_tables(
     ranks: Mapping[bytes, int], *, specials: Mapping[str, int] | None = None
 ) -> BPETables:
-    """Explicit-merge tables that encode exactly like tiktoken with ``ranks``; ids = ranks.
+    """Explicit-merge tables that encode exactly like tiktoken with ``ranks``; ids = ranks,
+    ``ignore_merges`` set (tiktoken emits a chunk that is a piece as that piece).
 
     The splits come from the compiled deriver where it is built (O(n log n) for a piece
     of n bytes), else from :func:`lowest_rank_split` run for every piece (the reference
@@ -175,14 +177,18 @@ def ranks_to_tables(
     merges = compiled_rank_merges(pieces)
     if merges is None:
         merges = _reference_merges(ranks, pieces)
-    return BPETables(pieces=pieces, merges=tuple(merges), specials=dict(specials or {}))
+    return BPETables(
+        pieces=pieces, merges=tuple(merges), specials=dict(specials or {}), ignore_merges=True
+    )
 
 
 def tables_to_ranks(tables: BPETables) -> dict[bytes, int]:
     """tiktoken ranks (id → rank) that encode exactly like ``tables``.
 
     tiktoken has no explicit merges, so this holds only when the merges are
-    the ones :func:`ranks_to_tables` would derive back; that is checked.
+    the ones :func:`ranks_to_tables` would derive back; that is checked. tiktoken
+    also gives a chunk that is one piece that piece's id, so tables without
+    ``ignore_merges`` must have every piece of two or more bytes made by a merge.
 
     Raises:
         FormatError(UNSUPPORTED_TOKENIZER): a byte has no id, two ids share one
@@ -203,6 +209,17 @@ def tables_to_ranks(tables: BPETables) -> dict[bytes, int]:
         fix="export this tokenizer with --format hf or keep the native format",
     )
     ranks = {piece: i for i, piece in tables.pieces.items()}
+    if not tables.ignore_merges:
+        made = {m[2] for m in tables.merges}
+        loose = sorted(i for i, p in tables.pieces.items() if len(p) > 1 and i not in made)
+        if loose:
+            raise FormatError(
+                "UNSUPPORTED_TOKENIZER",
+                f"{len(loose)} pieces no merge makes (first: id {loose[0]}) would be one "
+                "token in tiktoken wherever a chunk spells one, and are not here",
+                value=loose[:10],
+                fix="export this tokenizer with --format hf or keep the native format",
+            )
     back = ranks_to_tables(ranks).merges
     if back != tables.merges:
         first = next(

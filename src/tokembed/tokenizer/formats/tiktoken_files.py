@@ -113,7 +113,7 @@ def _rank_file_tables(data: bytes, specials: Mapping[str, int], source: str) -> 
     ranks = parse_ranks(data, source=source)
     merges = cached_merges(data, lambda: ranks_to_tables(ranks).merges)
     pieces = {rank: piece for piece, rank in ranks.items()}
-    return BPETables(pieces=pieces, merges=merges, specials=dict(specials))
+    return BPETables(pieces=pieces, merges=merges, specials=dict(specials), ignore_merges=True)
 
 
 def _rank_file_pieces(data: bytes, source: str) -> dict[int, bytes]:
