@@ -87,6 +87,13 @@ typedef struct {
     size_t mask;
     const unsigned char *blob;
     uint32_t *two; /* rank of every two-byte string (65536 entries): the first lookups of a chunk */
+    /* A blocked Bloom filter of the pieces' hashes, in 64-byte blocks (one cache line per
+     * question): most strings looked up are no piece (Russian on o200k: 459k of 873k
+     * lookups of 3 or more bytes), and the filter, 8 bits per piece (256 KiB for o200k, in
+     * L2), answers ~95% of those without touching the 8 MB of slots. Cold SmolLM2 on
+     * Russian 18.3 -> 21.6 MB/s, qwen on CJK 5.1 -> 7.1, o200k on 13 languages 9.9 -> 12.9. */
+    uint64_t *bloom;
+    size_t bloom_blocks_mask;
     uint32_t max_rank;
 } tk_piece_map;
 
@@ -101,7 +108,11 @@ static int tk_piece_map_init(tk_piece_map *m, size_t n, const unsigned char *blo
     m->slots = tk_table_alloc(cap * sizeof(tk_piece_slot));
     m->entries = NULL; /* made on the first FAR piece */
     m->two = malloc(65536 * sizeof(uint32_t));
-    if (!m->slots || !m->two) return -1;
+    size_t blocks = 1;
+    while (blocks * 512 < 8 * n) blocks <<= 1; /* >= 8 bits per piece, 2 set: ~5% false hits */
+    m->bloom = calloc(blocks * 8, sizeof(uint64_t));
+    m->bloom_blocks_mask = blocks - 1;
+    if (!m->slots || !m->two || !m->bloom) return -1;
     m->mask = cap - 1;
     m->blob = blob;
     memset(m->two, 0xff, 65536 * sizeof(uint32_t));
@@ -112,6 +123,23 @@ static void tk_piece_map_free(tk_piece_map *m) {
     free(m->slots);
     free(m->entries);
     free(m->two);
+    free(m->bloom);
+}
+
+/* 0 when no piece has hash h (one cache line read, no probe of the 16-byte slots). The
+ * slot takes h's low bits and the cache shard its top 6; the filter uses bits 20-37 and
+ * 40 up. */
+static inline int tk_piece_maybe(const tk_piece_map *m, uint64_t h) {
+    const uint64_t *b = m->bloom + 8 * ((h >> 40) & m->bloom_blocks_mask);
+    unsigned x = (unsigned)(h >> 20) & 511, y = (unsigned)(h >> 29) & 511;
+    return (b[x >> 6] >> (x & 63) & 1) & (b[y >> 6] >> (y & 63) & 1);
+}
+
+static inline void tk_piece_bloom_add(tk_piece_map *m, uint64_t h) {
+    uint64_t *b = m->bloom + 8 * ((h >> 40) & m->bloom_blocks_mask);
+    unsigned x = (unsigned)(h >> 20) & 511, y = (unsigned)(h >> 29) & 511;
+    b[x >> 6] |= (uint64_t)1 << (x & 63);
+    b[y >> 6] |= (uint64_t)1 << (y & 63);
 }
 
 static inline int tk_piece_slot_is(const tk_piece_map *m, size_t i, const unsigned char *p,
@@ -148,7 +176,9 @@ static inline uint32_t tk_piece_map_find(const tk_piece_map *m, const unsigned c
 static int tk_piece_map_put(tk_piece_map *m, uint32_t off, uint32_t len, uint32_t rank) {
     const unsigned char *p = m->blob + off;
     size_t i;
-    if (tk_piece_map_find(m, p, len, tk_hash_bytes(p, len), &i) != TK_NO_RANK) return 1;
+    uint64_t h = tk_hash_bytes(p, len);
+    if (tk_piece_map_find(m, p, len, h, &i) != TK_NO_RANK) return 1;
+    tk_piece_bloom_add(m, h);
     if (len == 2) m->two[(unsigned)p[0] << 8 | p[1]] = rank;
     tk_piece_slot *s = &m->slots[i];
     s->head = tk_head8(p, len);
@@ -167,6 +197,7 @@ static int tk_piece_map_put(tk_piece_map *m, uint32_t off, uint32_t len, uint32_
 static inline uint32_t tk_piece_map_get(const tk_piece_map *m, const unsigned char *p, size_t len,
                                         uint64_t h) {
     if (len == 2) return m->two[(unsigned)p[0] << 8 | p[1]];
+    if (!tk_piece_maybe(m, h)) return TK_NO_RANK;
     size_t i;
     return tk_piece_map_find(m, p, len, h, &i);
 }
@@ -207,6 +238,7 @@ static inline uint64_t tk_piece_prefetch(const tk_piece_map *pieces, const unsig
                                          size_t len) {
     if (len <= 2) return 0;
     uint64_t h = tk_hash_bytes(p, len);
+    __builtin_prefetch(pieces->bloom + 8 * ((h >> 40) & pieces->bloom_blocks_mask));
     __builtin_prefetch(&pieces->slots[h & pieces->mask]);
     return h;
 }
