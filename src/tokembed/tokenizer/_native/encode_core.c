@@ -41,7 +41,7 @@ static tk_tables *tables_new(int rank_mode) {
 
 void tk_tables_free(tk_tables *t) {
     if (!t) return;
-    free(t->pairs.slots);
+    tk_pair_map_free(&t->pairs);
     free(t->merge_lr);
     tk_piece_map_free(&t->pieces);
     free(t->blob);
