@@ -117,7 +117,7 @@ def _ids_of(raw: Any) -> list[int]:
     if isinstance(raw, tuple):
         ids = raw[0]
         return (np.frombuffer(ids, "<u4") if isinstance(ids, bytes) else ids).tolist()
-    if len(raw) and not isinstance(raw[0], int):
+    if len(raw) and not isinstance(raw[0], int | np.integer):  # a list of NumPy ids is flat
         return [int(i) for ids in raw for i in ids]
     return [int(i) for i in raw]
 
