@@ -71,6 +71,12 @@ tk_tables *tk_tables_from_merges(const int64_t byte_id[256], const uint32_t *mer
     return t;
 }
 
+static int every_byte_has_an_id(const tk_tables *t) {
+    for (int b = 0; b < 256; b++)
+        if (t->byte_id[b] == UINT32_MAX) return 0;
+    return 1;
+}
+
 /* 1 when the merges turn the bytes p[0..len) into the one id `id`, else 0; -1 without memory. */
 static int merges_rebuild(const tk_tables *t, tk_scratch *s, const unsigned char *p, size_t len,
                           uint32_t id) {
@@ -114,8 +120,7 @@ int tk_tables_add_pieces(tk_tables *t, const unsigned char *const *pieces, const
     if (rc) return rc;
     t->whole = 1;
     t->ignore_merges = every;
-    t->all_bytes = 1;
-    for (int b = 0; b < 256; b++) t->all_bytes &= t->byte_id[b] != UINT32_MAX;
+    t->all_bytes = every_byte_has_an_id(t);
     return 0;
 }
 
@@ -227,8 +232,7 @@ static size_t parse_rank_file(tk_tables *t, const unsigned char *d, size_t n) {
         }
     t->n_pieces = count;
     t->max_id = t->pieces.max_rank = t->max_rank;
-    t->all_bytes = 1;
-    for (int b = 0; b < 256; b++) t->all_bytes &= t->byte_id[b] != UINT32_MAX;
+    t->all_bytes = every_byte_has_an_id(t);
 done:
     free(offs);
     free(lens);
