@@ -258,6 +258,54 @@ def test_long_chunks_are_not_cached() -> None:
     assert enc.cache_size == 1
 
 
+def _many_words(n: int, seed: int) -> list[str]:
+    """n distinct words of 2-40 UTF-8 bytes (Latin, Cyrillic, CJK letters), seeded. Among
+    them, 6,000 start with the same 8, 16 or 24 bytes as a chunk (after its space) and have
+    one length per family and few ids, so that chunks differing only in one later word of
+    the front key meet in one slot."""
+    import random
+
+    rng = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyzабвгдежзиклмнопрстуфхцчшщыэюя中文字的是"
+    words: set[str] = set()
+    for shared in ("informat", "informationinfor", "informationinformationi"):
+        family: set[str] = set()
+        while len(family) < 2000:
+            family.add(shared + "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in "123"))
+        words |= family
+    while len(words) < n:
+        word = "".join(rng.choice(letters) for _ in range(rng.randint(1, 16)))
+        if 2 <= len(word.encode()) <= 40:
+            words.add(word)
+    return sorted(words)
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "r50k_base"])
+def test_front_cache_conflicts_and_text_ends_keep_ids(name: str) -> None:
+    """The encoder's fixed front cache (8,192 one-line slots) keeps exact ids when far
+    more distinct chunks than slots evict each other, when a chunk of up to 32 bytes
+    (the front key) ends the text or the slot is read past it, and around the key's size."""
+    peer, ranks, tok = _rank_file(name)
+    words = _many_words(30_000, seed=7)
+    import random
+
+    order = words * 3
+    random.Random(8).shuffle(order)
+    text = " ".join(order)
+    by_rank, by_merge = _encoder(ranks), _encoder(compiled_tables(tok.tables))
+    expected = peer.encode_ordinary(text)
+    for _ in range(2):  # the second pass meets the first's survivors and their rivals
+        assert _chunked(by_rank, tok.pretokenizer, text) == expected
+        assert _chunked(by_merge, tok.pretokenizer, text) == expected
+    for n in (2, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 40):
+        for word in ("x" * n, "я" * (n // 2) + "q" * (n % 2)):
+            for end in ("", " tail", "!" * 40):  # the chunk ends the text, or bytes follow
+                sample = f"{word}{end}"
+                assert by_rank.encode_text(sample, *tok._engine.scanner) == peer.encode_ordinary(
+                    sample
+                ), (n, end)
+
+
 def test_chunks_must_tile_the_text() -> None:
     enc = _encoder(compiled_tables(pud_tokenizer().tables))
     with pytest.raises(ValueError, match="tile"):

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "encode_front.h"
 #include "encode_merge.h"
 #include "scan.h"
 
@@ -372,6 +373,7 @@ struct tk_encoder {
     tk_shared_cache *shared; /* NULL: the private cache below */
     tk_cache cache;
     tk_memo memo;
+    tk_front_slot *front; /* TK_FRONT_SLOTS, made on first use; NULL without memory */
     tk_scratch scratch;
     pthread_mutex_t lock;
     uint32_t *out;
@@ -389,6 +391,7 @@ static void encoder_repair(tk_encoder *e) {
         pthread_mutex_init(&e->lock, NULL);
         tk_cache_abandon(&e->cache);
         memset(&e->memo, 0, sizeof e->memo);
+        e->front = NULL;
         memset(&e->scratch, 0, sizeof e->scratch);
         e->out = NULL;
         e->out_len = e->out_cap = 0;
@@ -414,6 +417,7 @@ void tk_encoder_free(tk_encoder *e) {
     encoder_repair(e);
     tk_cache_free(&e->cache);
     tk_memo_free(&e->memo);
+    free(e->front);
     tk_scratch_free(&e->scratch);
     free(e->out);
     pthread_mutex_destroy(&e->lock);
@@ -433,8 +437,19 @@ static int has_every_byte(const tk_tables *t, const unsigned char *data, size_t 
     return 1;
 }
 
-/* Ids of data[0..n) appended to e->out. Returns 0, TK_MISSING_BYTE (at *bad), -1 (memory). */
-static int encode_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_t *bad) {
+static tk_front_slot *front_of(tk_encoder *e) {
+    if (!e->front && (e->front = aligned_alloc(64, TK_FRONT_SLOTS * sizeof(tk_front_slot))))
+        memset(e->front, 0, TK_FRONT_SLOTS * sizeof(tk_front_slot));
+    return e->front;
+}
+
+static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_t *bad,
+                       tk_front_slot *front, const tk_front_key *key);
+
+/* Ids of data[0..n) appended to e->out; `avail` bytes from data may be read (>= n).
+ * Returns 0, TK_MISSING_BYTE (at *bad), -1 (memory). */
+static int encode_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_t avail,
+                        size_t *bad) {
     const tk_tables *t = e->tables;
     if (n == 1) {
         uint32_t id = t->byte_id[data[0]];
@@ -444,6 +459,20 @@ static int encode_chunk(tk_encoder *e, const unsigned char *data, size_t n, size
         }
         return out_append(e, &id, 1);
     }
+    /* Repeats first: one line of the L2-sized front cache (see encode_front.h). */
+    tk_front_slot *front = n <= TK_FRONT_KEY ? front_of(e) : NULL;
+    if (!front) return merge_chunk(e, data, n, bad, NULL, NULL);
+    tk_front_key key;
+    tk_front_key_of(data, n, avail, &key);
+    const tk_front_slot *hit = tk_front_get(front, &key, n);
+    if (hit) return out_append(e, hit->ids, hit->n_ids);
+    return merge_chunk(e, data, n, bad, front, &key);
+}
+
+/* encode_chunk after the front cache missed (front and key NULL: not asked); fills it. */
+static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_t *bad,
+                       tk_front_slot *front, const tk_front_key *key) {
+    const tk_tables *t = e->tables;
     uint64_t h = n <= TK_CACHED_CHUNK || t->whole ? tk_hash_bytes(data, n) : 0;
     /* A chunk that is a piece: one lookup, before the cache, which then holds only chunks
      * that merge (most words of English text are pieces: o200k on PUD English 9.5 -> 19.6
@@ -451,7 +480,10 @@ static int encode_chunk(tk_encoder *e, const unsigned char *data, size_t n, size
      * whatever the chunk, as in the reference's check. */
     if (t->whole && (t->all_bytes || has_every_byte(t, data, n))) {
         uint32_t id = tk_piece_map_get(&t->pieces, data, n, h);
-        if (id != TK_NO_RANK) return out_append(e, &id, 1);
+        if (id != TK_NO_RANK) {
+            if (front) tk_front_put(front, key, n, &id, 1);
+            return out_append(e, &id, 1);
+        }
     }
     tk_cache *cache = &e->cache;
     pthread_mutex_t *lock = NULL;
@@ -464,7 +496,12 @@ static int encode_chunk(tk_encoder *e, const unsigned char *data, size_t n, size
     if (cached) {
         if (lock) pthread_mutex_lock(lock);
         const tk_cache_slot *slot = tk_cache_get(cache, data, n, h);
-        int rc = slot ? out_append(e, tk_cache_ids(cache, slot), slot->vlen) : 0;
+        int rc = 0;
+        if (slot) {
+            const uint32_t *ids = tk_cache_ids(cache, slot);
+            if (front) tk_front_put(front, key, n, ids, slot->vlen);
+            rc = out_append(e, ids, slot->vlen);
+        }
         if (lock) pthread_mutex_unlock(lock);
         if (slot) return rc;
     }
@@ -497,12 +534,14 @@ static int encode_chunk(tk_encoder *e, const unsigned char *data, size_t n, size
         if (lock) pthread_mutex_unlock(lock);
         if (rc < 0) return -1;
     }
+    if (front) tk_front_put(front, key, n, s->ids, m);
     return out_append(e, s->ids, m);
 }
 
 typedef struct {
     tk_encoder *enc;
     const unsigned char *text;
+    size_t len;
     size_t missing_at; /* byte offset of a byte without an id */
     int status;        /* 0 ok, TK_MISSING_BYTE, -1 no memory */
 } tk_job;
@@ -510,7 +549,7 @@ typedef struct {
 static int emit_piece(void *ctx, size_t start, size_t end) {
     tk_job *job = ctx;
     size_t bad = 0;
-    int st = encode_chunk(job->enc, job->text + start, end - start, &bad);
+    int st = encode_chunk(job->enc, job->text + start, end - start, job->len - start, &bad);
     if (st == TK_MISSING_BYTE) job->missing_at = start + bad;
     job->status = st;
     return st;
@@ -519,13 +558,14 @@ static int emit_piece(void *ctx, size_t start, size_t end) {
 int tk_encode_pieces(tk_encoder *e, const unsigned char *text, const size_t *lens, size_t n_pieces,
                      size_t *bad) {
     int status = 0;
-    size_t base = 0;
+    size_t base = 0, total = 0;
+    for (size_t i = 0; i < n_pieces; i++) total += lens[i];
     encoder_repair(e);
     pthread_mutex_lock(&e->lock);
     e->out_len = 0;
     for (size_t i = 0; i < n_pieces && status == 0; i++) {
         if (lens[i] == 0) continue;
-        status = encode_chunk(e, text + base, lens[i], bad);
+        status = encode_chunk(e, text + base, lens[i], total - base, bad);
         if (status == TK_MISSING_BYTE) *bad += base;
         base += lens[i];
     }
@@ -535,7 +575,7 @@ int tk_encode_pieces(tk_encoder *e, const unsigned char *text, const size_t *len
 
 int tk_encode_text(tk_encoder *e, int preset, int dialect, const unsigned char *text, size_t n,
                    size_t *bad) {
-    tk_job job = {e, text, 0, 0};
+    tk_job job = {e, text, n, 0, 0};
     encoder_repair(e);
     pthread_mutex_lock(&e->lock);
     e->out_len = 0;
@@ -547,12 +587,13 @@ int tk_encode_text(tk_encoder *e, int preset, int dialect, const unsigned char *
 
 int tk_encode_texts(tk_encoder *e, int preset, int dialect, const unsigned char *const *texts,
                     const size_t *lens, size_t n_texts, size_t *ends, size_t *failed, size_t *bad) {
-    tk_job job = {e, NULL, 0, 0};
+    tk_job job = {e, NULL, 0, 0, 0};
     encoder_repair(e);
     pthread_mutex_lock(&e->lock);
     e->out_len = 0;
     for (size_t i = 0; i < n_texts && job.status == 0; i++) {
         job.text = texts[i];
+        job.len = lens[i];
         tk_scan(preset, dialect, job.text, lens[i], emit_piece, &job);
         ends[i] = e->out_len;
         *failed = i;
@@ -574,5 +615,6 @@ void tk_encoder_clear_cache(tk_encoder *e) {
     encoder_repair(e);
     pthread_mutex_lock(&e->lock);
     tk_cache_clear(&e->cache);
+    if (e->front) memset(e->front, 0, TK_FRONT_SLOTS * sizeof(tk_front_slot));
     pthread_mutex_unlock(&e->lock);
 }
