@@ -429,17 +429,75 @@ def test_rank_file_loads_without_merges_and_derives_them_once(
 
 
 def test_deferred_tokenizer_pickles_with_its_tables() -> None:
+    """A rank-file tokenizer pickles as its file (a worker compiles it again, no merge list
+    travels or is derived); a process without the compiled module builds the tables."""
     import pickle
+    import subprocess
+    import sys
 
     _module()
     _, _, tok = _rank_file("r50k_base")
     from tokembed.tokenizer.formats import load_tokenizer
 
     lazy = load_tokenizer(data_path("tokenizers", "r50k_base.tiktoken"), encoding="r50k_base")
-    back = pickle.loads(pickle.dumps(lazy))
+    blob = pickle.dumps(lazy)
+    back = pickle.loads(blob)
     text = pud_text("en")[:2000]
     assert back.encode_ordinary(text) == lazy.encode_ordinary(text) == tok.encode_ordinary(text)
+    assert back._tables is None and back._deferred is not None
     assert back.address_hash == tok.address_hash
+    assert back.n_vocab == tok.n_vocab == 50257 and back._tables is None
+    assert len(blob) < 2 * len(data_path("tokenizers", "r50k_base.tiktoken").read_bytes())
+    probe = (
+        "import pickle, sys; t = pickle.loads(sys.stdin.buffer.read()); "
+        "print(t.implementation, t._deferred is None, t.encode_ordinary('hello world'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        input=blob,
+        capture_output=True,
+        check=True,
+        env={**os.environ, "TOKEMBED_PURE_PYTHON": "1"},
+    )
+    assert out.stdout.decode().split(maxsplit=2) == ["reference", "True", "[31373, 995]\n"]
+
+
+def test_rank_file_address_hash_and_id_range_need_no_merge_list(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R and the address hash of a rank file come without deriving its merges' tables in
+    the process: the hash is computed once per file, pattern and specials, then read back."""
+    from tokembed.tokenizer.formats import load_tokenizer, tiktoken_files
+    from tokembed.tokenizer.model import address_hash
+
+    _module()
+    monkeypatch.setenv("TOKEMBED_CACHE_DIR", str(tmp_path))
+    path = data_path("tokenizers", "r50k_base.tiktoken")
+    eager = _rank_file("r50k_base")[2]
+    expected = address_hash(eager.tables, eager.pretokenizer.stages)
+    for encoding in ("r50k_base", "p50k_edit"):  # other special tokens: another key, R 50284
+        lazy = load_tokenizer(path, encoding=encoding)
+        assert lazy.n_vocab == lazy.tables.id_range
+        first = load_tokenizer(path, encoding=encoding)
+        assert first.address_hash == address_hash(lazy.tables, lazy.pretokenizer.stages)
+        assert first._tables is None
+    assert load_tokenizer(path, encoding="r50k_base").address_hash == expected
+    stored = sorted((tmp_path / "rank-address").iterdir())
+    assert len(stored) == 2
+    assert load_tokenizer(path, encoding="p50k_edit").n_vocab == 50284
+
+    def refuse(*_: object) -> object:
+        raise AssertionError("tables built although the cache holds the hash")
+
+    monkeypatch.setattr(tiktoken_files, "_rank_file_tables", refuse)
+    assert load_tokenizer(path, encoding="r50k_base").address_hash == expected
+    # A damaged file is ignored and rewritten, never trusted.
+    (mine,) = [f for f in stored if f.read_text(encoding="ascii").endswith(expected)]
+    mine.write_text("tokembed-rank-address-v1 sha256:" + "0" * 63 + "x", encoding="ascii")
+    monkeypatch.undo()
+    monkeypatch.setenv("TOKEMBED_CACHE_DIR", str(tmp_path))
+    assert load_tokenizer(path, encoding="r50k_base").address_hash == expected
+    assert mine.read_text(encoding="ascii").endswith(expected)
 
 
 @pytest.mark.parametrize("preset", ["teaching", "r50k", "cl100k", "o200k", "gpt2-hf", "qwen"])

@@ -102,10 +102,17 @@ class Tokenizer:
         state = dict(self.__dict__)
         for cached in ("_engine", "_check", "_decoder", "_piece_ids", "_sorted_pieces"):
             state.pop(cached, None)
-        # Compiled tables do not pickle: a deferred tokenizer sends its tables instead.
+        # A deferred tokenizer sends the rank file, which the worker compiles again, not the
+        # explicit tables built from it (unpickling and checking o200k's took ~1 s a worker).
         if state.get("_deferred") is not None:
-            state["_tables"], state["_deferred"] = self.tables, None
+            state["_tables"] = None
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        deferred = self._deferred
+        if deferred is not None and deferred.native is None:  # no compiled module here
+            self._tables, self._deferred = deferred.build(), None
 
     # --- identity ---------------------------------------------------------------
     # Cached like _engine (tables and pre-tokenizer are fixed after construction): it is
@@ -113,6 +120,8 @@ class Tokenizer:
     @cached_property
     def address_hash(self) -> str:
         """SHA-256 over pre-tokenizer stages, pieces, merges and specials (not metadata)."""
+        if self._tables is None and self._deferred is not None:
+            return self._deferred.address_hash(self.pretokenizer.stages)
         return address_hash(self.tables, self.pretokenizer.stages)
 
     @property
@@ -131,12 +140,14 @@ class Tokenizer:
     @property
     def n_vocab(self) -> int:
         """tiktoken's ``n_vocab``: the id range R = largest id + 1 (holes included)."""
+        if self._tables is None and self._deferred is not None:
+            return self._deferred.id_range  # without deriving a rank file's merges
         return self.tables.id_range
 
     @property
     def max_token_value(self) -> int:
         """tiktoken's ``max_token_value``: the largest defined id."""
-        return self.tables.id_range - 1
+        return self.n_vocab - 1
 
     @property
     def eot_token(self) -> int:

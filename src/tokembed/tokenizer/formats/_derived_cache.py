@@ -7,7 +7,10 @@ digest under the cache folder
 (``$TOKEMBED_CACHE_DIR``, else ``$XDG_CACHE_HOME/tokembed``, else
 ``~/.cache/tokembed``) in ``rank-merges/<sha256>.merges``: a header line with the
 format, the count and the SHA-256 of the payload, then the merges as
-little-endian ``uint32`` triples. A file that does not check out (truncated,
+little-endian ``uint32`` triples. The address hash of a rank file's tokenizer (its
+pattern and special tokens hashed with the merges, ~1.4 s for o200k, once per
+``tokembed tokenize`` run) is kept beside it in ``rank-address/<sha256>-<key>.hash``,
+where the key digests the pattern and the special tokens. A file that does not check out (truncated,
 edited, another format) is ignored and rewritten; a folder that cannot be
 written only costs the derivation next time. Writes are atomic
 (``tokembed.files.atomic``), so concurrent processes never read half a file.
@@ -29,11 +32,12 @@ from pathlib import Path
 from tokembed.errors import TokembedError
 from tokembed.files.atomic import write_bytes_atomic
 
-__all__ = ["cache_folder", "cached_merges"]
+__all__ = ["cache_folder", "cached_address_hash", "cached_merges"]
 
 # v2: pieces ranked below one of their parts get their merge (v1 lists dropped them).
 # The compiled deriver gives the reference's lists merge for merge, so it kept v2.
 _MAGIC = b"tokembed-rank-merges-v2"
+_HASH_MAGIC = "tokembed-rank-address-v1"
 Merges = tuple[tuple[int, int, int], ...]
 
 
@@ -91,3 +95,28 @@ def cached_merges(rank_file: bytes, derive: Callable[[], Merges]) -> Merges:
     except (OSError, TokembedError):
         pass  # a read-only or full cache folder: the next load derives again
     return merges
+
+
+def cached_address_hash(rank_file: bytes, key: str, compute: Callable[[], str]) -> str:
+    """The address hash ``compute()`` gives for ``rank_file`` under ``key`` (what else it
+    hashes: pattern, special tokens), from the cache when it holds it."""
+    name = f"{hashlib.sha256(rank_file).hexdigest()}-{hashlib.sha256(key.encode()).hexdigest()}"
+    path = cache_folder() / "rank-address" / f"{name}.hash"
+    try:
+        magic, _, found = path.read_text(encoding="ascii").partition(" ")
+    except (OSError, UnicodeDecodeError):
+        magic = found = ""
+    hex_part = found.removeprefix("sha256:")
+    if (
+        magic == _HASH_MAGIC
+        and len(hex_part) == 64
+        and all(c in "0123456789abcdef" for c in hex_part)
+    ):
+        return found
+    value = compute()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(path, f"{_HASH_MAGIC} {value}".encode("ascii"))
+    except (OSError, TokembedError):
+        pass  # a read-only or full cache folder: the next run computes it again
+    return value

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,7 @@ from tokembed.errors import FormatError, TokenizerError
 from tokembed.files.atomic import write_files_atomic
 from tokembed.tokenizer.compiled import DeferredTables, compiled_rank_tables
 from tokembed.tokenizer.formats._build import build_pretokenizer, malformed, require_version
-from tokembed.tokenizer.formats._derived_cache import cached_merges
+from tokembed.tokenizer.formats._derived_cache import cached_address_hash, cached_merges
 from tokembed.tokenizer.formats._io import read_bytes, read_json
 from tokembed.tokenizer.formats.encodings import EncodingSpec, encoding_spec, known_encodings
 from tokembed.tokenizer.formats.ranks import (
@@ -51,7 +51,7 @@ from tokembed.tokenizer.formats.ranks import (
     ranks_to_tables,
     tables_to_ranks,
 )
-from tokembed.tokenizer.model import BPETables
+from tokembed.tokenizer.model import BPETables, address_hash
 from tokembed.tokenizer.tokenizer import Tokenizer
 
 __all__ = ["export_tiktoken", "load_tiktoken"]
@@ -116,6 +116,16 @@ def _rank_file_tables(data: bytes, specials: Mapping[str, int], source: str) -> 
     return BPETables(pieces=pieces, merges=merges, specials=dict(specials), ignore_merges=True)
 
 
+def _rank_file_address_hash(
+    data: bytes, specials: Mapping[str, int], source: str, stages: Sequence[str]
+) -> str:
+    """The address hash of a rank file's tokenizer, from the digest-keyed cache when there."""
+    key = json.dumps({"stages": list(stages), "specials": sorted(specials.items())})
+    return cached_address_hash(
+        data, key, lambda: address_hash(_rank_file_tables(data, specials, source), stages)
+    )
+
+
 def _rank_file_pieces(data: bytes, source: str) -> dict[int, bytes]:
     """Id -> bytes of a rank file, without deriving its merges (what decoding needs)."""
     return {rank: piece for piece, rank in parse_ranks(data, source=source).items()}
@@ -156,6 +166,9 @@ def load_tiktoken(path: str | Path, *, encoding: str | None = None) -> Tokenizer
             build=partial(_rank_file_tables, data, dict(spec.specials), str(path)),
             specials=dict(spec.specials),
             pieces=partial(_rank_file_pieces, data, str(path)),
+            remake=partial(compiled_rank_tables, data),
+            id_range=max([native.max_rank, *spec.specials.values()]) + 1,
+            address_hash=partial(_rank_file_address_hash, data, dict(spec.specials), str(path)),
         )
         return Tokenizer(
             pretokenizer=pretokenizer, tables=deferred, name=spec.name, metadata=metadata
