@@ -444,9 +444,11 @@ def test_deferred_tokenizer_pickles_with_its_tables() -> None:
     back = pickle.loads(blob)
     text = pud_text("en")[:2000]
     assert back.encode_ordinary(text) == lazy.encode_ordinary(text) == tok.encode_ordinary(text)
-    assert back._tables is None and back._deferred is not None
+    assert back._tables is None
+    assert back._deferred is not None
     assert back.address_hash == tok.address_hash
-    assert back.n_vocab == tok.n_vocab == 50257 and back._tables is None
+    assert back.n_vocab == tok.n_vocab == 50257
+    assert back._tables is None
     assert len(blob) < 2 * len(data_path("tokenizers", "r50k_base.tiktoken").read_bytes())
     probe = (
         "import pickle, sys; t = pickle.loads(sys.stdin.buffer.read()); "
