@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from _core_data import pud_tokenizer
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import PUD_LANGS, data_path, pud_text
@@ -744,3 +744,47 @@ def test_compiled_tables_say_whether_they_follow_the_whole_piece_rule() -> None:
     assert enc.encode_chunks("ab", ["ab"]) == [256]
     with pytest.raises(TypeError):
         module.Tables.from_merges(plain.byte_ids, plain.merges, pieces=[(1, "ab")])
+
+
+@st.composite
+def _crafted_ranks(draw: st.DrawFn) -> tuple[bytes, bytes]:
+    """A rank file over four letters whose longer pieces take shuffled ranks (a piece may rank
+    below its own parts), and a text of up to 150 letters: one chunk for the short, list and
+    heap paths of rank mode (up to 32, up to 64, longer)."""
+    longer = draw(
+        st.lists(
+            st.binary(min_size=2, max_size=6).map(lambda b: bytes(97 + x % 4 for x in b)),
+            max_size=24,
+            unique=True,
+        )
+    )
+    text = bytes(draw(st.lists(st.sampled_from(b"abcd"), min_size=1, max_size=150)))
+    if longer and draw(st.booleans()):
+        text = draw(st.sampled_from(longer))  # a chunk that is one piece: the whole-piece rule
+    return _rank_file_of(*longer), text
+
+
+def _rank_file_of(*longer: bytes) -> bytes:
+    import base64
+
+    pieces = [bytes([i]) for i in range(256)] + list(longer)
+    return b"".join(base64.b64encode(p) + f" {r}\n".encode() for r, p in enumerate(pieces))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_crafted_ranks())
+# joining "bc" makes "abc" possible on its left: the left pair's rank must be asked again
+@example((_rank_file_of(b"bc", b"abc"), b"abcd"))
+@example((_rank_file_of(b"ab", b"abc", b"cd"), b"abcdabcd" * 5))
+def test_rank_mode_equals_tiktoken_on_crafted_rank_files(case: tuple[bytes, bytes]) -> None:
+    import tiktoken
+
+    from tokembed.tokenizer.formats.ranks import parse_ranks
+
+    data, text = case
+    peer = tiktoken.Encoding(
+        "crafted", pat_str=r"[^\n]+", mergeable_ranks=parse_ranks(data), special_tokens={}
+    )
+    chunk = text.decode()
+    by_rank = _encoder(_module().Tables.from_ranks(data))
+    assert by_rank.encode_chunks(chunk, [chunk]) == peer.encode_ordinary(chunk)

@@ -518,7 +518,9 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
     }
     size_t m;
     if (t->rank_mode) {
-        if (n <= TK_SMALL)
+        if (n <= TK_TINY)
+            m = tk_rankbpe_tiny(&t->pieces, &e->memo, data, n, s);
+        else if (n <= TK_SMALL)
             m = tk_rankbpe_small(&t->pieces, &e->memo, data, n, s);
         else if (tk_rankbpe_heap(&t->pieces, &e->memo, data, n, s, &m) < 0)
             return -1;

@@ -223,6 +223,57 @@ static size_t tk_rankbpe_small(const tk_piece_map *pieces, tk_memo *memo,
     return w;
 }
 
+/* Chunks of up to TK_TINY bytes (most words): parts stay where they started (a part starting
+ * at byte i is slot i), and key[i] holds the rank of the pair part i starts, with i in its low
+ * half, or UINT64_MAX; a join then finds the leftmost lowest rank as the smallest key, a
+ * branch-free pass over a contiguous array, where the list walk above waits on each part's
+ * successor and mispredicts its compares (it was a third of merging 50,247 distinct RusLit-40
+ * chunks on o200k). Same contract as tk_rankbpe_small. */
+#define TK_TINY 32
+
+static inline uint64_t tk_pair_key(uint32_t rank, int32_t at) {
+    return rank == TK_NO_RANK ? UINT64_MAX : ((uint64_t)rank << 32) | (uint32_t)at;
+}
+
+static size_t tk_rankbpe_tiny(const tk_piece_map *pieces, tk_memo *memo,
+                              const unsigned char *data, size_t n, tk_scratch *s) {
+    uint32_t *id = s->ids;
+    int32_t *nxt = s->nxt, *prv = s->prv;
+    uint64_t key[TK_TINY];
+    for (size_t i = 0; i < n; i++) {
+        nxt[i] = (int32_t)(i + 1);
+        prv[i] = (int32_t)i - 1;
+    }
+    for (size_t i = 0; i + 1 < n; i++)
+        key[i] = tk_pair_key(pieces->two[(unsigned)data[i] << 8 | data[i + 1]], (int32_t)i);
+    key[n - 1] = UINT64_MAX;
+    for (;;) {
+        uint64_t best = UINT64_MAX;
+        for (size_t i = 0; i + 1 < n; i++) best = key[i] < best ? key[i] : best;
+        if (best == UINT64_MAX) break;
+        int32_t b = (int32_t)(uint32_t)best, j = nxt[b], e = nxt[j], before = prv[b];
+        uint32_t br = (uint32_t)(best >> 32);
+        id[b] = br;
+        key[j] = UINT64_MAX;
+        nxt[b] = e;
+        if (e < (int32_t)n) prv[e] = b;
+        uint64_t lh = 0, rh = 0;
+        if (before >= 0) lh = tk_piece_prefetch(pieces, data + before, (size_t)(e - before));
+        if (e < (int32_t)n) rh = tk_piece_prefetch(pieces, data + b, (size_t)(nxt[e] - b));
+        if (before >= 0)
+            key[before] = tk_pair_key(
+                tk_join_rank(pieces, memo, id[before], br, data + before, (size_t)(e - before), lh),
+                before);
+        key[b] = e < (int32_t)n ? tk_pair_key(tk_join_rank(pieces, memo, br, id[e], data + b,
+                                                           (size_t)(nxt[e] - b), rh),
+                                              b)
+                                : UINT64_MAX;
+    }
+    size_t w = 0;
+    for (int32_t i = 0; i < (int32_t)n; i = nxt[i]) id[w++] = id[i];
+    return w;
+}
+
 static int tk_rankbpe_heap(const tk_piece_map *pieces, tk_memo *memo, const unsigned char *data,
                            size_t n, tk_scratch *s, size_t *out_n) {
     uint32_t *id = s->ids;
