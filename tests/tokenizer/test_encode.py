@@ -337,6 +337,26 @@ def test_the_check_finds_what_its_reference_finds() -> None:
     assert check.find("Д\x04") == (2, 0)
 
 
+def test_a_batch_is_checked_like_each_of_its_texts() -> None:
+    """The one joined check of a batch finds nothing exactly when no text has a finding; a
+    surrogate pair cut between two texts or a missing byte still raises as for that text."""
+    check = TextCheck([0x04])
+    clean = [pud_text(lang)[:500] for lang in PUD_LANGS]
+    assert check.many(clean) == clean
+    assert check.many(["a", "\ud83d\udc4d", "b"]) == ["a", "\U0001f44d", "b"]
+    cases = (
+        (["ok", "\ud83d", "\udc4d"], "LONE_SURROGATE"),
+        (["ok", "a\x04"], "UNREPRESENTABLE_BYTE"),
+    )
+    for bad, code in cases:
+        with pytest.raises(TokenizerError) as one:
+            [check(t) for t in bad]
+        with pytest.raises(TokenizerError) as joined:
+            check.many(bad)
+        assert joined.value.code == one.value.code == code
+        assert str(joined.value) == str(one.value)
+
+
 @pytest.mark.parametrize("name", ["o200k_base.tiktoken", "gpt2-hf", "smollm2-135m"])
 def test_batch_to_numpy_equals_each_texts_ids(name: str) -> None:
     from tokembed.tokenizer import load_tokenizer

@@ -203,6 +203,15 @@ class TextCheck:
             raise self._error(text, offset)
         return text
 
+    def many(self, texts: Sequence[str]) -> list[str]:
+        """``[self(t) for t in texts]``, checked as one joined text when that finds nothing
+        (a batch of short documents paid a call per text: ~8% of tokenizing a corpus of
+        lines); any finding sends every text through :meth:`__call__`, which names it."""
+        joined = "".join(texts)
+        if (joined.isascii() and not self._ascii_bad) or self.find(joined)[0] == 0:
+            return list(texts)
+        return [self(text) for text in texts]
+
     def find(self, text: str) -> tuple[int, int]:
         """``(1, i)``: the first surrogate is at ``i``; else ``(2, i)``: the character at ``i``
         needs a missing byte; else ``(0, -1)``."""

@@ -327,8 +327,7 @@ class Tokenizer:
 
     def _encode_ordinary_many(self, texts: Sequence[str]) -> list[list[int]]:
         """:meth:`encode_ordinary` of each text; one compiled call when the scanner splits."""
-        check = self._check
-        return self._engine.encode_many([check(text) for text in texts])
+        return self._engine.encode_many(self._check.many(texts))
 
     def encode_ordinary_batch(
         self, texts: Sequence[str], *, num_threads: int = 1, progress: bool = True
@@ -355,8 +354,7 @@ class Tokenizer:
         Raises:
             TokenizerError(LONE_SURROGATE): a text has a surrogate without its partner.
         """
-        check = self._check
-        return self._engine.encode_many_numpy([check(text) for text in texts])
+        return self._engine.encode_many_numpy(self._check.many(texts))
 
     def encode_to_numpy(
         self,

@@ -152,7 +152,7 @@ def encode_shard(
                 if not texts:
                     return
                 out.add(tokenizer, texts, ends)
-                n_bytes = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
+                n_bytes = len("".join(texts).encode("utf-8", "surrogatepass"))  # one call
                 out.text_bytes += n_bytes
                 if on_bytes is not None:
                     on_bytes(n_bytes)
