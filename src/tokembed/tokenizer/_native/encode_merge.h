@@ -257,17 +257,17 @@ static size_t tk_rankbpe_tiny(const tk_piece_map *pieces, tk_memo *memo,
         key[j] = UINT64_MAX;
         nxt[b] = e;
         if (e < (int32_t)n) prv[e] = b;
-        uint64_t lh = 0, rh = 0;
-        if (before >= 0) lh = tk_piece_prefetch(pieces, data + before, (size_t)(e - before));
-        if (e < (int32_t)n) rh = tk_piece_prefetch(pieces, data + b, (size_t)(nxt[e] - b));
-        if (before >= 0)
-            key[before] = tk_pair_key(
-                tk_join_rank(pieces, memo, id[before], br, data + before, (size_t)(e - before), lh),
-                before);
-        key[b] = e < (int32_t)n ? tk_pair_key(tk_join_rank(pieces, memo, br, id[e], data + b,
-                                                           (size_t)(nxt[e] - b), rh),
-                                              b)
-                                : UINT64_MAX;
+        /* the new pairs the memo knows, then the others' lookups started together */
+        uint32_t lr = TK_NO_RANK, rr = TK_NO_RANK;
+        size_t llen = (size_t)(e - before), rlen = e < (int32_t)n ? (size_t)(nxt[e] - b) : 0;
+        int lk = before < 0 || tk_join_known(pieces, memo, id[before], br, data + before, llen, &lr);
+        int rk = !rlen || tk_join_known(pieces, memo, br, id[e], data + b, rlen, &rr);
+        uint64_t lh = lk ? 0 : tk_piece_prefetch(pieces, data + before, llen);
+        uint64_t rh = rk ? 0 : tk_piece_prefetch(pieces, data + b, rlen);
+        if (!lk) lr = tk_join_rank(pieces, memo, id[before], br, data + before, llen, lh);
+        if (!rk) rr = tk_join_rank(pieces, memo, br, id[e], data + b, rlen, rh);
+        if (before >= 0) key[before] = tk_pair_key(lr, before);
+        key[b] = rlen ? tk_pair_key(rr, b) : UINT64_MAX;
     }
     size_t w = 0;
     for (int32_t i = 0; i < (int32_t)n; i = nxt[i]) id[w++] = id[i];

@@ -266,6 +266,24 @@ static inline uint64_t tk_piece_prefetch(const tk_piece_map *pieces, const unsig
     return h;
 }
 
+/* 1 when the memo holds the join of parts l and r (len bytes), its rank then in *rank; two
+ * bytes are always known (the two-byte table). A join's two new pairs are asked here first,
+ * and only those the memo lacks are hashed and prefetched: most are in it (87% of the joins
+ * of RusLit-40's distinct chunks on o200k), and hashing them and fetching their piece slots
+ * anyway cost time and cache lines for nothing. */
+static inline int tk_join_known(const tk_piece_map *pieces, const tk_memo *memo, uint32_t l,
+                                uint32_t r, const unsigned char *p, size_t len, uint32_t *rank) {
+    if (len == 2) {
+        *rank = pieces->two[(unsigned)p[0] << 8 | p[1]];
+        return 1;
+    }
+    if (pieces->max_rank >= TK_MEMO_NONE || !memo->slots) return 0;
+    uint64_t key = tk_memo_key(l, r), v = memo->slots[tk_memo_index(key)];
+    if ((v & ~(uint64_t)TK_MEMO_NONE) != key) return 0;
+    *rank = (uint32_t)(v & TK_MEMO_NONE) == TK_MEMO_NONE ? TK_NO_RANK : (uint32_t)(v & TK_MEMO_NONE);
+    return 1;
+}
+
 /* Rank of the bytes of parts l and r (p[0..len)), through the memo. h is their hash from
  * tk_piece_prefetch, or 0 to hash them here only if the memo misses (a hash that happens
  * to be 0 is just computed again). */
