@@ -438,8 +438,8 @@ static int has_every_byte(const tk_tables *t, const unsigned char *data, size_t 
 }
 
 static tk_front_slot *front_of(tk_encoder *e) {
-    if (!e->front && (e->front = aligned_alloc(64, TK_FRONT_SLOTS * sizeof(tk_front_slot))))
-        memset(e->front, 0, TK_FRONT_SLOTS * sizeof(tk_front_slot));
+    if (!e->front && (e->front = aligned_alloc(64, TK_FRONT_BYTES)))
+        memset(e->front, 0, TK_FRONT_BYTES);
     return e->front;
 }
 
@@ -617,6 +617,6 @@ void tk_encoder_clear_cache(tk_encoder *e) {
     encoder_repair(e);
     pthread_mutex_lock(&e->lock);
     tk_cache_clear(&e->cache);
-    if (e->front) memset(e->front, 0, TK_FRONT_SLOTS * sizeof(tk_front_slot));
+    if (e->front) memset(e->front, 0, TK_FRONT_BYTES);
     pthread_mutex_unlock(&e->lock);
 }

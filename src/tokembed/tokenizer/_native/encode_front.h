@@ -20,6 +20,7 @@
 
 #define TK_FRONT_BITS 13
 #define TK_FRONT_SLOTS ((size_t)1 << TK_FRONT_BITS)
+#define TK_FRONT_BYTES (TK_FRONT_SLOTS * 64)
 #define TK_FRONT_KEY 32
 #define TK_FRONT_IDS 7
 
@@ -31,7 +32,7 @@ typedef struct {
     uint32_t ids[TK_FRONT_IDS];
 } tk_front_slot;
 
-_Static_assert(sizeof(tk_front_slot) == 64, "one front slot is one cache line");
+_Static_assert(sizeof(tk_front_slot) == 64, "one front slot is one cache line (TK_FRONT_BYTES)");
 
 /* A chunk's bytes as four zero-padded words and its slot's index. */
 typedef struct {

@@ -28,6 +28,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from tokembed.errors import TokembedError
 from tokembed.files.atomic import write_bytes_atomic
@@ -39,6 +40,7 @@ __all__ = ["cache_folder", "cached_address_hash", "cached_merges"]
 _MAGIC = b"tokembed-rank-merges-v2"
 _HASH_MAGIC = "tokembed-rank-address-v1"
 Merges = tuple[tuple[int, int, int], ...]
+T = TypeVar("T")
 
 
 def cache_folder() -> Path:
@@ -50,11 +52,31 @@ def cache_folder() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "tokembed"
 
 
-def _read(path: Path) -> Merges | None:
+def _stored(
+    path: Path,
+    parse: Callable[[bytes], T | None],
+    compute: Callable[[], T],
+    encode: Callable[[T], bytes],
+) -> T:
+    """What ``path`` holds when ``parse`` accepts it, else ``compute()``, stored there (a file
+    that does not check out is rewritten; a folder that cannot be written only costs the
+    computation next time)."""
     try:
-        blob = path.read_bytes()
+        found = parse(path.read_bytes())
     except OSError:
-        return None
+        found = None
+    if found is not None:
+        return found
+    value = compute()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(path, encode(value))
+    except (OSError, TokembedError):
+        pass
+    return value
+
+
+def _parse_merges(blob: bytes) -> Merges | None:
     head, _, payload = blob.partition(b"\n")
     fields = head.split(b" ")
     if len(fields) != 3 or fields[0] != _MAGIC or not fields[1].isdigit():
@@ -85,16 +107,14 @@ def _encode(merges: Merges) -> bytes:
 def cached_merges(rank_file: bytes, derive: Callable[[], Merges]) -> Merges:
     """The merges ``derive()`` gives for ``rank_file``, from the cache when it holds them."""
     path = cache_folder() / "rank-merges" / f"{hashlib.sha256(rank_file).hexdigest()}.merges"
-    found = _read(path)
-    if found is not None:
-        return found
-    merges = derive()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomic(path, _encode(merges))
-    except (OSError, TokembedError):
-        pass  # a read-only or full cache folder: the next load derives again
-    return merges
+    return _stored(path, _parse_merges, derive, _encode)
+
+
+def _parse_hash(blob: bytes) -> str | None:
+    magic, _, found = blob.decode("ascii", "replace").partition(" ")
+    hex_part = found.removeprefix("sha256:")
+    ok = magic == _HASH_MAGIC and len(hex_part) == 64
+    return found if ok and all(c in "0123456789abcdef" for c in hex_part) else None
 
 
 def cached_address_hash(rank_file: bytes, key: str, compute: Callable[[], str]) -> str:
@@ -102,21 +122,4 @@ def cached_address_hash(rank_file: bytes, key: str, compute: Callable[[], str]) 
     hashes: pattern, special tokens), from the cache when it holds it."""
     name = f"{hashlib.sha256(rank_file).hexdigest()}-{hashlib.sha256(key.encode()).hexdigest()}"
     path = cache_folder() / "rank-address" / f"{name}.hash"
-    try:
-        magic, _, found = path.read_text(encoding="ascii").partition(" ")
-    except (OSError, UnicodeDecodeError):
-        magic = found = ""
-    hex_part = found.removeprefix("sha256:")
-    if (
-        magic == _HASH_MAGIC
-        and len(hex_part) == 64
-        and all(c in "0123456789abcdef" for c in hex_part)
-    ):
-        return found
-    value = compute()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomic(path, f"{_HASH_MAGIC} {value}".encode("ascii"))
-    except (OSError, TokembedError):
-        pass  # a read-only or full cache folder: the next run computes it again
-    return value
+    return _stored(path, _parse_hash, compute, lambda v: f"{_HASH_MAGIC} {v}".encode("ascii"))
