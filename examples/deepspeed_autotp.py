@@ -48,3 +48,10 @@ lines: list[str | None] = [None] * dist.get_world_size()
 dist.all_gather_object(lines, line)
 if rank == 0:
     print("\n".join(str(x) for x in lines))
+# A gloo worker thread drops its last reference to a finished collective (and
+# the tensors it holds) a moment after the caller wakes; if the interpreter is
+# already shutting down by then, that thread cannot take the GIL and the process
+# aborts ("terminate called without an active exception", ~1 run in 6 here).
+# The barrier gives the workers that moment while Python is still running.
+dist.barrier()
+dist.destroy_process_group()
