@@ -16,8 +16,11 @@ Example::
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from gzip import GzipFile
 from pathlib import Path
 from typing import BinaryIO
 
@@ -26,15 +29,23 @@ from tokembed.text.sources import (
     _GZIP_MAGIC,
     STDIN,
     _check_errors,
-    _decode,
     _decoded_pieces,
     _not_found,
     _open_text_stream,
+    _raw_blocks,
     _unreadable,
+    decode_utf8,
     read_source,
 )
 
-__all__ = ["ByteRange", "TextFiles", "iter_range_text", "read_range", "split_ranges"]
+__all__ = [
+    "ByteRange",
+    "TextFiles",
+    "iter_range_line_bytes",
+    "iter_range_text",
+    "read_range",
+    "split_ranges",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -179,10 +190,33 @@ def read_range(r: ByteRange, *, overlap_bytes: int = 0, errors: str = "strict") 
             extra = b"" if r.stop is None else f.read(overlap_bytes)
     except OSError as exc:
         raise _unreadable(r.path, exc) from None
-    text = _decode(r.path, data, offset=r.start, errors=errors)
+    text = decode_utf8(r.path, data, offset=r.start, errors=errors)
     # final=False: a character the limit cut in two is held back, not an error
-    tail = _decode(r.path, extra, offset=r.start + len(data), final=False, errors=errors)
+    tail = decode_utf8(r.path, extra, offset=r.start + len(data), final=False, errors=errors)
     return text, tail
+
+
+@contextmanager
+def _opened(
+    r: ByteRange, stdin: BinaryIO | None
+) -> Iterator[tuple[BinaryIO | GzipFile, int, int | None]]:
+    """The range's byte stream (gzip decompressed for a whole range, ``"-"`` is ``stdin``),
+    where it starts in its file, and how many bytes to read (None: to the end)."""
+    if r.path == STDIN:
+        yield _open_text_stream(stdin or sys.stdin.buffer), 0, None
+        return
+    if not Path(r.path).is_file():
+        raise _not_found(r.path, "no such file")
+    try:
+        f = open(r.path, "rb")  # noqa: SIM115  (closed below, after the last piece)
+    except OSError as exc:
+        raise _unreadable(r.path, exc) from None
+    with f:
+        if r.first and r.last:
+            yield _open_text_stream(f), 0, None
+            return
+        f.seek(r.start)
+        yield f, r.start, None if r.stop is None else r.stop - r.start
 
 
 def iter_range_text(
@@ -205,25 +239,44 @@ def iter_range_text(
         MeasureError(UNREADABLE_INPUT, INPUT_NOT_UTF8): see :func:`read_range`.
     """
     _check_errors(errors)
-    if r.path == STDIN:
-        import sys
+    with _opened(r, stdin) as (stream, offset, length):
+        yield from _decoded_pieces(r.path, stream, errors=errors, offset=offset, length=length)
 
-        raw = stdin or sys.stdin.buffer
-        yield from _decoded_pieces(r.path, _open_text_stream(raw), errors=errors)
-        return
-    if not Path(r.path).is_file():
-        raise _not_found(r.path, "no such file")
-    try:
-        f = open(r.path, "rb")  # noqa: SIM115  (closed below, after the last piece)
-    except OSError as exc:
-        raise _unreadable(r.path, exc) from None
-    with f:
-        if r.first and r.last:
-            yield from _decoded_pieces(r.path, _open_text_stream(f), errors=errors)
-            return
-        f.seek(r.start)
-        length = None if r.stop is None else r.stop - r.start
-        yield from _decoded_pieces(r.path, f, errors=errors, offset=r.start, length=length)
+
+def iter_range_line_bytes(
+    r: ByteRange, *, stdin: BinaryIO | None = None
+) -> Iterator[tuple[int, bytes]]:
+    """The range's bytes, undecoded, in blocks of whole lines of about a megabyte or more,
+    each with the offset in its file's text where it starts.
+
+    Every block but the range's last ends just after a line feed; a line longer than a
+    read is held whole (as a line reader would hold it). The blocks joined are the
+    range's bytes (decompressed for a gzip file), so a document rule that cuts at line
+    feeds can run on them without a ``str`` per line; :func:`~.sources.decode_utf8` of a
+    block with its offset names the first byte that is not UTF-8 as the file's offset.
+
+    Example::
+
+        >>> [(at, len(b)) for at, b in iter_range_line_bytes(r)]  # doctest: +SKIP
+        [(0, 1048601), (1048601, 523877)]
+
+    Raises:
+        UsageError(FILE_NOT_FOUND): the file is gone.
+        MeasureError(UNREADABLE_INPUT): the file cannot be read, or its gzip is damaged.
+    """
+    with _opened(r, stdin) as (stream, offset, length):
+        held: list[bytes] = []  # a line still open, in the reads that hold it
+        for data in _raw_blocks(r.path, stream, length=length):
+            cut = data.rfind(b"\n") + 1
+            if not cut:
+                held.append(data)
+                continue
+            block = b"".join([*held, data[:cut]]) if held else data[:cut]
+            yield offset, block
+            offset += len(block)
+            held = [data[cut:]] if cut < len(data) else []
+        if held:
+            yield offset, b"".join(held)
 
 
 @dataclass(frozen=True)

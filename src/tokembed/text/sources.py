@@ -39,6 +39,7 @@ import sysconfig
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import BinaryIO
 
@@ -54,6 +55,7 @@ __all__ = [
     "FileRecord",
     "SourceText",
     "TextBlock",
+    "decode_utf8",
     "default_corpus",
     "expand_paths",
     "iter_lines",
@@ -246,10 +248,13 @@ def _check_errors(errors: str) -> None:
         )
 
 
-def _decode(
+def decode_utf8(
     name: str, data: bytes, *, offset: int = 0, final: bool = True, errors: str = "strict"
 ) -> str:
-    """``data`` as UTF-8; a bad byte is named by its offset in the file (``offset`` + index).
+    """``data`` (bytes of the file ``name`` from ``offset`` on) as UTF-8 text.
+
+    A bad byte is refused with MeasureError(INPUT_NOT_UTF8) naming the file and its offset
+    there (``offset`` + its index in ``data``).
 
     ``final=False``: a character cut in two at the end is left out instead of refused.
     ``errors="replace"``: a bad byte reads as U+FFFD instead of being refused.
@@ -290,7 +295,7 @@ def read_source(
         raise _unreadable(name, exc) from None
     record = FileRecord(path=name, sha256=hashlib.sha256(stored).hexdigest(), bytes=len(stored))
     data = _gunzip(name, stored, max_decompressed_bytes) if stored[:2] == _GZIP_MAGIC else stored
-    return SourceText(name=name, text=_decode(name, data, errors=errors), record=record)
+    return SourceText(name=name, text=decode_utf8(name, data, errors=errors), record=record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +316,30 @@ def _first_two(raw: BinaryIO) -> bytes:
     return head
 
 
+def _raw_blocks(
+    name: str,
+    stream: BinaryIO | gzip.GzipFile,
+    *,
+    limit: int | None = None,
+    length: int | None = None,
+) -> Iterator[bytes]:
+    """The bytes of ``stream`` as read, about a megabyte at a time, until it ends or
+    ``length`` bytes are read; more than ``limit`` bytes are refused."""
+    read = 0
+    while True:
+        want = _READ_BYTES if length is None else min(_READ_BYTES, length - read)
+        try:
+            data = stream.read(want) if want > 0 else b""
+        except (OSError, EOFError, zlib.error) as exc:  # unreadable, damaged or truncated gzip
+            raise _unreadable(name, exc) from None
+        if not data:
+            return
+        read += len(data)
+        if limit is not None and read > limit:
+            raise _too_large(name, limit)
+        yield data
+
+
 def _decoded_pieces(
     name: str,
     stream: BinaryIO | gzip.GzipFile,
@@ -327,14 +356,8 @@ def _decoded_pieces(
     """
     decoder = codecs.getincrementaldecoder("utf-8")(errors)
     read = 0
-    while True:
-        want = _READ_BYTES if length is None else min(_READ_BYTES, length - read)
-        try:
-            data = stream.read(want) if want > 0 else b""
-        except (OSError, EOFError, zlib.error) as exc:  # unreadable, damaged or truncated gzip
-            raise _unreadable(name, exc) from None
-        if limit is not None and read + len(data) > limit:
-            raise _too_large(name, limit)
+    # the empty read at the end flushes the decoder (a cut character is refused there)
+    for data in chain(_raw_blocks(name, stream, limit=limit, length=length), [b""]):
         pending = decoder.getstate()[0]
         try:
             text = decoder.decode(data, final=not data)
@@ -344,8 +367,6 @@ def _decoded_pieces(
         read += len(data)
         if text:
             yield text
-        if not data:
-            return
 
 
 def _open_text_stream(raw: BinaryIO) -> BinaryIO | gzip.GzipFile:

@@ -1,4 +1,5 @@
-"""UTF-8 conversion that refuses lone surrogates with a located error (shared by train/encode)."""
+"""UTF-8 conversion with located errors: lone surrogates refused (train, encode), bytes that
+are not UTF-8 refused (decode, encoding lines of bytes)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,14 @@ import re
 
 from tokembed.errors import TokenizerError
 
-__all__ = ["lone_surrogate_error", "refuse_surrogates", "utf8"]
+__all__ = [
+    "invalid_utf8_error",
+    "lines_not_utf8",
+    "lone_surrogate_error",
+    "refuse_surrogates",
+    "utf8",
+    "utf8_lines",
+]
 
 
 def lone_surrogate_error(text: str, offset: int) -> TokenizerError:
@@ -18,6 +26,38 @@ def lone_surrogate_error(text: str, offset: int) -> TokenizerError:
         value=offset,
         fix="repair the text (e.g. decode its source with errors='replace') before encoding",
     )
+
+
+def invalid_utf8_error(offset: int, reason: str, *, what: str, fix: str) -> TokenizerError:
+    """The INVALID_UTF8 error for ``what`` (``"decoded bytes"``) at byte ``offset``."""
+    return TokenizerError(
+        "INVALID_UTF8",
+        f"{what} are not UTF-8 at byte offset {offset} ({reason})",
+        value=offset,
+        fix=fix,
+    )
+
+
+_LINES_FIX = "decode the bytes with errors='replace' and encode the lines as text"
+
+
+def utf8_lines(data: bytes | bytearray | memoryview) -> list[str]:
+    """The non-empty lines of UTF-8 ``data``: cut at line feeds, a carriage return that
+    ends a line dropped (``b"a\\r\\n\\nb"`` gives ``["a", "b"]``).
+
+    Raises:
+        TokenizerError(INVALID_UTF8): ``data`` is not UTF-8 (value: the first bad byte's offset).
+    """
+    try:
+        text = bytes(data).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise lines_not_utf8(exc) from None
+    return [line for raw in text.split("\n") if (line := raw.removesuffix("\r"))]
+
+
+def lines_not_utf8(exc: UnicodeDecodeError) -> TokenizerError:
+    """:func:`utf8_lines`' error for a decoder's ``exc`` (the compiled line encoder's)."""
+    return invalid_utf8_error(exc.start, exc.reason, what="lines", fix=_LINES_FIX)
 
 
 def utf8(text: str) -> bytes:

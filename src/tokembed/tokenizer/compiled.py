@@ -38,6 +38,7 @@ import numpy as np
 
 from tokembed.errors import UsageError
 from tokembed.tokenizer._native import load
+from tokembed.tokenizer._utf8 import utf8_lines
 from tokembed.tokenizer.dialect import DIALECTS
 from tokembed.tokenizer.encode import flat_ids
 from tokembed.tokenizer.model import BPETables
@@ -289,6 +290,22 @@ class CompiledEncoder:
             return flat_ids(self.encode_many(texts))
         flat, ends = self.encoder().encode_texts(texts, *self.scanner, as_bytes=True)
         offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+        offsets[1:] = np.frombuffer(ends, dtype=np.uint64)
+        return np.frombuffer(flat, dtype=np.uint32), offsets
+
+    def encode_lines_numpy(
+        self, data: bytes | bytearray | memoryview
+    ) -> tuple[NDArray[np.uint32], NDArray[np.int64]]:
+        """The non-empty lines of UTF-8 ``data`` as documents, cut, checked and encoded in one
+        compiled call (no ``str`` per line) when the scanner splits."""
+        if self.scanner is None:
+            return self.encode_many_numpy(utf8_lines(data))
+        try:
+            flat, ends = self.encoder().encode_lines(data, *self.scanner)
+        except UnicodeDecodeError:
+            utf8_lines(data)  # raises the decoder's own error, as the reference path does
+            raise AssertionError("the compiled UTF-8 check refused text Python decodes") from None
+        offsets = np.zeros(len(ends) // 8 + 1, dtype=np.int64)
         offsets[1:] = np.frombuffer(ends, dtype=np.uint64)
         return np.frombuffer(flat, dtype=np.uint32), offsets
 

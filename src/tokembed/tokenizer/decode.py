@@ -6,7 +6,9 @@ decodes to its name's spelling (the first registered name for an alias).
 
 Example::
 
-    >>> from tokembed.tokenizer.model import BPETables
+    >>> from tokembed.tokenizer._utf8 import invalid_utf8_error
+from tokembed.tokenizer._utf8 import invalid_utf8_error
+from tokembed.tokenizer.model import BPETables
     >>> d = DecodeTable.from_tables(BPETables.byte_level(merges=[(208, 159)]))
     >>> s = d.stream(); (s.feed([208]), s.feed([159, 33]), s.flush())
     ('', 'П!', '')
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tokembed.errors import TokenizerError, UnknownTokenError, UsageError, require_choice
+from tokembed.tokenizer._utf8 import invalid_utf8_error
 from tokembed.tokenizer.model import BPETables
 
 __all__ = ["DecodeTable", "StreamDecoder"]
@@ -41,10 +44,10 @@ def _check_errors(errors: str) -> None:
 
 
 def _invalid(offset: int, reason: str) -> TokenizerError:
-    return TokenizerError(
-        "INVALID_UTF8",
-        f"decoded bytes are not UTF-8 at byte offset {offset} ({reason})",
-        value=offset,
+    return invalid_utf8_error(
+        offset,
+        reason,
+        what="decoded bytes",
         fix="decode with errors='replace' to show U+FFFD, or use decode_bytes() for the raw bytes",
     )
 

@@ -38,7 +38,7 @@ import numpy as np
 
 from tokembed.errors import TokenizerError
 from tokembed.tokenizer._native import load
-from tokembed.tokenizer._utf8 import lone_surrogate_error
+from tokembed.tokenizer._utf8 import lone_surrogate_error, utf8_lines
 from tokembed.tokenizer.merges import NO_RANK
 from tokembed.tokenizer.model import BPETables
 from tokembed.tokenizer.pretokenize import Pretokenizer
@@ -86,6 +86,13 @@ class Encoder(Protocol):
         self, texts: Sequence[str]
     ) -> tuple[NDArray[np.uint32], NDArray[np.int64]]:
         """All texts' ids in one array, and the ``len(texts) + 1`` offsets that cut it."""
+        ...
+
+    def encode_lines_numpy(
+        self, data: bytes | bytearray | memoryview
+    ) -> tuple[NDArray[np.uint32], NDArray[np.int64]]:
+        """:meth:`encode_many_numpy` of :func:`~tokembed.tokenizer._utf8.utf8_lines` of
+        ``data`` (whose every byte has an id)."""
         ...
 
 
@@ -353,6 +360,12 @@ class ReferenceEncoder:
     ) -> tuple[NDArray[np.uint32], NDArray[np.int64]]:
         """:meth:`encode_many` as one ``uint32`` array and its offsets (see :func:`flat_ids`)."""
         return flat_ids(self.encode_many(texts))
+
+    def encode_lines_numpy(
+        self, data: bytes | bytearray | memoryview
+    ) -> tuple[NDArray[np.uint32], NDArray[np.int64]]:
+        """The non-empty lines of UTF-8 ``data`` through :meth:`encode_many_numpy`."""
+        return self.encode_many_numpy(utf8_lines(data))
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_memo": {}}  # the memo is rebuilt on demand

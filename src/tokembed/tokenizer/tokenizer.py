@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from tokembed.errors import TokenizerError
 from tokembed.tokenizer import _batch, _peer_methods
+from tokembed.tokenizer._utf8 import utf8_lines
 from tokembed.tokenizer.compiled import CompiledEncoder, DeferredTables, compiled_tables
 from tokembed.tokenizer.decode import DecodeTable, Errors, StreamDecoder
 from tokembed.tokenizer.encode import (
@@ -355,6 +356,29 @@ class Tokenizer:
             TokenizerError(LONE_SURROGATE): a text has a surrogate without its partner.
         """
         return self._engine.encode_many_numpy(self._check.many(texts))
+
+    def encode_lines_to_numpy(
+        self, data: bytes | bytearray | memoryview
+    ) -> tuple[np.ndarray[Any, np.dtype[np.uint32]], np.ndarray[Any, np.dtype[np.int64]]]:
+        """Each non-empty line of the UTF-8 bytes ``data`` encoded as one text by
+        :meth:`encode_ordinary`: lines are cut at line feeds and a carriage return that ends
+        a line is dropped, as a corpus with one document per line is read. The same ids and
+        offsets as :meth:`encode_ordinary_batch_to_numpy` of those lines, from one compiled
+        call that makes no ``str`` per line.
+
+        Example::
+
+            >>> ids, offsets = tok.encode_lines_to_numpy(b"hello\\r\\n\\nworld\\n")  # doctest: +SKIP
+            >>> offsets.tolist()  # doctest: +SKIP
+            [0, 1, 2]
+
+        Raises:
+            TokenizerError(INVALID_UTF8): ``data`` is not UTF-8 (value: the bad byte's offset).
+            TokenizerError(UNREPRESENTABLE_BYTE): a character needs a byte without an id.
+        """
+        if self._check.missing:  # the checked path names the character that needs it
+            return self.encode_ordinary_batch_to_numpy(utf8_lines(data))
+        return self._engine.encode_lines_numpy(data)
 
     def encode_to_numpy(
         self,

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from _corpus import gpt2_path, write_corpus
 
+from conftest import PUD_LANGS, pud_text
 from tokembed.errors import FormatError, MeasureError, TokembedError, UsageError
 from tokembed.text.jsonl import jsonl_texts
 from tokembed.tokenizer import Tokenizer, load_tokenizer
@@ -200,6 +201,47 @@ def test_bad_bytes_are_refused_with_their_offset_or_replaced(
         [bad], tokenizer=gpt2, output=tmp_path / "o2", config=TokenizeConfig(errors="replace")
     )
     assert m.documents == 2
+
+
+def test_lines_from_bytes_equal_lines_from_decoded_text(tmp_path: Path, gpt2: Tokenizer) -> None:
+    """Plain text under the line rule goes to the encoder as bytes (no str per line); the
+    shards equal those of the decoding reader (taken with errors="replace"), across ranges,
+    CR LF and CR-only lines, blank and space-only lines, a BOM, a line longer than a read and
+    a last line without its line feed; a bad byte in a later range is named at its file offset."""
+    lines = "".join(pud_text(lang) for lang in PUD_LANGS[:4]).splitlines()
+    long_line = " ".join(lines[:20]) * 200  # ~2 MB: longer than the reader's 1 MiB reads
+    text = "\ufeff" + "\r\n".join(lines[:300]) + "\n\n \n\r\n\r\n" + long_line + "\n"
+    text += "\n".join(lines[300:]) + "\n\t\r\nend\r"
+    corpus = tmp_path / "c.txt"
+    corpus.write_bytes(text.encode())
+    outs = {}
+    for errors in ("strict", "replace"):
+        cfg = TokenizeConfig(shard_bytes=_SMALL, errors=errors)
+        m = tokenize_corpus([corpus], tokenizer=gpt2, output=tmp_path / errors, config=cfg)
+        outs[errors] = (_files(tmp_path / errors), m.documents, m.tokens, m.text_bytes)
+    assert len(list((tmp_path / "strict").glob("*.bin"))) > 3
+    strict, replace = outs["strict"][0], outs["replace"][0]
+    assert strict.pop("manifest.json").replace(b'"strict"', b'"replace"') == replace.pop(
+        "manifest.json"
+    )  # the manifest records the policy
+    assert strict == replace
+    assert outs["strict"][1:] == outs["replace"][1:]
+    docs = [d for line in text.split("\n") if (d := line.removesuffix("\r"))]
+    assert outs["strict"][1:] == (
+        len(docs),
+        sum(len(gpt2.encode_ordinary(d)) + 1 for d in docs),
+        sum(len(d.encode()) for d in docs),
+    )
+    data = text.encode()
+    at = len(data) - 1000
+    while data[at] >= 0x80:  # a character's first byte, so the one put before it is bad
+        at += 1
+    corpus.write_bytes(data[:at] + b"\xc3" + data[at:])  # a lead byte before ASCII
+    cfg = TokenizeConfig(shard_bytes=_SMALL)
+    with pytest.raises(MeasureError) as info:
+        tokenize_corpus([corpus], tokenizer=gpt2, output=tmp_path / "bad", config=cfg)
+    assert info.value.code == "INPUT_NOT_UTF8"
+    assert f"offset {at}" in info.value.message or f"byte {at}" in info.value.message
 
 
 def test_an_output_folder_with_other_files_is_refused(

@@ -8,6 +8,7 @@
 #include "encode_front.h"
 #include "encode_merge.h"
 #include "scan.h"
+#include "utf8_check.h"
 
 _Static_assert(TK_CACHED_CHUNK <= UINT16_MAX, "a cache slot holds a chunk's length in 16 bits");
 
@@ -599,6 +600,39 @@ int tk_encode_texts(tk_encoder *e, int preset, int dialect, const unsigned char 
         tk_scan(preset, dialect, job.text, lens[i], emit_piece, &job);
         ends[i] = e->out_len;
         *failed = i;
+    }
+    pthread_mutex_unlock(&e->lock);
+    *bad = job.missing_at;
+    return job.status;
+}
+
+int tk_encode_lines(tk_encoder *e, int preset, int dialect, const unsigned char *data, size_t n,
+                    size_t *ends, size_t *n_docs, size_t *bad) {
+    *n_docs = 0;
+    size_t valid = tk_utf8_valid_prefix(data, n);
+    if (valid < n) {
+        *bad = valid;
+        return TK_NOT_UTF8;
+    }
+    tk_job job = {e, NULL, 0, 0, 0};
+    encoder_repair(e);
+    pthread_mutex_lock(&e->lock);
+    e->out_len = 0;
+    size_t start = 0;
+    while (start <= n && job.status == 0) {
+        const unsigned char *nl = memchr(data + start, '\n', n - start);
+        size_t stop = nl ? (size_t)(nl - data) : n;
+        size_t len = stop - start;
+        if (len && data[stop - 1] == '\r') len--; /* a CR ending a line belongs to no line */
+        if (len) {
+            job.text = data + start;
+            job.len = len;
+            tk_scan(preset, dialect, job.text, len, emit_piece, &job);
+            if (job.status == TK_MISSING_BYTE) job.missing_at += start;
+            ends[(*n_docs)++] = e->out_len;
+        }
+        if (!nl) break;
+        start = stop + 1;
     }
     pthread_mutex_unlock(&e->lock);
     *bad = job.missing_at;

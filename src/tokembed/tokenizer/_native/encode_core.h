@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #define TK_MISSING_BYTE 1
+#define TK_NOT_UTF8 2
 /* Longer chunks are not cached: they rarely repeat and would pin memory. */
 #define TK_CACHED_CHUNK 256
 
@@ -63,6 +64,13 @@ int tk_encode_text(tk_encoder *e, int preset, int dialect, const unsigned char *
    byte, *failed is the text that holds it (*bad its offset there). */
 int tk_encode_texts(tk_encoder *e, int preset, int dialect, const unsigned char *const *texts,
                     const size_t *lens, size_t n_texts, size_t *ends, size_t *failed, size_t *bad);
+/* The lines of data[0:n) as documents: cut at line feeds, a carriage return ending a line
+   dropped, empty lines skipped; ends[k] is the output length after document k (ends holds one
+   slot per line feed, plus one), *n_docs how many there are. TK_NOT_UTF8 with *bad the offset of
+   the first byte that is not UTF-8 (nothing encoded); TK_MISSING_BYTE with *bad its offset in
+   data. */
+int tk_encode_lines(tk_encoder *e, int preset, int dialect, const unsigned char *data, size_t n,
+                    size_t *ends, size_t *n_docs, size_t *bad);
 /* The ids of the last call (valid until the next). */
 const uint32_t *tk_encoder_output(const tk_encoder *e, size_t *n);
 size_t tk_encoder_cache_size(const tk_encoder *e);

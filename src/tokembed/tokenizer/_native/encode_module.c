@@ -10,6 +10,7 @@
  *     encode_text(str, preset, dialect)    whole text, split by the compiled scanner
  *     encode_texts(list[str], preset, dialect, *, as_bytes)  one list of ids per text
  *                                               (as_bytes: flat uint32 ids, uint64 ends)
+ *     encode_lines(bytes, preset, dialect) the non-empty lines of UTF-8 bytes as documents
  *
  * This file converts types and releases the GIL around the core's calls. A byte without an
  * id raises MissingByte(offset); callers check texts before they encode them. */
@@ -462,6 +463,22 @@ static PyObject *Encoder_encode_text(EncoderObject *self, PyObject *args, PyObje
     return ids_result(self, as_bytes);
 }
 
+/* (uint32 ids of all texts as bytes, uint64 end offset of each text as bytes): no int object
+ * per id. */
+static PyObject *flat_result(const uint32_t *ids, size_t total, const size_t *ends, size_t n) {
+    PyObject *result = NULL;
+    PyObject *flat = PyBytes_FromStringAndSize((const char *)ids, (Py_ssize_t)(total * sizeof(uint32_t)));
+    PyObject *offs = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(uint64_t)));
+    if (flat && offs) {
+        uint64_t *o = (uint64_t *)PyBytes_AS_STRING(offs);
+        for (size_t i = 0; i < n; i++) o[i] = (uint64_t)ends[i];
+        result = PyTuple_Pack(2, flat, offs);
+    }
+    Py_XDECREF(flat);
+    Py_XDECREF(offs);
+    return result;
+}
+
 /* Many texts in one call (a batch slice): UTF-8 of each is taken with the GIL, then all are
  * split and merged without it; one list of ids per text. */
 static PyObject *Encoder_encode_texts(EncoderObject *self, PyObject *args, PyObject *kw) {
@@ -505,16 +522,7 @@ static PyObject *Encoder_encode_texts(EncoderObject *self, PyObject *args, PyObj
     size_t total;
     const uint32_t *ids = tk_encoder_output(self->e, &total);
     if (as_bytes) {
-        /* (uint32 ids of all texts, uint64 end offset of each): no int object per id */
-        PyObject *flat = PyBytes_FromStringAndSize((const char *)ids, (Py_ssize_t)(total * sizeof(uint32_t)));
-        PyObject *offs = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)((size_t)n * sizeof(uint64_t)));
-        if (flat && offs) {
-            uint64_t *o = (uint64_t *)PyBytes_AS_STRING(offs);
-            for (Py_ssize_t i = 0; i < n; i++) o[i] = (uint64_t)ends[i];
-            result = PyTuple_Pack(2, flat, offs);
-        }
-        Py_XDECREF(flat);
-        Py_XDECREF(offs);
+        result = flat_result(ids, total, ends, (size_t)n);
         goto done;
     }
     result = PyList_New(n);
@@ -529,6 +537,50 @@ done:
     PyMem_Free(len);
     PyMem_Free(ends);
     Py_DECREF(seq);
+    return result;
+}
+
+/* The lines of UTF-8 bytes as documents (tk_encode_lines), without a str per line: (uint32
+ * ids of all documents, uint64 end offset of each). Bytes that are not UTF-8 raise
+ * UnicodeDecodeError at the first bad byte, as bytes.decode() does. */
+static PyObject *Encoder_encode_lines(EncoderObject *self, PyObject *args) {
+    Py_buffer data;
+    int preset, dialect;
+    if (ready(self) < 0 || !PyArg_ParseTuple(args, "y*ii", &data, &preset, &dialect)) return NULL;
+    const unsigned char *p = data.buf;
+    size_t n = (size_t)data.len, lines = 1, n_docs = 0, bad = 0;
+    for (const unsigned char *q = p; (q = memchr(q, '\n', n - (size_t)(q - p))) != NULL; q++)
+        lines++;
+    size_t *ends = PyMem_Malloc(lines * sizeof(size_t));
+    PyObject *result = NULL;
+    if (!ends) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = tk_encode_lines(self->e, preset, dialect, p, n, ends, &n_docs, &bad);
+    Py_END_ALLOW_THREADS
+    if (status == TK_NOT_UTF8) {
+        PyObject *exc = PyObject_CallFunction(PyExc_UnicodeDecodeError, "sy#nns", "utf-8",
+                                              (const char *)p, (Py_ssize_t)n, (Py_ssize_t)bad,
+                                              (Py_ssize_t)bad + 1, "invalid UTF-8");
+        if (exc) {
+            PyErr_SetObject(PyExc_UnicodeDecodeError, exc);
+            Py_DECREF(exc);
+        }
+        goto done;
+    }
+    if (status) {
+        job_error(status, bad);
+        goto done;
+    }
+    size_t total;
+    const uint32_t *ids = tk_encoder_output(self->e, &total);
+    result = flat_result(ids, total, ends, n_docs);
+done:
+    PyMem_Free(ends);
+    PyBuffer_Release(&data);
     return result;
 }
 
@@ -605,6 +657,9 @@ static PyMethodDef Encoder_methods[] = {
     {"encode_texts", (PyCFunction)(void (*)(void))Encoder_encode_texts, METH_VARARGS | METH_KEYWORDS,
      "encode_texts(texts, preset, dialect, *, as_bytes=False): one list of ids per text, split by "
      "scan.c (as_bytes: all ids as uint32 bytes and each text's end as uint64 bytes)."},
+    {"encode_lines", (PyCFunction)Encoder_encode_lines, METH_VARARGS,
+     "encode_lines(data, preset, dialect): the non-empty lines of UTF-8 bytes as documents (a CR "
+     "ending a line dropped): (uint32 ids as bytes, uint64 end offsets as bytes)."},
     {"clear_cache", (PyCFunction)Encoder_clear_cache, METH_NOARGS, "Forget every cached chunk."},
     {NULL}};
 
