@@ -328,6 +328,39 @@ def test_missing_byte_raises_with_the_offset_of_today() -> None:
         assert e.value.value == 4
 
 
+def test_a_missing_byte_is_found_in_the_chunk_that_holds_it_however_many_follow() -> None:
+    """The scanner's chunks are encoded a few behind the scan (their cache lines load
+    meanwhile); a chunk that needs a missing byte is still named by its own offset, whether
+    chunks were scanned after it or it ends the text, line or batch."""
+    module = _module()
+    tables = BPETables(pieces={i: bytes([i]) for i in range(256) if i != 0xD0})
+    tok = Tokenizer(pretokenizer=Pretokenizer.preset("o200k"), tables=tables)
+    engine = tok._engine
+    assert isinstance(engine, CompiledEncoder)
+    assert engine.scanner is not None
+    enc = engine.encoder()
+    for before, after in (
+        ("", ""),
+        ("ok, ", ""),
+        ("a b c d e f ", " g h i j k l m"),
+        ("x" * 40, " y"),
+    ):
+        text = f"{before}Дом{after}"
+        at = len(before.encode())
+        with pytest.raises(module.MissingByte) as one:
+            enc.encode_text(text, *engine.scanner)
+        assert one.value.args == (at,), text
+        with pytest.raises(module.MissingByte) as many:
+            enc.encode_texts(["fine text", text], *engine.scanner)
+        assert many.value.args == (at,), text
+        with pytest.raises(module.MissingByte) as lines:
+            enc.encode_lines(f"fine\n{text}\nmore".encode(), *engine.scanner)
+        assert lines.value.args == (at + len("fine\n"),), text
+    assert enc.encode_text("a b c d e f g", *engine.scanner) == tok.encode_ordinary_reference(
+        "a b c d e f g"
+    )
+
+
 def test_batch_in_threads_equals_sequential(monkeypatch: pytest.MonkeyPatch) -> None:
     _module()
     # These batches are small enough to take one thread by default; make them use two.
