@@ -58,7 +58,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                      help="append no end-of-text id")  # fmt: skip
     p.add_argument("--errors", choices=("strict", "replace"), default="strict",
                    help="a byte that is not UTF-8: refuse it (strict) or read it as U+FFFD")  # fmt: skip
-    p.add_argument("--workers", type=int, default=1, help="processes (or Dask workers) to use")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="shards encoded at once: threads for line documents of plain text, else processes (or Dask workers)",
+    )
     p.add_argument("--engine", choices=("local", "dask"), default="local",
                    help="local processes, or a Dask cluster (--scheduler, else a local one)")  # fmt: skip
     p.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler, e.g. tcp://host:8786")

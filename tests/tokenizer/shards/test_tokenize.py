@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,8 @@ from tokembed.errors import FormatError, MeasureError, TokembedError, UsageError
 from tokembed.text.jsonl import jsonl_texts
 from tokembed.tokenizer import Tokenizer, load_tokenizer
 from tokembed.tokenizer.shards import TokenizeConfig, read_manifest, tokenize_corpus
+from tokembed.tokenizer.shards.plan import plan_shards
+from tokembed.tokenizer.shards.shard_writer import ShardJob, runs_without_gil
 
 _SMALL = 64 << 10  # shards of 64 KiB of input: the corpus makes several
 
@@ -111,6 +114,45 @@ def test_every_worker_count_and_engine_writes_the_same_bytes(
         tokenize_corpus(corpus, tokenizer=gpt2, output=tmp_path / name, config=cfg)
         outs[name] = _files(tmp_path / name)
     assert outs["one"] == outs["two"] == outs["dask"]
+
+
+def test_plain_text_lines_run_in_threads_and_write_what_one_worker_writes(
+    tmp_path: Path, gpt2: Tokenizer, corpus: list[Path]
+) -> None:
+    """Line documents of plain text (and gzip) are encoded by the compiled encoder without
+    the GIL, so workers are threads sharing its chunk cache; JSON Lines, another rule or
+    errors="replace" read through Python and take processes. Either way the bytes are one
+    worker's."""
+    text = corpus[:2]  # pud.txt and its gzip
+    cfg = TokenizeConfig(shard_bytes=_SMALL)
+
+    def jobs(names: list[Path], config: TokenizeConfig) -> list[ShardJob]:
+        paths = tuple(str(p) for p in names)
+        return [
+            ShardJob(
+                entry=e,
+                names=paths,
+                folder=str(tmp_path),
+                config=config,
+                dtype="uint16",
+                eot_id=None,
+                address_hash=gpt2.address_hash,
+            )
+            for e in plan_shards(paths, config)
+        ]
+
+    assert gpt2.implementation == "compiled"
+    assert all(runs_without_gil(j, gpt2) for j in jobs(text, cfg))
+    assert not any(runs_without_gil(j, gpt2) for j in jobs(corpus[2:], cfg))  # JSON Lines
+    for other in (replace(cfg, errors="replace"), replace(cfg, doc="blank-line")):
+        assert not any(runs_without_gil(j, gpt2) for j in jobs(text, other))
+    outs = {}
+    for workers in (1, 2):
+        config = replace(cfg, workers=workers)
+        tokenize_corpus(text, tokenizer=gpt2, output=tmp_path / f"w{workers}", config=config)
+        outs[workers] = _files(tmp_path / f"w{workers}")
+    assert len(outs[1]) > 9
+    assert outs[1] == outs[2]
 
 
 def test_an_interrupted_run_resumes_without_reencoding_finished_shards(

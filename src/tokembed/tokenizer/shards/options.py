@@ -80,7 +80,9 @@ class TokenizeConfig:
             tokenizer has ``<|endoftext|>``, True (required), False (never).
         errors: ``"strict"`` refuses a byte that is not UTF-8 (file and offset named);
             ``"replace"`` reads it as U+FFFD.
-        workers: processes on this machine (``engine="local"``), or the local cluster's
+        workers: shards encoded at once on this machine (``engine="local"``: threads
+            sharing one chunk cache where every shard is line documents of plain text read
+            strictly by the compiled encoder, else processes), or the local cluster's
             workers (``engine="dask"`` without ``scheduler``).
         engine: ``"local"`` or ``"dask"`` (workers read their byte ranges themselves).
         scheduler: a Dask scheduler address (``tcp://host:8786``), only with ``"dask"``.

@@ -47,7 +47,7 @@ from tokembed.tokenizer.shards.shard_formats import (
 )
 from tokembed.tokenizer.tokenizer import Tokenizer
 
-__all__ = ["BATCH_CHARS", "ShardJob", "encode_shard", "shard_digests"]
+__all__ = ["BATCH_CHARS", "ShardJob", "encode_shard", "runs_without_gil", "shard_digests"]
 
 # Characters per compiled batch call: ~1 MB amortises the call (a few microseconds) over
 # ~250k ids and keeps a worker's resident text small.
@@ -80,6 +80,15 @@ def _lines_from_bytes(config: TokenizeConfig, r: ByteRange) -> bool:
         and config.errors == "strict"
         and input_format_of(r.path, config.input_format) == "text"
     )
+
+
+def runs_without_gil(job: ShardJob, tokenizer: Tokenizer) -> bool:
+    """Whether ``job``'s encoding is the compiled encoder's on bytes read as they are, which
+    holds the GIL only between megabyte batches: then threads of one process run it in
+    parallel and share one chunk cache (processes each pay for a corpus's first words)."""
+    if tokenizer.implementation != "compiled":
+        return False
+    return all(_lines_from_bytes(job.config, r) for r in byte_ranges(job.entry, job.names))
 
 
 def _splits_like_presets(tokenizer: Tokenizer) -> bool:

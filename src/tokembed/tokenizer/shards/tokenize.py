@@ -54,7 +54,12 @@ from tokembed.tokenizer.shards.manifest import (
 )
 from tokembed.tokenizer.shards.options import TokenizeConfig, id_dtype
 from tokembed.tokenizer.shards.plan import hash_input, plan_shards
-from tokembed.tokenizer.shards.shard_writer import ShardJob, encode_shard, shard_digests
+from tokembed.tokenizer.shards.shard_writer import (
+    ShardJob,
+    encode_shard,
+    runs_without_gil,
+    shard_digests,
+)
 from tokembed.tokenizer.tokenizer import Tokenizer
 
 __all__ = ["tokenize_corpus"]
@@ -162,6 +167,12 @@ def _local_results(
         for job in jobs:
             yield encode_shard(job, tokenizer)
         return
+    if all(runs_without_gil(job, tokenizer) for job in jobs):
+        # Threads: the encoder releases the GIL and its chunk cache is shared, so a corpus's
+        # first words are encoded once, not once per process. 200 MB of RusLit-40 lines on
+        # o200k, 2 workers: 2.0-2.2 s in processes, 1.5-1.6 s in threads.
+        yield from _thread_results(jobs, tokenizer, workers)
+        return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
@@ -186,6 +197,20 @@ def _local_results(
             fix='run it from a script whose calls sit under `if __name__ == "__main__":`, '
             "or pass workers=1",
         ) from None
+
+
+def _thread_results(
+    jobs: list[ShardJob], tokenizer: Tokenizer, workers: int
+) -> Iterator[ShardEntry]:
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    pool = ThreadPoolExecutor(min(workers, len(jobs)), thread_name_prefix="tokembed-shard")
+    try:
+        futures = [pool.submit(encode_shard, job, tokenizer) for job in jobs]
+        for future in as_completed(futures):
+            yield future.result()
+    finally:  # a failure, or a caller that stops early: no shard starts after this
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 _WORKER_TOKENIZER: list[Tokenizer] = []
