@@ -155,6 +155,35 @@ def test_plain_text_lines_run_in_threads_and_write_what_one_worker_writes(
     assert outs[1] == outs[2]
 
 
+@pytest.mark.parametrize("suffix", [".txt", ".jsonl"])  # threads, processes
+def test_a_failing_shard_among_workers_leaves_the_finished_ones_listed(
+    tmp_path: Path, gpt2: Tokenizer, suffix: str
+) -> None:
+    """With two workers, a bad byte in one shard stops the run after the shards running
+    beside it finish; each shard whose files exist is listed complete, and no other has a
+    file under its name; --resume then encodes only the rest."""
+    lines = "".join(pud_text(lang) for lang in PUD_LANGS).splitlines()[:4000]
+    if suffix == ".jsonl":
+        lines = [json.dumps({"text": line}, ensure_ascii=False) for line in lines]
+    data = ("\n".join(lines) + "\n").encode()
+    at = len(data) * 2 // 3
+    while data[at] >= 0x80:
+        at += 1
+    bad = tmp_path / f"bad{suffix}"
+    bad.write_bytes(data[:at] + b"\xff" + data[at:])
+    cfg = TokenizeConfig(shard_bytes=_SMALL, workers=2)
+    out = tmp_path / "out"
+    with pytest.raises(MeasureError) as info:
+        tokenize_corpus([bad], tokenizer=gpt2, output=out, config=cfg)
+    assert info.value.code in ("INPUT_NOT_UTF8", "MALFORMED_JSONL")
+    m = read_manifest(out)
+    assert not m.complete
+    done = {s.name for s in m.shards if s.complete}
+    assert done  # the shards before the bad one finished
+    on_disk = {p.name.split(".")[0] for p in out.iterdir() if p.name.startswith("shard-")}
+    assert on_disk == done
+
+
 def test_an_interrupted_run_resumes_without_reencoding_finished_shards(
     tmp_path: Path, corpus: list[Path]
 ) -> None:

@@ -35,6 +35,7 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Executor, Future
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -174,7 +175,7 @@ def _local_results(
         yield from _thread_results(jobs, tokenizer, workers)
         return
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
     # Spawned, not forked: a fork could inherit locks held by this process's other threads.
@@ -183,12 +184,10 @@ def _local_results(
     context = multiprocessing.get_context("spawn")
     n = min(workers, len(jobs))
     try:
-        with ProcessPoolExecutor(
+        pool = ProcessPoolExecutor(
             n, mp_context=context, initializer=_init_worker, initargs=(tokenizer,)
-        ) as pool:
-            futures = [pool.submit(_encode_in_worker, job) for job in jobs]
-            for future in as_completed(futures):
-                yield future.result()
+        )
+        yield from _finished(pool, [pool.submit(_encode_in_worker, job) for job in jobs])
     except BrokenProcessPool as exc:
         raise TokenizerError(
             "WORKERS_NOT_STARTED",
@@ -202,15 +201,36 @@ def _local_results(
 def _thread_results(
     jobs: list[ShardJob], tokenizer: Tokenizer, workers: int
 ) -> Iterator[ShardEntry]:
-    from concurrent.futures import ThreadPoolExecutor, as_completed
+    from concurrent.futures import ThreadPoolExecutor
 
     pool = ThreadPoolExecutor(min(workers, len(jobs)), thread_name_prefix="tokembed-shard")
+    yield from _finished(pool, [pool.submit(encode_shard, job, tokenizer) for job in jobs])
+
+
+def _finished(pool: Executor, futures: list[Future[ShardEntry]]) -> Iterator[ShardEntry]:
+    """The entries of the shards as they finish. After the first failure no shard starts,
+    the ones running finish and are still yielded (so the manifest lists every shard whose
+    files exist), and then the failure is raised. The pool is shut down either way."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    error: BaseException | None = None
+    pending = set(futures)
     try:
-        futures = [pool.submit(encode_shard, job, tokenizer) for job in jobs]
-        for future in as_completed(futures):
-            yield future.result()
-    finally:  # a failure, or a caller that stops early: no shard starts after this
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                exc = future.exception()
+                if exc is None:
+                    yield future.result()
+                elif error is None:
+                    error = exc
+                    # Cancelled here, not by shutdown(cancel_futures=True): a future the
+                    # executor cancels never wakes a wait() on it.
+                    pending = {f for f in pending if not f.cancel()}  # the running ones
+    finally:  # a failure, or a caller that stops early
         pool.shutdown(wait=True, cancel_futures=True)
+    if error is not None:
+        raise error
 
 
 _WORKER_TOKENIZER: list[Tokenizer] = []
