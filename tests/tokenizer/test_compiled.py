@@ -361,6 +361,27 @@ def test_a_missing_byte_is_found_in_the_chunk_that_holds_it_however_many_follow(
     )
 
 
+def test_a_batch_leaves_garbage_collection_as_it_found_it() -> None:
+    """The compiled batch builds its lists with the collector paused (each list would
+    otherwise count towards a collection that walks every id placed); it is on again after,
+    and stays off for a caller that had turned it off."""
+    import gc
+
+    _module()
+    tok = pud_tokenizer()
+    texts = [line for line in pud_text("ru").splitlines()[:300] if line]
+    expected = [tok.encode_ordinary_reference(t) for t in texts]
+    assert gc.isenabled()
+    assert tok.encode_ordinary_batch(texts, progress=False) == expected
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assert tok.encode_ordinary_batch(texts, progress=False) == expected
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 def test_batch_in_threads_equals_sequential(monkeypatch: pytest.MonkeyPatch) -> None:
     _module()
     # These batches are small enough to take one thread by default; make them use two.

@@ -525,6 +525,10 @@ static PyObject *Encoder_encode_texts(EncoderObject *self, PyObject *args, PyObj
         result = flat_result(ids, total, ends, (size_t)n);
         goto done;
     }
+    /* One list per text: each is a new container, and a few hundred of them start a garbage
+     * collection that walks every id already placed (RusLit-40's 9,446 lines on o200k: 38-46
+     * ms against 28 for the same ids in one list). None of them can be in a cycle. */
+    int collecting = PyGC_Disable();
     result = PyList_New(n);
     for (Py_ssize_t i = 0; result && i < n; i++) {
         size_t start = i ? ends[i - 1] : 0;
@@ -532,6 +536,7 @@ static PyObject *Encoder_encode_texts(EncoderObject *self, PyObject *args, PyObj
         if (!one) Py_CLEAR(result);
         else PyList_SET_ITEM(result, i, one);
     }
+    if (collecting) PyGC_Enable();
 done:
     PyMem_Free(ptr);
     PyMem_Free(len);
