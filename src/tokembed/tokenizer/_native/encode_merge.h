@@ -246,10 +246,22 @@ static size_t tk_rankbpe_tiny(const tk_piece_map *pieces, tk_memo *memo,
     }
     for (size_t i = 0; i + 1 < n; i++)
         key[i] = tk_pair_key(pieces->two[(unsigned)data[i] << 8 | data[i + 1]], (int32_t)i);
-    key[n - 1] = UINT64_MAX;
+    /* keys to a multiple of four, the last ones never the least: the minimum is taken in
+     * four independent chains (one chain waits on each compare; this is the loop new chunks
+     * spend most time in) */
+    size_t m = (n + 3) & ~(size_t)3;
+    for (size_t i = n - 1; i < m; i++) key[i] = UINT64_MAX;
     for (;;) {
-        uint64_t best = UINT64_MAX;
-        for (size_t i = 0; i + 1 < n; i++) best = key[i] < best ? key[i] : best;
+        uint64_t b0 = UINT64_MAX, b1 = UINT64_MAX, b2 = UINT64_MAX, b3 = UINT64_MAX;
+        for (size_t i = 0; i < m; i += 4) {
+            b0 = key[i] < b0 ? key[i] : b0;
+            b1 = key[i + 1] < b1 ? key[i + 1] : b1;
+            b2 = key[i + 2] < b2 ? key[i + 2] : b2;
+            b3 = key[i + 3] < b3 ? key[i + 3] : b3;
+        }
+        b0 = b1 < b0 ? b1 : b0;
+        b2 = b3 < b2 ? b3 : b2;
+        uint64_t best = b2 < b0 ? b2 : b0;
         if (best == UINT64_MAX) break;
         int32_t b = (int32_t)(uint32_t)best, j = nxt[b], e = nxt[j], before = prv[b];
         uint32_t br = (uint32_t)(best >> 32);
