@@ -6,9 +6,7 @@ decodes to its name's spelling (the first registered name for an alias).
 
 Example::
 
-    >>> from tokembed.tokenizer._utf8 import invalid_utf8_error
-from tokembed.tokenizer._utf8 import invalid_utf8_error
-from tokembed.tokenizer.model import BPETables
+    >>> from tokembed.tokenizer.model import BPETables
     >>> d = DecodeTable.from_tables(BPETables.byte_level(merges=[(208, 159)]))
     >>> s = d.stream(); (s.feed([208]), s.feed([159, 33]), s.flush())
     ('', 'П!', '')
