@@ -9,7 +9,6 @@ from tokembed.errors import TokenizerError
 
 __all__ = [
     "invalid_utf8_error",
-    "lines_not_utf8",
     "lone_surrogate_error",
     "refuse_surrogates",
     "utf8",
@@ -38,6 +37,7 @@ def invalid_utf8_error(offset: int, reason: str, *, what: str, fix: str) -> Toke
     )
 
 
+# What to do about bytes given as lines that are not UTF-8.
 _LINES_FIX = "decode the bytes with errors='replace' and encode the lines as text"
 
 
@@ -51,13 +51,8 @@ def utf8_lines(data: bytes | bytearray | memoryview) -> list[str]:
     try:
         text = bytes(data).decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise lines_not_utf8(exc) from None
+        raise invalid_utf8_error(exc.start, exc.reason, what="lines", fix=_LINES_FIX) from None
     return [line for raw in text.split("\n") if (line := raw.removesuffix("\r"))]
-
-
-def lines_not_utf8(exc: UnicodeDecodeError) -> TokenizerError:
-    """:func:`utf8_lines`' error for a decoder's ``exc`` (the compiled line encoder's)."""
-    return invalid_utf8_error(exc.start, exc.reason, what="lines", fix=_LINES_FIX)
 
 
 def utf8(text: str) -> bytes:

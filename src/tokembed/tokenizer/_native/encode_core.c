@@ -446,6 +446,8 @@ static tk_front_slot *front_of(tk_encoder *e) {
 
 static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_t *bad,
                        tk_front_slot *front, const tk_front_key *key);
+static int encode_keyed(tk_encoder *e, const unsigned char *data, size_t n, size_t *bad,
+                        const tk_front_key *key);
 
 /* Ids of data[0..n) appended to e->out; `avail` bytes from data may be read (>= n).
  * Returns 0, TK_MISSING_BYTE (at *bad), -1 (memory). */
@@ -465,9 +467,15 @@ static int encode_chunk(tk_encoder *e, const unsigned char *data, size_t n, size
     if (!front) return merge_chunk(e, data, n, bad, NULL, NULL);
     tk_front_key key;
     tk_front_key_of(data, n, avail, &key);
-    const tk_front_slot *hit = tk_front_get(front, &key, n);
+    return encode_keyed(e, data, n, bad, &key);
+}
+
+/* encode_chunk of a chunk whose front key is known (e->front exists). */
+static int encode_keyed(tk_encoder *e, const unsigned char *data, size_t n, size_t *bad,
+                        const tk_front_key *key) {
+    const tk_front_slot *hit = tk_front_get(e->front, key, n);
     if (hit) return out_append(e, hit->ids, hit->n_ids);
-    return merge_chunk(e, data, n, bad, front, &key);
+    return merge_chunk(e, data, n, bad, e->front, key);
 }
 
 /* encode_chunk after the front cache missed (front and key NULL: not asked); fills it. */
@@ -604,14 +612,8 @@ static int run_oldest(tk_job *job) {
     tk_encoder *e = job->enc;
     size_t n = a->end - a->start, bad = 0;
     const unsigned char *data = job->text + a->start;
-    int st;
-    if (a->keyed) {
-        const tk_front_slot *hit = tk_front_get(e->front, &a->key, n);
-        st = hit ? out_append(e, hit->ids, hit->n_ids)
-                 : merge_chunk(e, data, n, &bad, e->front, &a->key);
-    } else {
-        st = encode_chunk(e, data, n, job->len - a->start, &bad);
-    }
+    int st = a->keyed ? encode_keyed(e, data, n, &bad, &a->key)
+                      : encode_chunk(e, data, n, job->len - a->start, &bad);
     if (st == TK_MISSING_BYTE) job->missing_at = a->start + bad;
     job->status = st;
     return st;
@@ -699,7 +701,7 @@ int tk_encode_lines(tk_encoder *e, int preset, int dialect, const unsigned char 
     pthread_mutex_lock(&e->lock);
     e->out_len = 0;
     size_t start = 0;
-    while (start <= n && job.status == 0) {
+    while (job.status == 0) {
         const unsigned char *nl = memchr(data + start, '\n', n - start);
         size_t stop = nl ? (size_t)(nl - data) : n;
         size_t len = stop - start;
