@@ -14,7 +14,8 @@ Only the library call is timed; turning what it returns into one flat list of in
 hash it) is not.
 
 * ours: ``load_tokenizer(file)``; long: ``set_encode_threads(k)`` then
-  ``encode_ordinary(text)``; batch: ``encode_ordinary_batch(lines, num_threads=k)``.
+  ``encode_ordinary(text)``; batch: ``encode_ordinary_batch_to_numpy(lines, num_threads=k)``
+  (its flat bulk path: one ``uint32`` array and offsets, as fastokens' ``encode_batch_flat``).
 * tiktoken: ``Encoding(name, pat_str, mergeable_ranks)``; long: ``encode_ordinary`` (one
   thread always); batch: ``encode_ordinary_batch(lines, num_threads=k)``.
 * fastokens: ``Tokenizer.from_tiktoken(file, encoding=...)`` (or ``pattern=`` for qwen) /
@@ -134,8 +135,8 @@ def _build(side: str, vocab: str, json_path: str, threads: int) -> tuple[Any, An
 
         tok = load_tokenizer(path)
         set_encode_threads(threads)
-        return tok.encode_ordinary, lambda ls: tok.encode_ordinary_batch(
-            ls, num_threads=threads, progress=False
+        return tok.encode_ordinary, lambda ls: tok.encode_ordinary_batch_to_numpy(
+            ls, num_threads=threads
         )
     if side == "tiktoken":
         if not rank:

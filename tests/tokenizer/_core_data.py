@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from functools import cache
+from typing import Any
 
-from conftest import pud_text
+import pytest
+
+from conftest import data_path, pud_text
 from tokembed.tokenizer import Tokenizer, TrainConfig, train
 
 
@@ -25,3 +29,44 @@ def pud_tokenizer() -> Tokenizer:
 def ruslit_tokenizer(ruslit_text: str) -> Tokenizer:
     """4096 merges on the first 1M characters of RusLit40 (training on all of it takes ~1 min)."""
     return train([ruslit_text[:1_000_000]], config=TrainConfig(merges=4096, progress=False))
+
+
+def rank_file_of(*longer: bytes, without: bytes = b"") -> bytes:
+    """A rank file: every byte but those in ``without``, in byte order, then ``longer`` in the
+    order given (ranks from 0)."""
+    import base64
+
+    pieces = [bytes([i]) for i in range(256) if i not in without] + list(longer)
+    return b"".join(base64.b64encode(p) + f" {r}\n".encode() for r, p in enumerate(pieces))
+
+
+def encode_module() -> Any:
+    """The compiled encoder module; skip where it is not built, except under CI, where its
+    absence fails (the build must have compiled it)."""
+    from tokembed.tokenizer._native import load
+
+    module = load("_encode")
+    if module is None:
+        reason = "tokembed.tokenizer._native._encode is not built (no compiler, or pure Python)"
+        if os.environ.get("CI") == "true" and os.environ.get("TOKEMBED_PURE_PYTHON", "") in (
+            "",
+            "0",
+        ):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return module
+
+
+def hf_peer(name: str) -> Any:
+    """HF ``tokenizers`` on one of the shared tokenizer folders: its tokenizer.json, or GPT-2's
+    vocab.json + merges.txt with the byte-level pre-tokenizer."""
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models, pre_tokenizers
+
+    folder = data_path("tokenizers", name)
+    if (folder / "tokenizer.json").is_file():
+        return HFTokenizer.from_file(str(folder / "tokenizer.json"))
+    peer = HFTokenizer(models.BPE.from_file(str(folder / "vocab.json"), str(folder / "merges.txt")))
+    peer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    peer.decoder = decoders.ByteLevel()
+    return peer

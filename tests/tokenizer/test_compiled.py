@@ -15,14 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _core_data import pud_tokenizer
+from _core_data import encode_module, hf_peer, pud_tokenizer, rank_file_of
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import PUD_LANGS, data_path, pud_text
 from tokembed.errors import TokenizerError, UsageError
 from tokembed.tokenizer import BPETables, Pretokenizer, Tokenizer
-from tokembed.tokenizer._native import load
 from tokembed.tokenizer.compiled import (
     PARALLEL_MIN_BYTES,
     PARTS_PER_THREAD,
@@ -34,20 +33,6 @@ from tokembed.tokenizer.encode import encode_chunk_reference, encode_ordinary_re
 from tokembed.tokenizer.patterns import QWEN
 
 RANK_FILES = ("o200k_base", "cl100k_base", "r50k_base")
-
-
-def _module() -> Any:
-    """The compiled module; under CI its absence fails (the build must have compiled it)."""
-    module = load("_encode")
-    if module is None:
-        reason = "tokembed.tokenizer._native._encode is not built (no compiler, or pure Python)"
-        if os.environ.get("CI") == "true" and os.environ.get("TOKEMBED_PURE_PYTHON", "") in (
-            "",
-            "0",
-        ):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return module
 
 
 @cache
@@ -67,11 +52,11 @@ def _rank_file(name: str) -> tuple[Any, Any, Tokenizer]:
         mergeable_ranks=parse_ranks(data),
         special_tokens={},
     )
-    return peer, _module().Tables.from_ranks(data), tok
+    return peer, encode_module().Tables.from_ranks(data), tok
 
 
 def _encoder(tables: Any, *, cache_limit: int = 1 << 20) -> Any:
-    return _module().Encoder(tables, cache_limit=cache_limit)
+    return encode_module().Encoder(tables, cache_limit=cache_limit)
 
 
 def _chunked(enc: Any, pre: Pretokenizer, text: str) -> list[int]:
@@ -81,7 +66,7 @@ def _chunked(enc: Any, pre: Pretokenizer, text: str) -> list[int]:
 
 @pytest.mark.parametrize("lang", PUD_LANGS)
 def test_merge_mode_equals_reference_on_pud(lang: str) -> None:
-    _module()
+    encode_module()
     tok = pud_tokenizer()
     text = pud_text(lang)
     enc = _encoder(compiled_tables(tok.tables))
@@ -102,25 +87,12 @@ def test_rank_mode_equals_tiktoken_and_merge_mode_on_pud(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["gpt2-hf", "smollm2-135m"])
 def test_hf_vocabularies_equal_hf_tokenizers_on_pud(name: str) -> None:
-    from tokenizers import Tokenizer as HFTokenizer
-
     from tokembed.tokenizer.formats import load_tokenizer
 
-    folder = data_path("tokenizers", name)
-    _module()
-    tok = load_tokenizer(folder)
+    encode_module()
+    tok = load_tokenizer(data_path("tokenizers", name))
     assert tok.implementation == "compiled"
-    json_file = folder / "tokenizer.json"
-    if json_file.is_file():
-        peer = HFTokenizer.from_file(str(json_file))
-    else:  # GPT-2's vocab.json + merges.txt
-        from tokenizers import decoders, models, pre_tokenizers
-
-        peer = HFTokenizer(
-            models.BPE.from_file(str(folder / "vocab.json"), str(folder / "merges.txt"))
-        )
-        peer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        peer.decoder = decoders.ByteLevel()
+    peer = hf_peer(name)
     for lang in PUD_LANGS:
         text = pud_text(lang)
         expected = peer.encode(text, add_special_tokens=False).ids
@@ -136,7 +108,7 @@ def test_qwen_rank_mode_equals_merge_mode_and_tiktoken() -> None:
     from tokembed.tokenizer.formats import load_tokenizer
     from tokembed.tokenizer.formats.ranks import parse_ranks
 
-    module = _module()
+    module = encode_module()
     path = data_path("tokenizers", "qwen.tiktoken")
     tok = load_tokenizer(path)
     assert tok.pretokenizer.stages == (QWEN,)
@@ -244,11 +216,11 @@ def test_cache_limit_bounds_entries_and_keeps_ids() -> None:
     assert big.cache_size == 0
     assert _chunked(big, tok.pretokenizer, text) == expected
     with pytest.raises(ValueError, match="cache_limit"):
-        _module().Encoder(tables, cache_limit=-1)
+        encode_module().Encoder(tables, cache_limit=-1)
 
 
 def test_long_chunks_are_not_cached() -> None:
-    module = _module()
+    module = encode_module()
     tok = pud_tokenizer()
     enc = _encoder(compiled_tables(tok.tables))
     pre = Pretokenizer.preset(r"[^\n]+|\n")
@@ -315,7 +287,7 @@ def test_chunks_must_tile_the_text() -> None:
 def test_missing_byte_raises_with_the_offset_of_today() -> None:
     pieces = {i: bytes([i]) for i in range(256) if i != 0xD0}
     tables = BPETables(pieces=pieces)
-    module = _module()
+    module = encode_module()
     with pytest.raises(module.MissingByte) as raw:
         _encoder(compiled_tables(tables)).encode_chunks("ok, Дом", ["ok", ",", " Дом"])
     assert raw.value.args == (4,)  # byte offset of D0 in b"ok, \xd0\x94..."
@@ -332,7 +304,7 @@ def test_a_missing_byte_is_found_in_the_chunk_that_holds_it_however_many_follow(
     """The scanner's chunks are encoded a few behind the scan (their cache lines load
     meanwhile); a chunk that needs a missing byte is still named by its own offset, whether
     chunks were scanned after it or it ends the text, line or batch."""
-    module = _module()
+    module = encode_module()
     tables = BPETables(pieces={i: bytes([i]) for i in range(256) if i != 0xD0})
     tok = Tokenizer(pretokenizer=Pretokenizer.preset("o200k"), tables=tables)
     engine = tok._engine
@@ -367,7 +339,7 @@ def test_a_batch_leaves_garbage_collection_as_it_found_it() -> None:
     and stays off for a caller that had turned it off."""
     import gc
 
-    _module()
+    encode_module()
     tok = pud_tokenizer()
     texts = [line for line in pud_text("ru").splitlines()[:300] if line]
     expected = [tok.encode_ordinary_reference(t) for t in texts]
@@ -383,7 +355,7 @@ def test_a_batch_leaves_garbage_collection_as_it_found_it() -> None:
 
 
 def test_batch_in_threads_equals_sequential(monkeypatch: pytest.MonkeyPatch) -> None:
-    _module()
+    encode_module()
     # These batches are small enough to take one thread by default; make them use two.
     monkeypatch.setattr("tokembed.tokenizer._batch._THREADED_MIN_CHARS", 0)
     tok = pud_tokenizer()
@@ -432,7 +404,7 @@ def test_small_batch_takes_one_thread_with_the_same_ids() -> None:
 def test_encode_to_numpy_equals_list() -> None:
     import numpy as np
 
-    _module()
+    encode_module()
     tok = pud_tokenizer()
     text = pud_text("fi")
     arr = tok.encode_to_numpy(text)
@@ -453,7 +425,7 @@ def test_rank_file_loads_without_merges_and_derives_them_once(
     from tokembed.tokenizer.formats import load_tokenizer, tiktoken_files
     from tokembed.tokenizer.formats.ranks import parse_ranks, ranks_to_tables
 
-    _module()
+    encode_module()
     monkeypatch.setenv("TOKEMBED_CACHE_DIR", str(tmp_path))
     path = data_path("tokenizers", "r50k_base.tiktoken")
     tok = load_tokenizer(path, encoding="r50k_base")
@@ -489,7 +461,7 @@ def test_deferred_tokenizer_pickles_with_its_tables() -> None:
     import subprocess
     import sys
 
-    _module()
+    encode_module()
     _, _, tok = _rank_file("r50k_base")
     from tokembed.tokenizer.formats import load_tokenizer
 
@@ -526,7 +498,7 @@ def test_rank_file_address_hash_and_id_range_need_no_merge_list(
     from tokembed.tokenizer.formats import load_tokenizer, tiktoken_files
     from tokembed.tokenizer.model import address_hash
 
-    _module()
+    encode_module()
     monkeypatch.setenv("TOKEMBED_CACHE_DIR", str(tmp_path))
     path = data_path("tokenizers", "r50k_base.tiktoken")
     eager = _rank_file("r50k_base")[2]
@@ -561,7 +533,7 @@ def test_rank_file_address_hash_and_id_range_need_no_merge_list(
 def test_compiled_split_equals_python_split(preset: str, dialect: str) -> None:
     """Whole texts split by scan.c give the ids of the Python pre-tokenizer's chunks
     (``qwen``: the pattern of Qwen's rank file, used here with our own tables)."""
-    _module()
+    encode_module()
     tok = pud_tokenizer()
     pattern = QWEN if preset == "qwen" else preset
     pre = Pretokenizer.preset(pattern, dialect=dialect)  # type: ignore[arg-type]
@@ -579,7 +551,7 @@ def test_ruslit_in_both_modes(ruslit_text: str) -> None:
     reference on every unique chunk (merges never cross chunks, so that covers every position)."""
     from tokembed.tokenizer.formats import load_tokenizer
 
-    _module()
+    encode_module()
     peer, _, _ = _rank_file("o200k_base")
     o200k = load_tokenizer(data_path("tokenizers", "o200k_base.tiktoken"))
     assert o200k._engine.scanner is not None
@@ -591,7 +563,7 @@ def test_ruslit_in_both_modes(ruslit_text: str) -> None:
 
 
 def test_shared_cache_serves_every_encoder_of_its_tables() -> None:
-    module = _module()
+    module = encode_module()
     tok = pud_tokenizer()
     tables = compiled_tables(tok.tables)
     shared = module.SharedCache(tables, cache_limit=1000)
@@ -615,7 +587,7 @@ _PARALLEL_VOCABS = ("o200k_base", "cl100k_base", "smollm2-135m", "gpt2-hf")
 def _parallel_tokenizer(name: str) -> Tokenizer:
     from tokembed.tokenizer.formats import load_tokenizer
 
-    _module()
+    encode_module()
     if name.endswith("_base"):
         return load_tokenizer(data_path("tokenizers", f"{name}.tiktoken"))
     return load_tokenizer(data_path("tokenizers", name))
@@ -774,7 +746,7 @@ def test_a_piece_no_merge_makes_is_one_id_where_a_chunk_spells_it_as_in_tiktoken
     text = pud_text("en")[:5000] + " helloworldtokembed helloworldtokembeds helloworldtokembed"
     expected = peer.encode_ordinary(text)
     assert expected.count(rank) == 2
-    by_rank = _encoder(_module().Tables.from_ranks(data))
+    by_rank = _encoder(encode_module().Tables.from_ranks(data))
     assert _chunked(by_rank, tok.pretokenizer, text) == expected
     by_merge = _encoder(compiled_tables(tok.tables))
     assert _chunked(by_merge, tok.pretokenizer, text) == expected
@@ -784,7 +756,7 @@ def test_a_piece_no_merge_makes_is_one_id_where_a_chunk_spells_it_as_in_tiktoken
 
 
 def test_compiled_tables_say_whether_they_follow_the_whole_piece_rule() -> None:
-    module = _module()
+    module = encode_module()
     assert module.Tables.from_ranks(b"YQ== 0\nYg== 1\nYWI= 2\n").ignore_merges
     plain = BPETables.byte_level(merges=[(97, 98)])
     assert not compiled_tables(plain).ignore_merges
@@ -815,21 +787,14 @@ def _crafted_ranks(draw: st.DrawFn) -> tuple[bytes, bytes]:
     text = bytes(draw(st.lists(st.sampled_from(b"abcd"), min_size=1, max_size=150)))
     if longer and draw(st.booleans()):
         text = draw(st.sampled_from(longer))  # a chunk that is one piece: the whole-piece rule
-    return _rank_file_of(*longer), text
-
-
-def _rank_file_of(*longer: bytes) -> bytes:
-    import base64
-
-    pieces = [bytes([i]) for i in range(256)] + list(longer)
-    return b"".join(base64.b64encode(p) + f" {r}\n".encode() for r, p in enumerate(pieces))
+    return rank_file_of(*longer), text
 
 
 @settings(max_examples=300, deadline=None)
 @given(_crafted_ranks())
 # joining "bc" makes "abc" possible on its left: the left pair's rank must be asked again
-@example((_rank_file_of(b"bc", b"abc"), b"abcd"))
-@example((_rank_file_of(b"ab", b"abc", b"cd"), b"abcdabcd" * 5))
+@example((rank_file_of(b"bc", b"abc"), b"abcd"))
+@example((rank_file_of(b"ab", b"abc", b"cd"), b"abcdabcd" * 5))
 def test_rank_mode_equals_tiktoken_on_crafted_rank_files(case: tuple[bytes, bytes]) -> None:
     import tiktoken
 
@@ -840,5 +805,5 @@ def test_rank_mode_equals_tiktoken_on_crafted_rank_files(case: tuple[bytes, byte
         "crafted", pat_str=r"[^\n]+", mergeable_ranks=parse_ranks(data), special_tokens={}
     )
     chunk = text.decode()
-    by_rank = _encoder(_module().Tables.from_ranks(data))
+    by_rank = _encoder(encode_module().Tables.from_ranks(data))
     assert by_rank.encode_chunks(chunk, [chunk]) == peer.encode_ordinary(chunk)

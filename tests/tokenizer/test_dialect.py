@@ -9,6 +9,7 @@ from functools import cache
 import numpy as np
 import pytest
 import regex
+from _core_data import hf_peer
 
 from conftest import data_path
 from tokembed.errors import UsageError
@@ -101,20 +102,9 @@ def test_rank_files_split_like_tiktoken_on_every_class_boundary(name: str) -> No
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["gpt2-hf", "smollm2-135m"])
 def test_hf_files_split_like_hugging_face_on_every_class_boundary(name: str) -> None:
-    from tokenizers import Tokenizer as HFTokenizer
-    from tokenizers import decoders, models, pre_tokenizers
-
     tok = _tok(name)
     assert tok.pretokenizer.dialect == "huggingface"
-    folder = data_path("tokenizers", name)
-    if (folder / "tokenizer.json").is_file():
-        peer = HFTokenizer.from_file(str(folder / "tokenizer.json"))
-    else:
-        peer = HFTokenizer(
-            models.BPE.from_file(str(folder / "vocab.json"), str(folder / "merges.txt"))
-        )
-        peer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        peer.decoder = decoders.ByteLevel()
+    peer = hf_peer(name)
     text = "".join(
         _boundary_text(s, "huggingface", tok.tables.missing_bytes())
         for s in tok.pretokenizer.stages

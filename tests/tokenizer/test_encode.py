@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import PUD_LANGS, data_path, pud_text
-from tokembed.errors import TokenizerError
-from tokembed.tokenizer import BPETables, Pretokenizer, Tokenizer, address_hash
+from tokembed.errors import TokenizerError, UsageError
+from tokembed.tokenizer import BPETables, Pretokenizer, Tokenizer, _batch, address_hash
 from tokembed.tokenizer._native import load
 from tokembed.tokenizer.encode import ReferenceEncoder, TextCheck
 
@@ -373,3 +373,13 @@ def test_batch_to_numpy_equals_each_texts_ids(name: str) -> None:
     ref_ids, ref_offsets = _reference(tok).encode_many_numpy(lines)
     assert ref_ids.tolist() == ids.tolist()
     assert ref_offsets.tolist() == offsets.tolist()
+    # runs of texts on threads (the batch is long enough for them), joined in order
+    assert sum(map(len, lines)) >= _batch._THREADED_MIN_CHARS
+    for threads in (2, 3):
+        t_ids, t_offsets = tok.encode_ordinary_batch_to_numpy(lines, num_threads=threads)
+        assert t_ids.tolist() == ids.tolist()
+        assert t_offsets.tolist() == offsets.tolist()
+    for bad in (0, True, 1.5):
+        with pytest.raises(UsageError) as err:
+            tok.encode_ordinary_batch_to_numpy(lines, num_threads=bad)  # type: ignore[arg-type]
+        assert err.value.code == "INVALID_ARGUMENT"

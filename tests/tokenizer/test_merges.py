@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from itertools import pairwise
 from pathlib import Path
 
 import pytest
+from _core_data import encode_module
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tokembed.tokenizer._native import load
 from tokembed.tokenizer.compiled import compiled_tables
 from tokembed.tokenizer.merges import NO_RANK, merges_ordered
 from tokembed.tokenizer.model import BPETables
@@ -47,15 +46,7 @@ def _hf(ids: list[int], tables: BPETables) -> list[int]:
 
 def _heap(ids: list[int], tables: BPETables) -> list[int]:
     """The compiled merge (a heap for chunks of more than 64 bytes) on one chunk of bytes."""
-    module = load("_encode")
-    if module is None:
-        reason = "tokembed.tokenizer._native._encode is not built (no compiler, or pure Python)"
-        if os.environ.get("CI") == "true" and os.environ.get("TOKEMBED_PURE_PYTHON", "") in (
-            "",
-            "0",
-        ):
-            pytest.fail(reason)
-        pytest.skip(reason)
+    module = encode_module()
     text = bytes(ids).decode("ascii")  # the tests' ids are ASCII bytes
     encoder = module.Encoder(compiled_tables(tables), cache_limit=0)
     merged: list[int] = encoder.encode_chunks(text, [text])

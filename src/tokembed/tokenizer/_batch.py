@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from tokembed.errors import UsageError
 from tokembed.tokenizer.special import SpecialSet
 
-__all__ = ["encode_batch", "progress_enabled"]
+__all__ = ["encode_batch", "encode_batch_flat", "progress_enabled"]
 
 
 class _BatchEncoder(Protocol):
@@ -153,3 +153,45 @@ def encode_batch(
             bar.update()
     bar.close()
     return out
+
+
+def encode_batch_flat(
+    tok: _BatchEncoder,
+    texts: Sequence[str],
+    *,
+    workers: int,
+    many: Callable[[Sequence[str]], tuple[Any, Any]],
+) -> tuple[Any, Any]:
+    """``many(texts)`` - one ``uint32`` array of every text's ids and the ``len(texts) + 1``
+    offsets that cut it - computed by runs of texts on up to ``workers`` threads on the
+    compiled encoder (one where the batch is short: see ``_THREADED_MIN_CHARS``), and joined
+    in order. No Python list or int is made per id."""
+    import numpy as np
+
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            f"num_threads must be an integer >= 1, got {workers!r}",
+            value=workers,
+            fix="pass num_threads=1 (this thread) or more",
+        )
+    if (
+        workers == 1
+        or len(texts) < 2
+        or tok.implementation != "compiled"
+        or sum(map(len, texts)) < _THREADED_MIN_CHARS
+    ):
+        return many(texts)
+    from concurrent.futures import ThreadPoolExecutor
+
+    step = max(1, -(-len(texts) // (_SLICES_PER_WORKER * workers)))
+    with ThreadPoolExecutor(workers) as threads:
+        runs = list(threads.map(many, [texts[i : i + step] for i in range(0, len(texts), step)]))
+    ids = np.concatenate([flat for flat, _ in runs])
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    at, shift = 1, 0
+    for _, cuts in runs:
+        offsets[at : at + len(cuts) - 1] = cuts[1:] + shift
+        at += len(cuts) - 1
+        shift += int(cuts[-1])
+    return ids, offsets

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "encode_backtrack.h"
 #include "encode_front.h"
 #include "encode_merge.h"
 #include "scan.h"
@@ -30,13 +31,76 @@ struct tk_tables {
     size_t n_pieces;
     uint32_t max_rank;
     uint32_t max_id; /* largest id either mode can output */
+    tk_bt *bt;       /* backtracking's trie and histories; NULL: chunks are merged */
+    size_t bt_min;   /* chunks of fewer bytes are merged (see backtrack_from) */
 };
+
+/* The shortest chunk backtracking takes. Merging stays for short chunks, where it was faster
+ * in a fresh process: cycles per new chunk, o200k, merging / backtracking, on 9-16 bytes:
+ * English 1,937-2,789 / 3,565-4,892, Russian equal, CJK 1,187-1,336 / 957-990; on 17-24:
+ * Russian 2,222 / 1,833, CJK 2,543 / 1,816; on 33-64 CJK 12,270 / 5,497 (the list walk). A
+ * merge list's merging engine is slower (Russian on GPT-2, 9-16 bytes: 1,248 / 509), so there
+ * backtracking starts at 9 bytes. TOKEMBED_BACKTRACK in the environment, read when tables are
+ * made: "0" never backtrack, "always" backtrack every chunk of two bytes or more (tests). */
+static size_t backtrack_from(int rank_mode) {
+    const char *v = getenv("TOKEMBED_BACKTRACK");
+    if (v && strcmp(v, "0") == 0) return 0;
+    if (v && strcmp(v, "always") == 0) return 2;
+    return rank_mode ? 17 : 9;
+}
+
+/* Backtracking for a rank file: the pieces in rank order, each given the history of its longest
+ * prefix whose rest is a piece and whose pair is valid below its rank (a piece BPE does not
+ * build from its own bytes gets none and leaves the trie). NULL (chunks are merged) when memory
+ * runs out or ranks are far sparser than the pieces. */
+static tk_bt *backtrack_of_ranks(const tk_tables *t, const uint32_t *offs, const uint32_t *lens,
+                                 const uint32_t *ranks, size_t count) {
+    if (!t->bt_min) return NULL;
+    size_t n_ids = (size_t)t->max_rank + 1;
+    if (n_ids > 4 * (count + 256)) return NULL;
+    tk_bt_entry *e = malloc(count * sizeof *e);
+    const unsigned char **at = calloc(n_ids, sizeof *at);
+    uint8_t *built = calloc(n_ids, 1);
+    tk_bt *bt = NULL;
+    if (e && at && built) {
+        for (size_t k = 0; k < count; k++) {
+            e[k] = tk_bt_entry_of(t->blob + offs[k], lens[k], ranks[k]);
+            at[ranks[k]] = t->blob + offs[k];
+        }
+        bt = tk_bt_trie(e, count, n_ids);
+    }
+    if (bt) {
+        tk_memo memo = {0};
+        tk_bt_ranks r = {&t->pieces, NULL, &memo, NULL};
+        for (size_t id = 0; id < n_ids; id++) {
+            uint32_t len = bt->tok[id].len;
+            if (len == 1) built[id] = 1;
+            if (len < 2) continue;
+            for (uint32_t l = bt->prefix[id]; l != TK_BT_NONE; l = bt->prefix[l]) {
+                if (!built[l]) continue;
+                uint32_t ll = bt->tok[l].len, rt = tk_bt_exact(bt, at[id] + ll, len - ll);
+                if (rt == TK_BT_NONE || !built[rt]) continue;
+                if (tk_bt_keep(bt, &r, (uint32_t)id, l, rt, at[id], (uint32_t)id)) {
+                    built[id] = 1;
+                    break;
+                }
+            }
+        }
+        tk_memo_free(&memo);
+        tk_bt_drop_unbuilt(bt, e, count, built);
+    }
+    free(e);
+    free(at);
+    free(built);
+    return bt;
+}
 
 static tk_tables *tables_new(int rank_mode) {
     tk_tables *t = calloc(1, sizeof *t);
     if (!t) return NULL;
     t->rank_mode = rank_mode;
     t->whole = t->ignore_merges = rank_mode;
+    t->bt_min = backtrack_from(rank_mode);
     for (int b = 0; b < 256; b++) t->byte_id[b] = UINT32_MAX;
     return t;
 }
@@ -47,7 +111,71 @@ void tk_tables_free(tk_tables *t) {
     free(t->merge_lr);
     tk_piece_map_free(&t->pieces);
     free(t->blob);
+    tk_bt_free(t->bt);
     free(t);
+}
+
+/* Backtracking for a merge list: a token's bytes are its merge's parts' bytes (bytes first, then
+ * merges in order), its history the first merge, in rank order, whose pair is valid. NULL (chunks
+ * are merged) when memory runs out, ids are far sparser than the merges, or the list gives one
+ * id two byte strings. */
+static tk_bt *backtrack_of_merges(const tk_tables *t) {
+    if (!t->bt_min) return NULL;
+    size_t n_ids = (size_t)t->max_id + 1, n = t->n_merges, n_entries = 0, blob_len = 0;
+    if (n_ids > 4 * (n + 256)) return NULL;
+    uint32_t *off = calloc(n_ids, sizeof(uint32_t)), *len = calloc(n_ids, sizeof(uint32_t));
+    uint8_t *built = calloc(n_ids, 1);
+    unsigned char *blob = NULL;
+    size_t blob_cap = 0;
+    tk_bt_entry *e = NULL;
+    tk_bt *bt = NULL;
+    int ok = off && len && built;
+    for (int b = 0; ok && b < 256; b++) {
+        uint32_t id = t->byte_id[b];
+        if (id == UINT32_MAX) continue;
+        ok = len[id] == 0 && tk_reserve((void **)&blob, &blob_cap, blob_len + 1, 1) == 0;
+        if (!ok) break;
+        blob[blob_len] = (unsigned char)b;
+        off[id] = (uint32_t)blob_len++;
+        len[id] = 1;
+        built[id] = 1;
+    }
+    for (size_t k = 0; ok && k < n; k++) {
+        uint32_t l = t->merge_lr[3 * k], r = t->merge_lr[3 * k + 1], res = t->merge_lr[3 * k + 2];
+        if (!len[l] || !len[r]) continue; /* a part no bytes make: never reached */
+        size_t m = (size_t)len[l] + len[r];
+        if (len[res]) { /* made again: the same bytes, or the list is not BPE's */
+            ok = len[res] == m && memcmp(blob + off[res], blob + off[l], len[l]) == 0 &&
+                 memcmp(blob + off[res] + len[l], blob + off[r], len[r]) == 0;
+            continue;
+        }
+        ok = blob_len + m < UINT32_MAX &&
+             tk_reserve((void **)&blob, &blob_cap, blob_len + m, 1) == 0;
+        if (!ok) break;
+        memcpy(blob + blob_len, blob + off[l], len[l]); /* blob may have moved: offsets only */
+        memcpy(blob + blob_len + len[l], blob + off[r], len[r]);
+        off[res] = (uint32_t)blob_len;
+        len[res] = (uint32_t)m;
+        blob_len += m;
+    }
+    if (ok) ok = (e = malloc(n_ids * sizeof *e)) != NULL;
+    for (size_t id = 0; ok && id < n_ids; id++)
+        if (len[id]) e[n_entries++] = tk_bt_entry_of(blob + off[id], len[id], (uint32_t)id);
+    if (ok && (bt = tk_bt_trie(e, n_entries, n_ids)) != NULL) {
+        tk_bt_ranks ranks = {NULL, &t->pairs, NULL, NULL};
+        for (size_t k = 0; k < n; k++) {
+            uint32_t l = t->merge_lr[3 * k], r = t->merge_lr[3 * k + 1], res = t->merge_lr[3 * k + 2];
+            if (built[res] || !built[l] || !built[r]) continue;
+            built[res] = (uint8_t)tk_bt_keep(bt, &ranks, res, l, r, blob + off[res], (uint32_t)k);
+        }
+        tk_bt_drop_unbuilt(bt, e, n_entries, built);
+    }
+    free(off);
+    free(len);
+    free(built);
+    free(blob);
+    free(e);
+    return bt;
 }
 
 tk_tables *tk_tables_from_merges(const int64_t byte_id[256], const uint32_t *merges, size_t n) {
@@ -70,6 +198,7 @@ tk_tables *tk_tables_from_merges(const int64_t byte_id[256], const uint32_t *mer
         tk_pair_map_put(&t->pairs, lr[0], lr[1], (uint32_t)k, lr[2]); /* the first pair wins */
         if (lr[2] > t->max_id) t->max_id = lr[2];
     }
+    t->bt = backtrack_of_merges(t);
     return t;
 }
 
@@ -226,6 +355,8 @@ static size_t parse_rank_file(tk_tables *t, const unsigned char *d, size_t n) {
         if (lens[k] == 1) t->byte_id[t->blob[offs[k]]] = ranks[k];
         if (ranks[k] > t->max_rank) t->max_rank = ranks[k];
     }
+    t->max_id = t->pieces.max_rank = t->max_rank;
+    t->bt = backtrack_of_ranks(t, offs, lens, ranks, count); /* before `ranks` is sorted */
     qsort(ranks, count, sizeof(uint32_t), cmp_u32);
     for (size_t k = 1; k < count; k++)
         if (ranks[k] == ranks[k - 1]) {
@@ -261,6 +392,11 @@ size_t tk_tables_size(const tk_tables *t) { return t->rank_mode ? t->n_pieces : 
 uint32_t tk_tables_max_rank(const tk_tables *t) { return t->max_rank; }
 uint32_t tk_tables_max_id(const tk_tables *t) { return t->max_id; }
 int tk_tables_has_byte(const tk_tables *t, int byte) { return t->byte_id[byte] != UINT32_MAX; }
+
+size_t tk_tables_backtrack_from(const tk_tables *t, size_t *tokens) {
+    *tokens = t->bt ? t->bt->n_tokens : 0;
+    return t->bt ? t->bt_min : 0;
+}
 
 /* =============================== fork safety ===============================
  * A process may fork while another of its threads is inside an encoder, holding the
@@ -374,6 +510,7 @@ struct tk_encoder {
     tk_shared_cache *shared; /* NULL: the private cache below */
     tk_cache cache;
     tk_memo memo;
+    uint64_t *seen; /* backtracking's pair answers (TK_BT_SEEN_SLOTS), made on first use */
     tk_front_slot *front; /* TK_FRONT_SLOTS, made on first use; NULL without memory */
     tk_scratch scratch;
     pthread_mutex_t lock;
@@ -392,6 +529,7 @@ static void encoder_repair(tk_encoder *e) {
         pthread_mutex_init(&e->lock, NULL);
         tk_cache_abandon(&e->cache);
         memset(&e->memo, 0, sizeof e->memo);
+        e->seen = NULL;
         e->front = NULL;
         memset(&e->scratch, 0, sizeof e->scratch);
         e->out = NULL;
@@ -418,6 +556,7 @@ void tk_encoder_free(tk_encoder *e) {
     encoder_repair(e);
     tk_cache_free(&e->cache);
     tk_memo_free(&e->memo);
+    free(e->seen);
     free(e->front);
     tk_scratch_free(&e->scratch);
     free(e->out);
@@ -526,7 +665,19 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
         s->ids[i] = id;
     }
     size_t m;
-    if (t->rank_mode) {
+    int merged = 0;
+    if (t->bt && n >= t->bt_min) {
+        if (!e->seen && (e->seen = malloc(TK_BT_SEEN_SLOTS * sizeof(uint64_t))) != NULL)
+            memset(e->seen, 0xff, TK_BT_SEEN_SLOTS * sizeof(uint64_t));
+        tk_bt_ranks ranks = {t->rank_mode ? &t->pieces : NULL, &t->pairs, &e->memo, e->seen};
+        int rc = tk_bt_encode(t->bt, &ranks, data, n, s, &m);
+        if (rc < 0) return -1;
+        merged = rc == 0;
+        for (size_t i = 0; !merged && i < n; i++) s->ids[i] = t->byte_id[data[i]];
+    }
+    if (merged)
+        ;
+    else if (t->rank_mode) {
         if (n <= TK_TINY)
             m = tk_rankbpe_tiny(&t->pieces, &e->memo, data, n, s);
         else if (n <= TK_SMALL)

@@ -22,7 +22,8 @@ typedef struct {
     uint32_t *rank, *res;
     int32_t *nxt, *prv;
     uint64_t *heap;
-    size_t cap, heap_cap, heap_len;
+    uint64_t *bits; /* backtracking's positions still open (encode_backtrack.h) */
+    size_t cap, heap_cap, heap_len, bits_cap;
 } tk_scratch;
 
 static void tk_scratch_free(tk_scratch *s) {
@@ -33,6 +34,7 @@ static void tk_scratch_free(tk_scratch *s) {
     free(s->nxt);
     free(s->prv);
     free(s->heap);
+    free(s->bits);
     memset(s, 0, sizeof(*s));
 }
 

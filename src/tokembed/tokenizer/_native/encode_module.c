@@ -200,6 +200,11 @@ static PyObject *Tables_get_max_rank(TablesObject *self, void *c) {
     return PyLong_FromUnsignedLong(tk_tables_max_rank(self->t));
 }
 
+static PyObject *Tables_get_backtrack(TablesObject *self, void *c) {
+    size_t tokens, from = tk_tables_backtrack_from(self->t, &tokens);
+    return Py_BuildValue("(nn)", (Py_ssize_t)from, (Py_ssize_t)tokens);
+}
+
 static PyObject *Tables_missing_bytes(TablesObject *self, PyObject *unused) {
     PyObject *out = PyList_New(0);
     for (int b = 0; out && b < 256; b++)
@@ -228,6 +233,8 @@ static PyGetSetDef Tables_getset[] = {
      "True when a chunk that is one piece encodes as that piece (rank files always).", NULL},
     {"size", (getter)Tables_get_size, NULL, "Merges (merge mode) or pieces (rank mode).", NULL},
     {"max_rank", (getter)Tables_get_max_rank, NULL, "Largest rank (rank mode).", NULL},
+    {"backtrack", (getter)Tables_get_backtrack, NULL,
+     "(shortest chunk backtracked, tokens it may give); (0, 0): every chunk is merged.", NULL},
     {NULL}};
 
 static PyObject *Tables_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
