@@ -32,21 +32,24 @@ struct tk_tables {
     uint32_t max_rank;
     uint32_t max_id; /* largest id either mode can output */
     tk_bt *bt;       /* backtracking's trie and histories; NULL: chunks are merged */
-    size_t bt_min;   /* chunks of fewer bytes are merged (see backtrack_from) */
+    size_t bt_min;      /* shorter chunks are merged (see backtrack_from) */
+    size_t bt_min_wide; /* the same for a chunk with a byte >= 0x80 among its first two */
 };
 
-/* The shortest chunk backtracking takes. Merging stays for short chunks, where it was faster
- * in a fresh process: cycles per new chunk, o200k, merging / backtracking, on 9-16 bytes:
- * English 1,937-2,789 / 3,565-4,892, Russian equal, CJK 1,187-1,336 / 957-990; on 17-24:
- * Russian 2,222 / 1,833, CJK 2,543 / 1,816; on 33-64 CJK 12,270 / 5,497 (the list walk). A
- * merge list's merging engine is slower (Russian on GPT-2, 9-16 bytes: 1,248 / 509), so there
- * backtracking starts at 9 bytes. TOKEMBED_BACKTRACK in the environment, read when tables are
- * made: "0" never backtrack, "always" backtrack every chunk of two bytes or more (tests). */
-static size_t backtrack_from(int rank_mode) {
+/* The shortest chunk backtracking takes (*wide: one whose first or second byte is >= 0x80, a
+ * letter outside ASCII), 0 for none. Merging stays for short chunks where it was faster in a
+ * fresh process. Cycles per new chunk, merging / backtracking, chunks of 9-16 bytes: o200k
+ * English 1,937-2,789 / 3,565-4,892, Russian equal, CJK 1,187-1,336 / 957-990; GPT-2 English
+ * 2,684-3,138 / 3,974-4,705, Russian 1,142-1,248 / 509-516, CJK equal. From 17 bytes on
+ * backtracking won on every script measured (o200k CJK 33-64 bytes 12,270 / 5,497).
+ * TOKEMBED_BACKTRACK in the environment, read when tables are made: "0" never backtrack,
+ * "always" backtrack every chunk of two bytes or more (tests). */
+static size_t backtrack_from(size_t *wide) {
     const char *v = getenv("TOKEMBED_BACKTRACK");
-    if (v && strcmp(v, "0") == 0) return 0;
-    if (v && strcmp(v, "always") == 0) return 2;
-    return rank_mode ? 17 : 9;
+    *wide = 9;
+    if (v && strcmp(v, "0") == 0) return *wide = 0;
+    if (v && strcmp(v, "always") == 0) return *wide = 2;
+    return 17;
 }
 
 /* Backtracking for a rank file: the pieces in rank order, each given the history of its longest
@@ -100,7 +103,7 @@ static tk_tables *tables_new(int rank_mode) {
     if (!t) return NULL;
     t->rank_mode = rank_mode;
     t->whole = t->ignore_merges = rank_mode;
-    t->bt_min = backtrack_from(rank_mode);
+    t->bt_min = backtrack_from(&t->bt_min_wide);
     for (int b = 0; b < 256; b++) t->byte_id[b] = UINT32_MAX;
     return t;
 }
@@ -393,8 +396,9 @@ uint32_t tk_tables_max_rank(const tk_tables *t) { return t->max_rank; }
 uint32_t tk_tables_max_id(const tk_tables *t) { return t->max_id; }
 int tk_tables_has_byte(const tk_tables *t, int byte) { return t->byte_id[byte] != UINT32_MAX; }
 
-size_t tk_tables_backtrack_from(const tk_tables *t, size_t *tokens) {
+size_t tk_tables_backtrack_from(const tk_tables *t, size_t *wide, size_t *tokens) {
     *tokens = t->bt ? t->bt->n_tokens : 0;
+    *wide = t->bt ? t->bt_min_wide : 0;
     return t->bt ? t->bt_min : 0;
 }
 
@@ -666,7 +670,7 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
     }
     size_t m;
     int merged = 0;
-    if (t->bt && n >= t->bt_min) {
+    if (t->bt && n > 1 && n >= (((data[0] | data[1]) & 0x80) ? t->bt_min_wide : t->bt_min)) {
         if (!e->seen && (e->seen = malloc(TK_BT_SEEN_SLOTS * sizeof(uint64_t))) != NULL)
             memset(e->seen, 0xff, TK_BT_SEEN_SLOTS * sizeof(uint64_t));
         tk_bt_ranks ranks = {t->rank_mode ? &t->pieces : NULL, &t->pairs, &e->memo, e->seen};

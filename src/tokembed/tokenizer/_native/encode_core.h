@@ -44,8 +44,9 @@ uint32_t tk_tables_max_rank(const tk_tables *t); /* rank files */
 uint32_t tk_tables_max_id(const tk_tables *t);   /* the largest id the tables can give */
 int tk_tables_has_byte(const tk_tables *t, int byte);
 /* The shortest chunk that is backtracked (encode_backtrack.h) rather than merged, 0 when none
-   is; *tokens the tokens backtracking may give (those BPE builds from their own bytes). */
-size_t tk_tables_backtrack_from(const tk_tables *t, size_t *tokens);
+   is; *wide the same for a chunk with a byte >= 0x80 among its first two; *tokens the tokens
+   backtracking may give (those BPE builds from their own bytes, in rank order). */
+size_t tk_tables_backtrack_from(const tk_tables *t, size_t *wide, size_t *tokens);
 
 /* A chunk cache in shards, each with its own lock, holding about `limit` chunks in all. */
 tk_shared_cache *tk_shared_cache_new(size_t limit);
