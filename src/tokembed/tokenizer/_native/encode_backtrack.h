@@ -33,8 +33,9 @@
 #include "encode_merge.h"
 
 #define TK_BT_NONE UINT32_MAX
-/* Longer tokens make the trie's build recurse deeper than is worth it: no backtracking then. */
-#define TK_BT_MAX_TOKEN 4096
+/* A longer token makes the trie's build recurse deeper than is worth it: no backtracking then
+ * (real vocabularies stop at 128 bytes). */
+#define TK_BT_MAX_TOKEN 1024
 
 typedef struct {
     uint32_t base;  /* a child by byte c sits at base + c */
@@ -244,7 +245,20 @@ typedef struct {
     tk_bt_node *nodes;
     uint32_t *next_free; /* next_free[i] leads (union-find) to the first free slot >= i */
     size_t cap, used_end;
+    /* per trie depth, the child bytes of the node being placed there and where each child's
+     * entries end: on the heap, so that the recursion's frames stay small (a thread's stack
+     * may be 128 KiB; depth reaches the longest token's length) */
+    unsigned char *level_bytes;
+    uint32_t *level_ends;
 } tk_bt_builder;
+
+static void tk_bt_builder_free(tk_bt_builder *b) {
+    free(b->nodes);
+    free(b->next_free);
+    free(b->level_bytes);
+    free(b->level_ends);
+    memset(b, 0, sizeof *b);
+}
 
 static int tk_bt_reserve(tk_bt_builder *b, size_t need) {
     if (need <= b->cap) return 0;
@@ -300,15 +314,16 @@ static int tk_bt_place(tk_bt_builder *b, const tk_bt_entry *e, size_t lo, size_t
         if (lo < hi && e[lo].len == depth) return 1;
     }
     if (lo == hi) return 0; /* a leaf: base 0 reaches only slots whose parent is the root */
-    unsigned char bytes[256];
-    size_t ends[256], k = 0;
+    unsigned char *bytes = b->level_bytes + 256 * depth;
+    uint32_t *ends = b->level_ends + 256 * depth;
+    size_t k = 0;
     for (size_t i = lo; i < hi; i++) {
         unsigned char c = e[i].p[depth];
         if (k && bytes[k - 1] == c) {
-            ends[k - 1] = i + 1;
+            ends[k - 1] = (uint32_t)(i + 1);
         } else {
             bytes[k] = c;
-            ends[k++] = i + 1;
+            ends[k++] = (uint32_t)(i + 1);
         }
     }
     size_t base = 0, p = (size_t)bytes[0] + 1, tries = 0;
@@ -359,12 +374,18 @@ static void tk_bt_link_prefixes(tk_bt *bt, const tk_bt_entry *e, size_t n) {
  * link and length; histories are then the caller's (tk_bt_keep / tk_bt_drop_unbuilt). NULL
  * when two tokens share their bytes, a token is too long, or memory runs out. */
 static tk_bt *tk_bt_trie(tk_bt_entry *e, size_t n, size_t n_ids) {
-    for (size_t k = 0; k < n; k++)
+    size_t longest = 0;
+    for (size_t k = 0; k < n; k++) {
         if (e[k].len == 0 || e[k].len > TK_BT_MAX_TOKEN || e[k].id >= n_ids) return NULL;
+        if (e[k].len > longest) longest = e[k].len;
+    }
+    if (n >= UINT32_MAX) return NULL;
     qsort(e, n, sizeof *e, tk_bt_entry_cmp);
     tk_bt_builder b = {0};
     tk_bt *bt = calloc(1, sizeof *bt);
-    if (!bt || tk_bt_reserve(&b, 4096) < 0) goto fail;
+    b.level_bytes = malloc(256 * (longest + 1));
+    b.level_ends = malloc(256 * (longest + 1) * sizeof(uint32_t));
+    if (!bt || !b.level_bytes || !b.level_ends || tk_bt_reserve(&b, 4096) < 0) goto fail;
     tk_bt_take(&b, 0, TK_BT_NONE - 1); /* the root: never a free slot, nobody's child */
     if (tk_bt_place(&b, e, 0, n, 0, 0) != 0) goto fail;
     bt->n_nodes = b.used_end + 1;
@@ -373,10 +394,7 @@ static tk_bt *tk_bt_trie(tk_bt_entry *e, size_t n, size_t n_ids) {
     bt->prefix = malloc(n_ids * sizeof(uint32_t));
     if (!bt->nodes || !bt->tok || !bt->prefix) goto fail;
     memcpy(bt->nodes, b.nodes, bt->n_nodes * sizeof(tk_bt_node));
-    free(b.nodes);
-    free(b.next_free);
-    b.nodes = NULL;
-    b.next_free = NULL;
+    tk_bt_builder_free(&b);
     bt->n_ids = n_ids;
     for (size_t k = 0; k < n; k++) {
         tk_bt_tok *t = &bt->tok[e[k].id];
@@ -387,8 +405,7 @@ static tk_bt *tk_bt_trie(tk_bt_entry *e, size_t n, size_t n_ids) {
     tk_bt_link_prefixes(bt, e, n);
     return bt;
 fail:
-    free(b.nodes);
-    free(b.next_free);
+    tk_bt_builder_free(&b);
     tk_bt_free(bt);
     return NULL;
 }
