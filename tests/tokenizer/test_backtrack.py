@@ -2,7 +2,7 @@
 
 The compiled encoder reaches a chunk's ids two ways: by replaying its merges, or by
 backtracking over a trie of the tokens with a pair-validity test. By default long chunks take
-the second way (from 17 bytes, 9 where the chunk starts outside ASCII); ``TOKEMBED_BACKTRACK``, read when compiled tables are made, makes every chunk
+the second way (from 9 to 33 bytes by vocabulary and script); ``TOKEMBED_BACKTRACK``, read when compiled tables are made, makes every chunk
 take it (``always``) or none (``0``), so that each way is tested on its own: id for id with
 tiktoken and HF ``tokenizers`` on real text, with merging and the pure-Python reference on
 crafted vocabularies (ranks out of merge order, tokens no merge builds, repeated results) and on
@@ -82,12 +82,13 @@ def _ids(tables: Any, pre: Pretokenizer, text: str) -> list[int]:
 
 def test_the_default_backtracks_long_chunks_and_the_switch_turns_it_off_or_on() -> None:
     data, _ = _rank_vocab("r50k_base")
-    narrow, wide, tokens = _rank_tables(data, "").backtrack
-    assert (narrow, wide) == (17, 9)  # chunks starting in ASCII, and the others
-    assert tokens == 50_256  # every r50k piece but <|endoftext|>'s absent bytes is built
-    assert _rank_tables(data, "always").backtrack[:2] == (2, 2)
-    assert _rank_tables(data, "0").backtrack == (0, 0, 0)
-    assert _merge_tables(BPETables.byte_level(merges=[(97, 98)]), "").backtrack == (17, 9, 257)
+    shortest, tokens = _rank_tables(data, "").backtrack
+    assert shortest == (33, 33, 9)  # chunks starting in ASCII, a two-byte letter, a longer one
+    assert tokens == 50_256  # every r50k piece is built from its bytes
+    assert _rank_tables(data, "always").backtrack[0] == (2, 2, 2)
+    assert _rank_tables(data, "0").backtrack == ((0, 0, 0), 0)
+    merge_list = _merge_tables(BPETables.byte_level(merges=[(97, 98)]), "")
+    assert merge_list.backtrack == ((17, 9, 9), 257)
 
 
 @pytest.mark.parametrize("name", RANK_FILES)
@@ -105,7 +106,7 @@ def test_rank_files_backtracked_equal_merged_and_tiktoken_on_real_text(name: str
     expected = peer.encode_ordinary(text)
     for mode in ("always", "", "0"):
         tables = _rank_tables(data, mode)
-        assert (tables.backtrack[0] > 0) == (mode != "0")
+        assert (tables.backtrack[0][2] > 0) == (mode != "0")
         assert _ids(tables, pre, text) == expected, mode
 
 
@@ -119,7 +120,7 @@ def test_merge_lists_backtracked_equal_hf_tokenizers_on_real_text(name: str) -> 
     expected = peer.encode(text, add_special_tokens=False).ids
     for mode in ("always", ""):
         tables = _merge_tables(tok.tables, mode)
-        assert tables.backtrack[2] > 40_000  # nearly every token is built from its bytes
+        assert tables.backtrack[1] > 40_000  # nearly every token is built from its bytes
         assert _ids(tables, tok.pretokenizer, text) == expected, mode
 
 
@@ -205,7 +206,7 @@ def test_crafted_merge_lists_backtracked_equal_reference(case: tuple[BPETables, 
     expected = encode_ordinary_reference(tables, pre, text)
     compiled = _merge_tables(tables, "always")
     if len(set(tables.pieces.values())) == len(tables.pieces):
-        assert compiled.backtrack[0] == 2  # else two ids share bytes: every chunk is merged
+        assert compiled.backtrack[0] == (2, 2, 2)  # else two ids share bytes: all are merged
     assert _ids(compiled, pre, text) == expected
 
 
@@ -215,7 +216,7 @@ def test_a_token_bpe_builds_only_out_of_rank_order_is_left_to_merging() -> None:
     BPE gives "abc" in, and hands that chunk to merging."""
     data = rank_file_of(b"abc", b"ab")
     tables = _rank_tables(data, "always")
-    assert tables.backtrack == (2, 2, 257)
+    assert tables.backtrack == ((2, 2, 2), 257)
     enc = encode_module().Encoder(tables, cache_limit=0)
     for chunk, ids in (("abc", [256]), ("abcab", [256, 257]), ("cab", [99, 257])):
         assert enc.encode_chunks(chunk, [chunk]) == ids, chunk

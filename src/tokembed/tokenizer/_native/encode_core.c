@@ -32,24 +32,31 @@ struct tk_tables {
     uint32_t max_rank;
     uint32_t max_id; /* largest id either mode can output */
     tk_bt *bt;       /* backtracking's trie and histories; NULL: chunks are merged */
-    size_t bt_min;      /* shorter chunks are merged (see backtrack_from) */
-    size_t bt_min_wide; /* the same for a chunk with a byte >= 0x80 among its first two */
+    size_t bt_min[3]; /* shorter chunks are merged, by their first letter (see backtrack_from) */
 };
 
-/* The shortest chunk backtracking takes (*wide: one whose first or second byte is >= 0x80, a
- * letter outside ASCII), 0 for none. Merging stays for short chunks where it was faster in a
- * fresh process. Cycles per new chunk, merging / backtracking, chunks of 9-16 bytes: o200k
- * English 1,937-2,789 / 3,565-4,892, Russian equal, CJK 1,187-1,336 / 957-990; GPT-2 English
- * 2,684-3,138 / 3,974-4,705, Russian 1,142-1,248 / 509-516, CJK equal. From 17 bytes on
- * backtracking won on every script measured (o200k CJK 33-64 bytes 12,270 / 5,497).
- * TOKEMBED_BACKTRACK in the environment, read when tables are made: "0" never backtrack,
- * "always" backtrack every chunk of two bytes or more (tests). */
-static size_t backtrack_from(size_t *wide) {
+/* The shortest chunk backtracking takes, by the chunk's first byte after a leading space: an
+ * ASCII byte, the lead of a two-byte UTF-8 letter (Cyrillic, Greek, Arabic...), or of a longer
+ * one (CJK, Thai, Devanagari...); 0 for none. Shorter chunks are merged, which costs fewer
+ * cycles where its memo is warm and tokens are long (o200k): cycles per new chunk, merging /
+ * backtracking, RusLit-40's 40 MB on one thread, o200k, 9-16 bytes 2,143 / 3,049, 17-24 3,137 /
+ * 3,866, 25-32 4,460 / 5,026, 33-48 10,520 / 6,848; GPT-2 (short tokens, merges without a memo)
+ * 9-16 1,333 / 958, 17-24 2,059 / 1,001. English (cold, 0.11 MB), 9-16 bytes: o200k ~2,300 /
+ * ~4,000, GPT-2 ~2,900 / ~4,300. CJK (cold, 0.23 MB), o200k: 9-16 1,250 / 980, 17-24 2,543 /
+ * 1,816, 33-64 12,270 / 5,497. TOKEMBED_BACKTRACK in the environment, read when tables are
+ * made: "0" never backtrack, "always" backtrack every chunk of two bytes or more (tests). */
+static void backtrack_from(int rank_mode, size_t from[3]) {
     const char *v = getenv("TOKEMBED_BACKTRACK");
-    *wide = 9;
-    if (v && strcmp(v, "0") == 0) return *wide = 0;
-    if (v && strcmp(v, "always") == 0) return *wide = 2;
-    return 17;
+    size_t all = v && strcmp(v, "0") == 0 ? 0 : v && strcmp(v, "always") == 0 ? 2 : 1;
+    from[0] = all != 1 ? all : rank_mode ? 33 : 17; /* ASCII */
+    from[1] = all != 1 ? all : rank_mode ? 33 : 9;  /* two-byte letters */
+    from[2] = all != 1 ? all : 9;                   /* longer letters */
+}
+
+/* The shortest chunk backtracking takes for data[0..n) (n >= 2). */
+static inline size_t backtrack_min(const size_t from[3], const unsigned char *data) {
+    unsigned char lead = data[0] == ' ' ? data[1] : data[0];
+    return from[lead < 0x80 ? 0 : lead < 0xe0 ? 1 : 2];
 }
 
 /* Backtracking for a rank file: the pieces in rank order, each given the history of its longest
@@ -58,7 +65,7 @@ static size_t backtrack_from(size_t *wide) {
  * runs out or ranks are far sparser than the pieces. */
 static tk_bt *backtrack_of_ranks(const tk_tables *t, const uint32_t *offs, const uint32_t *lens,
                                  const uint32_t *ranks, size_t count) {
-    if (!t->bt_min) return NULL;
+    if (!t->bt_min[2]) return NULL;
     size_t n_ids = (size_t)t->max_rank + 1;
     if (n_ids > 4 * (count + 256)) return NULL;
     tk_bt_entry *e = malloc(count * sizeof *e);
@@ -103,7 +110,7 @@ static tk_tables *tables_new(int rank_mode) {
     if (!t) return NULL;
     t->rank_mode = rank_mode;
     t->whole = t->ignore_merges = rank_mode;
-    t->bt_min = backtrack_from(&t->bt_min_wide);
+    backtrack_from(rank_mode, t->bt_min);
     for (int b = 0; b < 256; b++) t->byte_id[b] = UINT32_MAX;
     return t;
 }
@@ -123,7 +130,7 @@ void tk_tables_free(tk_tables *t) {
  * are merged) when memory runs out, ids are far sparser than the merges, or the list gives one
  * id two byte strings. */
 static tk_bt *backtrack_of_merges(const tk_tables *t) {
-    if (!t->bt_min) return NULL;
+    if (!t->bt_min[2]) return NULL;
     size_t n_ids = (size_t)t->max_id + 1, n = t->n_merges, n_entries = 0, blob_len = 0;
     if (n_ids > 4 * (n + 256)) return NULL;
     uint32_t *off = calloc(n_ids, sizeof(uint32_t)), *len = calloc(n_ids, sizeof(uint32_t));
@@ -396,10 +403,9 @@ uint32_t tk_tables_max_rank(const tk_tables *t) { return t->max_rank; }
 uint32_t tk_tables_max_id(const tk_tables *t) { return t->max_id; }
 int tk_tables_has_byte(const tk_tables *t, int byte) { return t->byte_id[byte] != UINT32_MAX; }
 
-size_t tk_tables_backtrack_from(const tk_tables *t, size_t *wide, size_t *tokens) {
-    *tokens = t->bt ? t->bt->n_tokens : 0;
-    *wide = t->bt ? t->bt_min_wide : 0;
-    return t->bt ? t->bt_min : 0;
+size_t tk_tables_backtrack_from(const tk_tables *t, size_t from[3]) {
+    for (int k = 0; k < 3; k++) from[k] = t->bt ? t->bt_min[k] : 0;
+    return t->bt ? t->bt->n_tokens : 0;
 }
 
 /* =============================== fork safety ===============================
@@ -670,7 +676,7 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
     }
     size_t m;
     int merged = 0;
-    if (t->bt && n > 1 && n >= (((data[0] | data[1]) & 0x80) ? t->bt_min_wide : t->bt_min)) {
+    if (t->bt && n > 1 && n >= backtrack_min(t->bt_min, data)) {
         if (!e->seen && (e->seen = malloc(TK_BT_SEEN_SLOTS * sizeof(uint64_t))) != NULL)
             memset(e->seen, 0xff, TK_BT_SEEN_SLOTS * sizeof(uint64_t));
         tk_bt_ranks ranks = {t->rank_mode ? &t->pieces : NULL, &t->pairs, &e->memo, e->seen};

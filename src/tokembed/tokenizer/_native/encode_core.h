@@ -43,10 +43,11 @@ size_t tk_tables_size(const tk_tables *t);      /* merges, or pieces of a rank f
 uint32_t tk_tables_max_rank(const tk_tables *t); /* rank files */
 uint32_t tk_tables_max_id(const tk_tables *t);   /* the largest id the tables can give */
 int tk_tables_has_byte(const tk_tables *t, int byte);
-/* The shortest chunk that is backtracked (encode_backtrack.h) rather than merged, 0 when none
-   is; *wide the same for a chunk with a byte >= 0x80 among its first two; *tokens the tokens
-   backtracking may give (those BPE builds from their own bytes, in rank order). */
-size_t tk_tables_backtrack_from(const tk_tables *t, size_t *wide, size_t *tokens);
+/* The shortest chunk that is backtracked (encode_backtrack.h) rather than merged, by its first
+   byte after a leading space: from[0] ASCII, from[1] the lead of a two-byte UTF-8 character,
+   from[2] of a longer one; all 0 when none is. Returns the tokens backtracking may give (those
+   BPE builds from their own bytes, in rank order). */
+size_t tk_tables_backtrack_from(const tk_tables *t, size_t from[3]);
 
 /* A chunk cache in shards, each with its own lock, holding about `limit` chunks in all. */
 tk_shared_cache *tk_shared_cache_new(size_t limit);

@@ -201,8 +201,9 @@ static PyObject *Tables_get_max_rank(TablesObject *self, void *c) {
 }
 
 static PyObject *Tables_get_backtrack(TablesObject *self, void *c) {
-    size_t wide, tokens, from = tk_tables_backtrack_from(self->t, &wide, &tokens);
-    return Py_BuildValue("(nnn)", (Py_ssize_t)from, (Py_ssize_t)wide, (Py_ssize_t)tokens);
+    size_t from[3], tokens = tk_tables_backtrack_from(self->t, from);
+    return Py_BuildValue("((nnn)n)", (Py_ssize_t)from[0], (Py_ssize_t)from[1], (Py_ssize_t)from[2],
+                         (Py_ssize_t)tokens);
 }
 
 static PyObject *Tables_missing_bytes(TablesObject *self, PyObject *unused) {
@@ -234,8 +235,8 @@ static PyGetSetDef Tables_getset[] = {
     {"size", (getter)Tables_get_size, NULL, "Merges (merge mode) or pieces (rank mode).", NULL},
     {"max_rank", (getter)Tables_get_max_rank, NULL, "Largest rank (rank mode).", NULL},
     {"backtrack", (getter)Tables_get_backtrack, NULL,
-     "(shortest chunk backtracked, the same for a chunk starting outside ASCII, tokens it may "
-     "give); (0, 0, 0): every chunk is merged.", NULL},
+     "((shortest chunk backtracked starting with an ASCII byte, a two-byte character, a longer "
+     "one), tokens it may give); ((0, 0, 0), 0): every chunk is merged.", NULL},
     {NULL}};
 
 static PyObject *Tables_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
