@@ -43,6 +43,17 @@ _worker_tok: _BatchEncoder | None = None
 _worker_opts: dict[str, Any] = {}
 
 
+def _check_workers(workers: object, name: str, one: str) -> None:
+    """Raise INVALID_ARGUMENT unless ``workers`` (the caller's ``name``) is an int >= 1."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise UsageError(
+            "INVALID_ARGUMENT",
+            f"{name} must be an integer >= 1, got {workers!r}",
+            value=workers,
+            fix=f"pass {name}=1 ({one}) or more",
+        )
+
+
 def progress_enabled(progress: bool) -> bool:
     """Progress bars only when asked for and stderr is a terminal."""
     return progress and sys.stderr.isatty()
@@ -93,13 +104,7 @@ def encode_batch(
     ``many``, when given, encodes a run of texts at once with the same result (the
     compiled encoder's one call per run); it is used in this process and in threads.
     """
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise UsageError(
-            "INVALID_ARGUMENT",
-            f"workers must be an integer >= 1, got {workers!r}",
-            value=workers,
-            fix="pass workers=1 (this process) or more",
-        )
+    _check_workers(workers, "workers", "this process")
     opts = dict(options)
     bar = _bar(len(texts), progress)
 
@@ -168,13 +173,7 @@ def encode_batch_flat(
     in order. No Python list or int is made per id."""
     import numpy as np
 
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise UsageError(
-            "INVALID_ARGUMENT",
-            f"num_threads must be an integer >= 1, got {workers!r}",
-            value=workers,
-            fix="pass num_threads=1 (this thread) or more",
-        )
+    _check_workers(workers, "num_threads", "this thread")
     if (
         workers == 1
         or len(texts) < 2

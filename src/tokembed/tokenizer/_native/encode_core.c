@@ -685,16 +685,14 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
         merged = rc == 0;
         for (size_t i = 0; !merged && i < n; i++) s->ids[i] = t->byte_id[data[i]];
     }
-    if (merged)
-        ;
-    else if (t->rank_mode) {
+    if (!merged && t->rank_mode) {
         if (n <= TK_TINY)
             m = tk_rankbpe_tiny(&t->pieces, &e->memo, data, n, s);
         else if (n <= TK_SMALL)
             m = tk_rankbpe_small(&t->pieces, &e->memo, data, n, s);
         else if (tk_rankbpe_heap(&t->pieces, &e->memo, data, n, s, &m) < 0)
             return -1;
-    } else {
+    } else if (!merged) {
         if (n <= TK_SMALL)
             m = tk_merge_small(&t->pairs, s, n);
         else if (tk_merge_heap(&t->pairs, t->merge_lr, s, n, &m) < 0)
