@@ -9,7 +9,9 @@
 
 static int grow_slots(tk_counter *c) {
     size_t size = c->mask ? (c->mask + 1) * 2 : 1024;
-    uint32_t *slots = calloc(size, sizeof *slots);
+    /* zeroed by writing (tk_table_alloc): counters run on threads, and calloc's lazily zeroed
+     * pages would cost every other thread a TLB flush on each first write */
+    uint32_t *slots = tk_table_alloc(size * sizeof *slots);
     if (!slots) return -1;
     for (size_t e = 0; e < c->n; e++) {
         size_t s = c->entries[e].hash & (size - 1);
