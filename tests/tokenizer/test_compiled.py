@@ -27,6 +27,7 @@ from tokembed.tokenizer.compiled import (
     PARTS_PER_THREAD,
     CompiledEncoder,
     compiled_tables,
+    run_threaded,
     set_encode_threads,
 )
 from tokembed.tokenizer.encode import encode_chunk_reference, encode_ordinary_reference
@@ -375,30 +376,64 @@ def test_batch_in_threads_equals_sequential(monkeypatch: pytest.MonkeyPatch) -> 
     assert e.value.code == "LONE_SURROGATE"
 
 
-def test_small_batch_takes_one_thread_with_the_same_ids() -> None:
+def test_small_batch_takes_one_thread_with_the_same_ids(monkeypatch: pytest.MonkeyPatch) -> None:
     """Below the threaded size a batch asked for two threads runs on the calling one."""
-    import threading
-
     from tokembed.tokenizer import _batch
 
     tok = pud_tokenizer()
     texts = pud_text("en").splitlines()[:50]
-    started: list[str] = []  # every thread started through threading runs this first
+    asked: list[tuple[int, int]] = []  # (items, threads) of each threaded run
 
-    def note(*_: object) -> None:
-        started.append(threading.current_thread().name)
+    def noted(n: int, run: Any, *, threads: int) -> list[Any]:
+        asked.append((n, threads))
+        return run_threaded(n, run, threads=threads)
 
-    threading.settrace(note)
-    try:
-        assert sum(map(len, texts)) < _batch._THREADED_MIN_CHARS
-        small = tok.encode_ordinary_batch(texts, num_threads=2, progress=False)
-        assert started == []
-        big = texts * (_batch._THREADED_MIN_CHARS // sum(map(len, texts)) + 1)
-        tok.encode_ordinary_batch(big, num_threads=2, progress=False)
-        assert started  # the control: a batch above the size does start threads
-    finally:
-        threading.settrace(None)  # type: ignore[arg-type]
+    monkeypatch.setattr(_batch, "run_threaded", noted)
+    assert sum(map(len, texts)) < _batch._THREADED_MIN_CHARS
+    small = tok.encode_ordinary_batch(texts, num_threads=2, progress=False)
+    assert asked == []
+    big = texts * (_batch._THREADED_MIN_CHARS // sum(map(len, texts)) + 1)
+    tok.encode_ordinary_batch(big, num_threads=2, progress=False)
+    (items, threads), *more = asked  # the control: a large batch does take two threads
+    assert more == []
+    assert items > 1
+    assert threads == 2
     assert small == [tok.encode_ordinary(t) for t in texts]
+
+
+def test_run_threaded_keeps_order_and_raises_the_first_error() -> None:
+    """Results come back in index order from at most ``threads`` threads (the caller and
+    the process-wide pool's); every item runs even when some fail, and the lowest failing
+    index's error is the one raised."""
+    import threading
+
+    ran: dict[int, str] = {}
+
+    def square(i: int) -> int:
+        ran[i] = threading.current_thread().name
+        return i * i
+
+    assert run_threaded(64, square, threads=3) == [i * i for i in range(64)]
+    names = set(ran.values())
+    assert len(names) <= 3
+    assert names <= {threading.current_thread().name} | {
+        t.name for t in threading.enumerate() if t.name.startswith("tokembed-encode")
+    }
+    ran.clear()
+    assert run_threaded(5, square, threads=1) == [0, 1, 4, 9, 16]
+    assert set(ran.values()) == {threading.current_thread().name}
+    assert run_threaded(0, square, threads=2) == []
+
+    def fails(i: int) -> int:
+        ran[i] = threading.current_thread().name
+        if i in (7, 3):
+            raise ValueError(f"item {i}")
+        return i
+
+    ran.clear()
+    with pytest.raises(ValueError, match=r"^item 3$"):
+        run_threaded(20, fails, threads=2)
+    assert sorted(ran) == list(range(20))
 
 
 def test_encode_to_numpy_equals_list() -> None:

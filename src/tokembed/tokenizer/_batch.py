@@ -1,8 +1,9 @@
 """Batch encoding, in this process, in threads, or in a pool of worker processes.
 
 On the compiled encoder (it releases the GIL while it merges, and while it splits the
-scanned patterns too) the batch runs in threads, each with its own compiled encoder
-sharing one chunk cache. The reference encoder needs processes: workers receive the
+scanned patterns too) the batch runs in threads - the calling thread and the process-wide
+pool's (:func:`~tokembed.tokenizer.compiled.run_threaded`) - each with its own compiled
+encoder sharing one chunk cache. The reference encoder needs processes: workers receive the
 tokenizer once (pickled without its caches) and each builds its own encoder. Results
 come back in input order either way.
 """
@@ -16,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from tokembed.errors import UsageError
+from tokembed.tokenizer.compiled import run_threaded
 from tokembed.tokenizer.special import SpecialSet
 
 __all__ = ["encode_batch", "encode_batch_flat", "progress_enabled"]
@@ -52,6 +54,12 @@ def _check_workers(workers: object, name: str, one: str) -> None:
             value=workers,
             fix=f"pass {name}=1 ({one}) or more",
         )
+
+
+def _runs(texts: Sequence[str], workers: int) -> list[Sequence[str]]:
+    """``texts`` in runs of consecutive texts, :data:`_SLICES_PER_WORKER` per worker."""
+    step = max(1, -(-len(texts) // (_SLICES_PER_WORKER * workers)))
+    return [texts[i : i + step] for i in range(0, len(texts), step)]
 
 
 def progress_enabled(progress: bool) -> bool:
@@ -133,18 +141,19 @@ def encode_batch(
         # The compiled encoder releases the GIL while it splits and merges, so threads
         # scale like tiktoken's own batch API without processes' start-up (1–2 s
         # each, which made process batches 0.6x tiktoken's threads on RusLit40).
-        # Each task is a run of consecutive texts: one future per text would cost
+        # Each task is a run of consecutive texts: one task per text would cost
         # more than encoding a short line, and the work left to the GIL (building
         # each result list) is then all that threads contend for.
-        from concurrent.futures import ThreadPoolExecutor
+        parts = _runs(texts, workers)
 
-        step = max(1, -(-len(texts) // (_SLICES_PER_WORKER * workers)))
-        parts = [texts[i : i + step] for i in range(0, len(texts), step)]
-        with ThreadPoolExecutor(workers) as threads:
-            done: list[list[int]] = []
-            for encoded in threads.map(run, parts):
-                done += encoded
-                bar.update(len(encoded))
+        def run_part(i: int) -> list[list[int]]:
+            encoded = run(parts[i])
+            bar.update(len(encoded))
+            return encoded
+
+        done: list[list[int]] = []
+        for encoded in run_threaded(len(parts), run_part, threads=workers):
+            done += encoded
         bar.close()
         return done
     # spawn, not fork: a forked child inherits locks held by the parent's threads
@@ -181,11 +190,8 @@ def encode_batch_flat(
         or sum(map(len, texts)) < _THREADED_MIN_CHARS
     ):
         return many(texts)
-    from concurrent.futures import ThreadPoolExecutor
-
-    step = max(1, -(-len(texts) // (_SLICES_PER_WORKER * workers)))
-    with ThreadPoolExecutor(workers) as threads:
-        runs = list(threads.map(many, [texts[i : i + step] for i in range(0, len(texts), step)]))
+    parts = _runs(texts, workers)
+    runs = run_threaded(len(parts), lambda i: many(parts[i]), threads=workers)
     ids = np.concatenate([flat for flat, _ in runs])
     offsets = np.zeros(len(texts) + 1, dtype=np.int64)
     at, shift = 1, 0
