@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from functools import cache
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -301,6 +302,34 @@ def test_missing_byte_raises_with_the_offset_of_today() -> None:
         assert e.value.value == 4
 
 
+def test_a_range_of_a_text_encodes_as_that_part_and_cuts_between_characters() -> None:
+    """``encode_text(..., start=, end=)`` encodes bytes [start, end) of the text's UTF-8 as
+    the str of those bytes would; ``safe_cuts`` gives increasing cuts then the UTF-8's length;
+    an offset inside a character or past the end is refused."""
+    module = encode_module()
+    tok = pud_tokenizer()
+    engine = tok._engine
+    assert engine.scanner is not None
+    enc = engine.encoder()
+    text = pud_text("ru")[:20_000] + "\n" + pud_text("zh")[:20_000]
+    data = text.encode()
+    ends = module.safe_cuts(text, engine.scanner[1], 6)
+    assert ends[-1] == len(data)
+    assert 2 <= len(ends) <= 6
+    assert ends == sorted(set(ends))
+    whole: list[int] = []
+    for start, end in pairwise([0, *ends]):
+        part = enc.encode_text(text, *engine.scanner, start=start, end=end)
+        assert part == enc.encode_text(data[start:end].decode(), *engine.scanner)
+        whole += part
+    assert whole == tok.encode_ordinary(text)
+    inside = len("Д".encode()) // 2  # the second byte of a two-byte character
+    for start, end in ((inside, -1), (0, inside), (3, 2), (-1, 4), (0, len("Дом".encode()) + 1)):
+        with pytest.raises(ValueError, match="character boundaries"):
+            enc.encode_text("Дом", *engine.scanner, start=start, end=end)
+    assert module.safe_cuts("no line feed at all", engine.scanner[1], 4) == [19]
+
+
 def test_a_missing_byte_is_found_in_the_chunk_that_holds_it_however_many_follow() -> None:
     """The scanner's chunks are encoded a few behind the scan (their cache lines load
     meanwhile); a chunk that needs a missing byte is still named by its own offset, whether
@@ -323,6 +352,9 @@ def test_a_missing_byte_is_found_in_the_chunk_that_holds_it_however_many_follow(
         with pytest.raises(module.MissingByte) as one:
             enc.encode_text(text, *engine.scanner)
         assert one.value.args == (at,), text
+        with pytest.raises(module.MissingByte) as part:  # a range counts from the text's start
+            enc.encode_text(f"a\n{text}", *engine.scanner, start=2)
+        assert part.value.args == (at + 2,), text
         with pytest.raises(module.MissingByte) as many:
             enc.encode_texts(["fine text", text], *engine.scanner)
         assert many.value.args == (at,), text
@@ -644,6 +676,17 @@ def _one_and_parallel(name: str, text: str, *, threads: int, min_bytes: int) -> 
         fast.threads, fast.parallel_min_bytes = None, PARALLEL_MIN_BYTES
 
 
+def _assert_tiles(parts: list[tuple[int, int]], text: str) -> None:
+    """The parts are byte ranges that tile the text's UTF-8, each cut between characters."""
+    data = text.encode()
+    assert parts[0][0] == 0
+    assert parts[-1][1] == len(data)
+    for (_, end), (start, _) in pairwise(parts):
+        assert end == start
+    assert all(a < b for a, b in parts)
+    assert "".join(data[a:b].decode() for a, b in parts) == text
+
+
 @pytest.mark.parametrize("name", _PARALLEL_VOCABS)
 def test_parallel_encode_equals_one_thread_on_all_pud(name: str) -> None:
     text = "\n".join(pud_text(lang) for lang in PUD_LANGS)
@@ -653,7 +696,7 @@ def test_parallel_encode_equals_one_thread_on_all_pud(name: str) -> None:
             name, text, threads=threads, min_bytes=PARALLEL_MIN_BYTES
         )
         assert len(parts) == threads * PARTS_PER_THREAD
-        assert "".join(parts) == text
+        _assert_tiles(parts, text)
         assert many == one
     fast = _parallel_tokenizer(name)._engine
     assert fast.encode_numpy(text).tolist() == one
@@ -684,7 +727,7 @@ def test_parallel_encode_equals_one_thread_on_hypothesis_texts(
     one, (many, parts) = _one_and_parallel(name, text, threads=threads, min_bytes=1)
     assert many == one
     if parts is not None:
-        assert "".join(parts) == text
+        _assert_tiles(parts, text)
         assert 2 <= len(parts) <= threads * PARTS_PER_THREAD
 
 

@@ -77,8 +77,6 @@ _MAX_THREADS = 4
 # (4 MB of RusLit-40 on o200k: 221 ms for the first half, 47 ms for the second); in smaller
 # parts taken in turn, the threads finish together.
 PARTS_PER_THREAD = 4
-# Characters of text handed to the scanner's safe-cut search at a time.
-_CUT_WINDOW = 1 << 12
 
 _default_threads: int | None = None
 _pool_lock = threading.Lock()
@@ -303,7 +301,7 @@ class CompiledEncoder:
     def _run(self, text: str, *, as_bytes: bool) -> Any:
         parts = self.parts(text)
         if parts is not None:
-            return self._encode_parts(parts, as_bytes=as_bytes)
+            return self._encode_parts(text, parts, as_bytes=as_bytes)
         enc = self.encoder()
         if self.scanner is not None:
             return enc.encode_text(text, *self.scanner, as_bytes=as_bytes)
@@ -353,15 +351,18 @@ class CompiledEncoder:
         offsets[1:] = np.frombuffer(ends, dtype=np.uint64)
         return np.frombuffer(flat, dtype=np.uint32), offsets
 
-    def _encode_parts(self, parts: list[str], *, as_bytes: bool) -> Any:
+    def _encode_parts(self, text: str, parts: list[tuple[int, int]], *, as_bytes: bool) -> Any:
         """The parts on up to ``threads`` threads (:func:`run_threaded`), joined in order."""
         assert self.scanner is not None
         scanner = self.scanner
-        results = run_threaded(
-            len(parts),
-            lambda i: self.encoder().encode_text(parts[i], *scanner, as_bytes=as_bytes),
-            threads=self._thread_count(),
-        )
+
+        def part(i: int) -> Any:
+            start, end = parts[i]
+            return self.encoder().encode_text(
+                text, *scanner, as_bytes=as_bytes, start=start, end=end
+            )
+
+        results = run_threaded(len(parts), part, threads=self._thread_count())
         if as_bytes:
             return b"".join(results)
         out: list[int] = results[0]
@@ -374,50 +375,20 @@ class CompiledEncoder:
         k = min(os.cpu_count() or 1, _MAX_THREADS) if threads is None else threads
         return min(k, _MAX_THREADS)
 
-    def parts(self, text: str) -> list[str] | None:
+    def parts(self, text: str) -> list[tuple[int, int]] | None:
         """``text`` cut at safe cuts into parts for ``threads`` threads (up to
-        :data:`PARTS_PER_THREAD` each), or None when one thread is due (a short text, one
-        thread allowed, no compiled scanner, or no safe cut at all)."""
+        :data:`PARTS_PER_THREAD` each), as ``(start, end)`` byte offsets of its UTF-8 that
+        tile it; or None when one thread is due (a short text, one thread allowed, no
+        compiled scanner, or no safe cut at all). The parts share the text's UTF-8: no part
+        is a new ``str``."""
         if self.scanner is None or len(text) * 4 < self.parallel_min_bytes:
             return None
         k = self._thread_count()
-        counter = load("_count")
-        if k < 2 or counter is None:
+        if k < 2:
             return None
         if len(text) < self.parallel_min_bytes and len(text.encode()) < self.parallel_min_bytes:
             return None
-        n = k * PARTS_PER_THREAD
-        cuts = [0]
-        for i in range(1, n):
-            start = max(cuts[-1] + 1, len(text) * i // n)
-            if start >= len(text):
-                break
-            cut = _safe_cut(counter, self.scanner[1], text, start)
-            if cut is None:
-                break
-            cuts.append(cut)
-        if len(cuts) < 2:
+        ends = self._module.safe_cuts(text, self.scanner[1], k * PARTS_PER_THREAD)
+        if len(ends) < 2:
             return None  # no safe cut (one giant line): one part
-        cuts.append(len(text))
-        return [text[a:b] for a, b in pairwise(cuts)]
-
-
-def _safe_cut(counter: Any, dialect: int, text: str, start: int) -> int | None:
-    """The first character index >= ``start`` (and > 1) where the scanner allows a cut, or None.
-
-    ``tk_safe_cut`` decides from the bytes around a position only (the line feed
-    before it, the characters on either side), so it runs on short windows of
-    the text, each starting on a character, instead of on the whole text's UTF-8.
-    """
-    while start < len(text):
-        lo = max(0, start - 2)
-        window = text[lo : lo + _CUT_WINDOW]
-        data = window.encode()
-        from_byte = len(window[: start - lo].encode())
-        cut = counter.safe_cut(data, dialect, from_byte)
-        if cut < len(data):
-            return lo + len(data[:cut].decode())
-        # Every position before the window's end was tried; the next window starts
-        # two characters earlier so the line feed and the character before it are seen.
-        start = lo + len(window)
-    return None
+        return list(pairwise([0, *ends]))

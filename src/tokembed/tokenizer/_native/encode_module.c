@@ -453,22 +453,40 @@ static PyObject *Encoder_encode_chunks(EncoderObject *self, PyObject *args, PyOb
     return ids_result(self, as_bytes);
 }
 
+/* A byte offset of UTF-8 p[0..n) at which a character starts (or n). */
+static int utf8_boundary(const char *p, Py_ssize_t n, Py_ssize_t at) {
+    return at == n || ((unsigned char)p[at] & 0xC0) != 0x80;
+}
+
+/* encode_text(text, preset, dialect, *, as_bytes, start, end): the ids of bytes [start, end) of
+ * the text's UTF-8 (by default all of it), which the caller cut where the scanner allows
+ * (safe_cuts): the parts of one long text share its UTF-8 instead of each being a new str. */
 static PyObject *Encoder_encode_text(EncoderObject *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"text", "preset", "dialect", "as_bytes", NULL};
+    static char *names[] = {"text", "preset", "dialect", "as_bytes", "start", "end", NULL};
     PyObject *text;
     int preset, dialect, as_bytes = 0;
-    if (ready(self) < 0 || !PyArg_ParseTupleAndKeywords(args, kw, "Uii|$p", names, &text, &preset,
-                                                        &dialect, &as_bytes))
+    Py_ssize_t start = 0, end = -1;
+    if (ready(self) < 0 || !PyArg_ParseTupleAndKeywords(args, kw, "Uii|$pnn", names, &text, &preset,
+                                                        &dialect, &as_bytes, &start, &end))
         return NULL;
     Py_ssize_t n;
     const char *p = PyUnicode_AsUTF8AndSize(text, &n);
     if (!p) return NULL;
+    if (end < 0) end = n;
+    if (start < 0 || start > end || end > n || !utf8_boundary(p, n, start) ||
+        !utf8_boundary(p, n, end)) {
+        PyErr_Format(PyExc_ValueError,
+                     "start and end must be character boundaries of the text's %zd UTF-8 bytes, "
+                     "start <= end; got %zd and %zd", n, start, end);
+        return NULL;
+    }
     int status;
     size_t bad = 0;
     Py_BEGIN_ALLOW_THREADS
-    status = tk_encode_text(self->e, preset, dialect, (const unsigned char *)p, (size_t)n, &bad);
+    status = tk_encode_text(self->e, preset, dialect, (const unsigned char *)p + start,
+                            (size_t)(end - start), &bad);
     Py_END_ALLOW_THREADS
-    if (status) return job_error(status, bad);
+    if (status) return job_error(status, bad + (size_t)start);
     return ids_result(self, as_bytes);
 }
 
@@ -780,7 +798,41 @@ static PyObject *fork_repairs(PyObject *mod, PyObject *unused) {
     return PyLong_FromUnsignedLongLong(tk_fork_repair_count());
 }
 
+/* safe_cuts(text, dialect, parts) -> list[int]: up to parts - 1 increasing byte offsets of the
+ * text's UTF-8, each the first place from i/parts of the way on where tk_safe_cut allows a cut
+ * (the pieces of the parts are then those of the whole; fewer where the text has fewer), then
+ * the UTF-8's length: the parts' ends. */
+static PyObject *safe_cuts(PyObject *mod, PyObject *args) {
+    PyObject *text;
+    int dialect;
+    Py_ssize_t parts;
+    if (!PyArg_ParseTuple(args, "Uin", &text, &dialect, &parts)) return NULL;
+    Py_ssize_t n;
+    const char *p = PyUnicode_AsUTF8AndSize(text, &n);
+    if (!p) return NULL;
+    PyObject *out = PyList_New(0);
+    size_t total = (size_t)n, prev = 0;
+    for (Py_ssize_t i = 1; out && i < parts; i++) {
+        size_t from = (size_t)((double)total * (double)i / (double)parts);
+        if (from <= prev) from = prev + 1;
+        if (from >= total) break;
+        size_t cut = tk_safe_cut(dialect, (const unsigned char *)p, total, from);
+        if (cut >= total) break;
+        PyObject *v = PyLong_FromSize_t(cut);
+        if (!v || PyList_Append(out, v) < 0) Py_CLEAR(out);
+        Py_XDECREF(v);
+        prev = cut;
+    }
+    PyObject *v = out ? PyLong_FromSize_t(total) : NULL;
+    if (out && (!v || PyList_Append(out, v) < 0)) Py_CLEAR(out);
+    Py_XDECREF(v);
+    return out;
+}
+
 static PyMethodDef module_methods[] = {
+    {"safe_cuts", safe_cuts, METH_VARARGS,
+     "safe_cuts(text, dialect, parts) -> list[int]: byte offsets where the text may be cut, then "
+     "its UTF-8 length."},
     {"scan_text", scan_text, METH_VARARGS,
      "scan_text(text, missing, bmp) -> (problem, offset): 1 a surrogate, 2 a missing byte, 0 none."},
     {"fork_repairs", fork_repairs, METH_NOARGS,
