@@ -330,6 +330,21 @@ def test_a_range_of_a_text_encodes_as_that_part_and_cuts_between_characters() ->
     assert module.safe_cuts("no line feed at all", engine.scanner[1], 4) == [19]
 
 
+def test_join_lists_moves_the_items_of_lists_no_one_else_holds() -> None:
+    """The parts' id lists are joined by moving their items: a part only the argument holds
+    is left empty, one held elsewhere keeps its items, and the result is the concatenation."""
+    module = encode_module()
+    held = [7, 8]
+    parts = [list(range(300, 305)), held, [], list(range(1000, 1003))]
+    expected = [*range(300, 305), 7, 8, *range(1000, 1003)]
+    assert module.join_lists(parts) == expected
+    assert parts == [[], [7, 8], [], []]
+    assert held == [7, 8]
+    assert module.join_lists([]) == []
+    with pytest.raises(TypeError):
+        module.join_lists([[1], (2,)])
+
+
 def test_a_missing_byte_is_found_in_the_chunk_that_holds_it_however_many_follow() -> None:
     """The scanner's chunks are encoded a few behind the scan (their cache lines load
     meanwhile); a chunk that needs a missing byte is still named by its own offset, whether

@@ -365,10 +365,7 @@ class CompiledEncoder:
         results = run_threaded(len(parts), part, threads=self._thread_count())
         if as_bytes:
             return b"".join(results)
-        out: list[int] = results[0]
-        for ids in results[1:]:
-            out += ids
-        return out
+        return self._module.join_lists(results)
 
     def _thread_count(self) -> int:
         threads = self.threads if self.threads is not None else _default_threads
