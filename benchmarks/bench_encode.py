@@ -35,7 +35,7 @@ hash it) is not.
   ``RAYON_NUM_THREADS=k`` (``TOKENIZERS_PARALLELISM=true``).
 
 Texts (from ``../shared/data``): English (PUD en), Russian (RusLit-40, 4 MB; 1 MB with
-``--quick``), CJK (PUD zh + ja + ko) and mixed (all 13 PUD languages). A peer that
+``--quick``), CJK (PUD zh + ko, and ja where the data has it) and mixed (all 13 PUD languages). A peer that
 refuses a vocabulary prints its reason once.
 
     python benchmarks/bench_encode.py                 # every cell, best of 3 (~1 hour)
