@@ -10,10 +10,6 @@ with other ids is printed but marked ``NOT EXACT`` and never counts as the faste
 
 Sides, each at its best documented configuration (versions printed at the start):
 
-In the table, ``(1 thread)`` after our two-thread ratio marks a cell our encoder keeps on
-one thread by design (a long text under 1 MiB, a batch under 128K characters): its ratio
-is the same code measured twice, i.e. the noise between fresh processes.
-
 Only the library call is timed; turning what it returns into one flat list of ints (to
 hash it) is not.
 
@@ -35,8 +31,12 @@ hash it) is not.
   ``RAYON_NUM_THREADS=k`` (``TOKENIZERS_PARALLELISM=true``).
 
 Texts (from ``../shared/data``): English (PUD en), Russian (RusLit-40, 4 MB; 1 MB with
-``--quick``), CJK (PUD zh + ko, and ja where the data has it) and mixed (all 13 PUD languages). A peer that
-refuses a vocabulary prints its reason once.
+``--quick``), CJK (PUD zh + ko, and ja where the data has it) and mixed (all 13 PUD
+languages). A peer that refuses a vocabulary prints its reason once.
+
+In the table, ``(1 thread)`` after our two-thread ratio marks a cell our encoder keeps on
+one thread by design (a long text under 1 MiB, a batch under 128K characters): its ratio
+is the same code measured twice, i.e. the noise between fresh processes.
 
     python benchmarks/bench_encode.py                 # every cell, best of 3 (~1 hour)
     python benchmarks/bench_encode.py --runs 1        # one sample per side and cell (~20 min)
