@@ -229,7 +229,26 @@ def test_long_chunks_are_not_cached() -> None:
     enc.encode_chunks("x" * (module.CACHED_CHUNK + 1), ["x" * (module.CACHED_CHUNK + 1)])
     assert enc.cache_size == 0
     enc.encode_chunks("x" * module.CACHED_CHUNK, pre.split("x" * module.CACHED_CHUNK))
+    assert enc.cache_size == 0  # too long for a slot: it waits for its second merge
+    enc.encode_chunks("x" * module.CACHED_CHUNK, pre.split("x" * module.CACHED_CHUNK))
     assert enc.cache_size == 1
+
+
+def test_a_chunk_for_the_arena_enters_the_cache_when_it_comes_back() -> None:
+    tok = pud_tokenizer()
+    enc = _encoder(compiled_tables(tok.tables))
+    word = "Donaudampfschifffahrtsgesellschaftskapitän"  # over 32 bytes: an arena record
+    short = " xq"  # Latin letters in a Russian vocabulary: 2 or 3 ids, one slot
+    expected = encode_ordinary_reference(tok.tables, tok.pretokenizer, word)
+    assert enc.encode_chunks(word, [word]) == expected
+    assert enc.cache_size == 0
+    assert enc.encode_chunks(word, [word]) == expected
+    assert enc.cache_size == 1
+    enc.clear_cache()  # forgets what it saw, too
+    enc.encode_chunks(word, [word])
+    assert enc.cache_size == 0
+    assert 2 <= len(enc.encode_chunks(short, [short])) <= 3
+    assert enc.cache_size == 1  # a chunk that fits a slot enters at once
 
 
 def _many_words(n: int, seed: int) -> list[str]:

@@ -7,7 +7,9 @@ carry ``ignore_merges``, as every rank file does) and gives the ids of checked t
 pre-tokenizer is one of the scanned patterns (:data:`~.patterns.SCANNED`), splitting
 happens in C too, and both run without the GIL; any other pre-tokenizer splits in Python
 and hands the chunks over. A sharded chunk → ids cache is shared by the threads that
-encode with one tokenizer: a chunk merged by one is a hit for the others.
+encode with one tokenizer: a chunk merged by one is a hit for the others. A chunk too long
+for a cache slot (over 32 bytes or 4 ids) enters it only when merged a second time, since most
+such chunks (sentences of CJK or Thai) never come back.
 
 One long text may take several threads: when the scanner splits and the text's UTF-8 is at
 least :data:`PARALLEL_MIN_BYTES`, it is cut at the scanner's safe cuts (``tk_safe_cut``:
