@@ -605,12 +605,14 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
  * TK_INLINE_KEY bytes or TK_INLINE_IDS ids: CJK and Thai sentences, long compounds) enters the
  * cache only when it is merged a second time; one bit per hash remembers the first. Most such
  * chunks never come back, and storing each grew the arena and the slot table of a fresh
- * process for nothing: cold, one thread, medians of 5 fresh processes, GPT-2 on PUD zh + ko
- * 22.4 -> 32.9 MB/s, SmolLM2 on 13 PUD languages 28.1 -> 34.7, qwen 21.4 -> 24.5, o200k on
- * RusLit-40 unchanged (34.6 -> 35.6). Short chunks still enter at once: gating them too gained
- * cold text more (SmolLM2 13 languages 24.3 -> 37.1) but lost 10-25% on a warm 24 MB RusLit
- * stream (o200k, SmolLM2), whose words recur beyond the front cache's reach. 2^18 bits (32 KiB)
- * per encoder, cleared when a quarter are set, so it stays small and never grows. */
+ * process for nothing. Cold, one thread, fresh processes, medians (with the id list's
+ * prefetch, within noise alone, beside it): GPT-2 on PUD zh + ko 31.2 -> 46.1 MB/s (of 5),
+ * SmolLM2 on 13 PUD languages 22.7 -> 28.4 and qwen 22.1 -> 25.0 (of 9); o200k on RusLit-40
+ * and a warm 24 MB RusLit stream unchanged within noise. Gating
+ * short chunks as well measured within noise over 15 fresh processes (SmolLM2 13 languages
+ * +5%, o200k RusLit-40 +6%, GPT-2 RusLit-40 -4%), so they still enter at once and a warm
+ * stream keeps its words from the first merge. 2^18 bits (32 KiB) per encoder, cleared when
+ * a quarter are set, so it stays small and never grows. */
 #define TK_DOOR_BITS ((size_t)1 << 18)
 
 /* 1 when the chunk of hash h may enter the chunk cache (seen before, or no memory for the
