@@ -608,11 +608,11 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
  * process for nothing. Cold, one thread, fresh processes, medians (with the id list's
  * prefetch, within noise alone, beside it): GPT-2 on PUD zh + ko 31.2 -> 46.1 MB/s (of 5),
  * SmolLM2 on 13 PUD languages 22.7 -> 28.4 and qwen 22.1 -> 25.0 (of 9); o200k on RusLit-40
- * and a warm 24 MB RusLit stream unchanged within noise. Gating
- * short chunks as well measured within noise over 15 fresh processes (SmolLM2 13 languages
- * +5%, o200k RusLit-40 +6%, GPT-2 RusLit-40 -4%), so they still enter at once and a warm
- * stream keeps its words from the first merge. 2^18 bits (32 KiB) per encoder, cleared when
- * a quarter are set, so it stays small and never grows. */
+ * and a warm 24 MB RusLit stream unchanged within noise. Gating short chunks as well measured
+ * within noise over 15 fresh processes (SmolLM2 13 languages +5%, o200k RusLit-40 +6%, GPT-2
+ * RusLit-40 -4%), so they still enter at once and a warm stream keeps its words from the
+ * first merge. 2^18 bits (32 KiB) per encoder, cleared when a quarter are set, so it stays
+ * small and never grows. */
 #define TK_DOOR_BITS ((size_t)1 << 18)
 
 /* 1 when the chunk of hash h may enter the chunk cache (seen before, or no memory for the
@@ -632,6 +632,7 @@ static int door_admits(tk_encoder *e, uint64_t h) {
     e->door[b >> 6] |= bit;
     return 0;
 }
+
 static int encode_keyed(tk_encoder *e, const unsigned char *data, size_t n, size_t *bad,
                         const tk_front_key *key);
 
