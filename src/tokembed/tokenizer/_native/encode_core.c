@@ -618,10 +618,7 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
 /* 1 when the chunk of hash h may enter the chunk cache (seen before, or no memory for the
  * doorkeeper), else remembers it and 0. */
 static int door_admits(tk_encoder *e, uint64_t h) {
-    if (!e->door) {
-        if (!(e->door = malloc(TK_DOOR_BITS / 8))) return 1;
-        memset(e->door, 0, TK_DOOR_BITS / 8);
-    }
+    if (!e->door && !(e->door = tk_table_alloc(TK_DOOR_BITS / 8))) return 1;
     size_t b = (size_t)(h >> 32) & (TK_DOOR_BITS - 1); /* bits the cache's slot index leaves */
     uint64_t bit = (uint64_t)1 << (b & 63);
     if (e->door[b >> 6] & bit) return 1;

@@ -374,7 +374,7 @@ static PyObject *ids_list(TablesObject *t, const uint32_t *ids, size_t n) {
             if (near <= t->max_id) __builtin_prefetch(objs[near], 1);
         }
         if (objs && ids[i] <= t->max_id) {
-            v = t->id_objs[ids[i]];
+            v = objs[ids[i]];
             Py_INCREF(v);
         } else if (!(v = PyLong_FromUnsignedLong(ids[i]))) {
             Py_DECREF(list);
