@@ -229,26 +229,30 @@ def test_long_chunks_are_not_cached() -> None:
     enc.encode_chunks("x" * (module.CACHED_CHUNK + 1), ["x" * (module.CACHED_CHUNK + 1)])
     assert enc.cache_size == 0
     enc.encode_chunks("x" * module.CACHED_CHUNK, pre.split("x" * module.CACHED_CHUNK))
-    assert enc.cache_size == 0  # too long for a slot: it waits for its second merge
+    assert enc.cache_size == 0  # like every chunk, it waits for its second merge
     enc.encode_chunks("x" * module.CACHED_CHUNK, pre.split("x" * module.CACHED_CHUNK))
     assert enc.cache_size == 1
 
 
-def test_a_chunk_for_the_arena_enters_the_cache_when_it_comes_back() -> None:
+def test_a_chunk_enters_the_cache_when_it_is_merged_again() -> None:
     tok = pud_tokenizer()
     enc = _encoder(compiled_tables(tok.tables))
-    word = "Donaudampfschifffahrtsgesellschaftskapitän"  # over 32 bytes: an arena record
-    short = " xq"  # Latin letters in a Russian vocabulary: 2 or 3 ids, one slot
+    word = "Donaudampfschifffahrtsgesellschaftskapitän"  # over 32 bytes: no front slot
+    short = " xq"  # Latin letters in a Russian vocabulary: 2 or 3 ids, one front slot
     expected = encode_ordinary_reference(tok.tables, tok.pretokenizer, word)
     assert enc.encode_chunks(word, [word]) == expected
     assert enc.cache_size == 0
     assert enc.encode_chunks(word, [word]) == expected
     assert enc.cache_size == 1
+    assert enc.encode_chunks(word, [word]) == expected  # now a hit
+    assert enc.cache_size == 1
     enc.clear_cache()  # forgets what it saw, too
     enc.encode_chunks(word, [word])
     assert enc.cache_size == 0
-    assert 2 <= len(enc.encode_chunks(short, [short])) <= 3
-    assert enc.cache_size == 1  # a chunk that fits a slot enters at once
+    ids = enc.encode_chunks(short, [short])
+    assert 2 <= len(ids) <= 3
+    assert enc.encode_chunks(short, [short]) == ids  # from the front: never merged again
+    assert enc.cache_size == 0
 
 
 def _many_words(n: int, seed: int) -> list[str]:
@@ -275,11 +279,11 @@ def _many_words(n: int, seed: int) -> list[str]:
 
 @pytest.mark.parametrize("name", ["o200k_base", "r50k_base"])
 def test_front_cache_conflicts_and_text_ends_keep_ids(name: str) -> None:
-    """The encoder's fixed front cache (8,192 one-line slots) keeps exact ids when far
-    more distinct chunks than slots evict each other, when a chunk of up to 32 bytes
-    (the front key) ends the text or the slot is read past it, and around the key's size."""
+    """The encoder's fixed front cache (65,536 one-line slots) keeps exact ids when more
+    distinct chunks than slots evict each other, when a chunk of up to 32 bytes (the front
+    key) ends the text or the slot is read past it, and around the key's size."""
     peer, ranks, tok = _rank_file(name)
-    words = _many_words(30_000, seed=7)
+    words = _many_words(100_000, seed=7)
     import random
 
     order = words * 3

@@ -6,10 +6,11 @@ list; a chunk that is one piece is that piece's id without merging wherever the 
 carry ``ignore_merges``, as every rank file does) and gives the ids of checked text (:class:`~.encode.TextCheck`). When the
 pre-tokenizer is one of the scanned patterns (:data:`~.patterns.SCANNED`), splitting
 happens in C too, and both run without the GIL; any other pre-tokenizer splits in Python
-and hands the chunks over. A sharded chunk → ids cache is shared by the threads that
-encode with one tokenizer: a chunk merged by one is a hit for the others. A chunk too long
-for a cache slot (over 32 bytes or 4 ids) enters it only when merged a second time, since most
-such chunks (sentences of CJK or Thai) never come back.
+and hands the chunks over. Each encoder answers repeated short chunks (up to 32 bytes and 7
+ids) from a fixed 4 MiB front cache of its own. Behind it, a sharded chunk → ids cache is
+shared by the threads that encode with one tokenizer: a chunk merged by one is a hit for the
+others. A chunk enters that cache only when it is merged a second time, since the front holds
+most repeats and most other chunks (sentences of CJK or Thai, rare words) never come back.
 
 One long text may take several threads: when the scanner splits and the text's UTF-8 is at
 least :data:`PARALLEL_MIN_BYTES`, it is cut at the scanner's safe cuts (``tk_safe_cut``:
@@ -64,8 +65,10 @@ __all__ = [
 
 # The shared cache holds chunks of up to 256 bytes with their ids (u32) in 64-byte slots
 # kept at most half full, plus an arena for chunks too long to sit in a slot that is cleared
-# beyond 64 bytes per entry, so 1M entries stay under ~200 MB at any chunk length;
-# RusLit-40 fills ~217k.
+# beyond 64 bytes per entry, so 1M entries stay under ~200 MB at any chunk length. A chunk
+# enters on its second merge, so RusLit-40's first 4 MB leaves 6,548 entries (o200k). Each
+# thread's encoder adds a fixed 4 MiB front cache and 128 KiB of doorkeeper bits
+# (_native/encode_front.h, encode_core.c), made on its first call.
 CACHE_LIMIT = 1 << 20
 # Texts shorter than this take one thread. Cutting costs tens of microseconds, but a cold
 # text's parts each start with an empty memo and a cache the other thread is still filling:

@@ -593,27 +593,35 @@ static int has_every_byte(const tk_tables *t, const unsigned char *data, size_t 
 }
 
 static tk_front_slot *front_of(tk_encoder *e) {
-    if (!e->front && (e->front = aligned_alloc(64, TK_FRONT_BYTES)))
-        memset(e->front, 0, TK_FRONT_BYTES);
+    if (!e->front) e->front = tk_table_alloc(TK_FRONT_BYTES);
     return e->front;
 }
 
 static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_t *bad,
                        tk_front_slot *front, const tk_front_key *key);
 
-/* The chunk cache's doorkeeper: a chunk whose cache record goes to the arena (over
- * TK_INLINE_KEY bytes or TK_INLINE_IDS ids: CJK and Thai sentences, long compounds) enters the
- * cache only when it is merged a second time; one bit per hash remembers the first. Most such
- * chunks never come back, and storing each grew the arena and the slot table of a fresh
- * process for nothing. Cold, one thread, fresh processes, medians (with the id list's
- * prefetch, within noise alone, beside it): GPT-2 on PUD zh + ko 31.2 -> 46.1 MB/s (of 5),
- * SmolLM2 on 13 PUD languages 22.7 -> 28.4 and qwen 22.1 -> 25.0 (of 9); o200k on RusLit-40
- * and a warm 24 MB RusLit stream unchanged within noise. Gating short chunks as well measured
- * within noise over 15 fresh processes (SmolLM2 13 languages +5%, o200k RusLit-40 +6%, GPT-2
- * RusLit-40 -4%), so they still enter at once and a warm stream keeps its words from the
- * first merge. 2^18 bits (32 KiB) per encoder, cleared when a quarter are set, so it stays
- * small and never grows. */
-#define TK_DOOR_BITS ((size_t)1 << 18)
+/* The chunk cache's doorkeeper: a chunk enters the chunk cache only when it is merged a second
+ * time, and the cache is asked for a chunk only when its bit is set; one bit per hash
+ * remembers the first merge. The front cache (encode_front.h) holds the repeats of nearly
+ * every short chunk, and most chunks it does not hold never come back (CJK and Thai
+ * sentences, rare words): storing each grew the cache's slot table and arena in a fresh
+ * process for nothing, and asking the cache for each cost a line from memory. Cold, one
+ * thread, in-process medians of 7, 8,192-slot front and every short chunk cached at once ->
+ * this policy and the 65,536-slot front: 13 PUD languages cl100k 34.3 -> 39.2 MB/s, o200k
+ * 24.6 -> 28.3, qwen 28.0 -> 33.8; PUD zh + ko cl100k 25.8 -> 28.9, o200k 26.3 -> 28.7, qwen
+ * 22.7 -> 25.2; fresh processes, medians of 5: SmolLM2 and GPT-2 on the 13 languages 26.4 ->
+ * 35.8 and 28.3 -> 36.8, on zh + ko 30.3 -> 39.2 and 29.6 -> 39.1; RusLit-40 and a warm 24 MB
+ * RusLit stream within noise (0.95-1.20). A cleared bit only costs one more merge. 2^20 bits
+ * (128 KiB) per encoder, cleared when a quarter are set, so it never grows; 2^18 bits, cleared
+ * four times as often, measured 1-10% slower on the warm stream (medians of 9). */
+#define TK_DOOR_BITS ((size_t)1 << 20)
+
+/* 1 when the doorkeeper has seen the chunk of hash h (or has no memory); sets nothing. */
+static inline int door_knows(const tk_encoder *e, uint64_t h) {
+    if (!e->door) return 1;
+    size_t b = (size_t)(h >> 32) & (TK_DOOR_BITS - 1);
+    return (int)(e->door[b >> 6] >> (b & 63) & 1);
+}
 
 /* 1 when the chunk of hash h may enter the chunk cache (seen before, or no memory for the
  * doorkeeper), else remembers it and 0. */
@@ -646,7 +654,7 @@ static int encode_chunk(tk_encoder *e, const unsigned char *data, size_t n, size
         }
         return out_append(e, &id, 1);
     }
-    /* Repeats first: one line of the L2-sized front cache (see encode_front.h). */
+    /* Repeats first: one line of the front cache (see encode_front.h). */
     tk_front_slot *front = n <= TK_FRONT_KEY ? front_of(e) : NULL;
     if (!front) return merge_chunk(e, data, n, bad, NULL, NULL);
     tk_front_key key;
@@ -686,7 +694,7 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
         lock = &e->shared->shard[k].lock;
     }
     int cached = n <= TK_CACHED_CHUNK && cache->limit;
-    if (cached) {
+    if (cached && door_knows(e, h)) {
         if (lock) pthread_mutex_lock(lock);
         const tk_cache_slot *slot = tk_cache_get(cache, data, n, h);
         int rc = 0;
@@ -733,7 +741,7 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
         else if (tk_merge_heap(&t->pairs, t->merge_lr, s, n, &m) < 0)
             return -1;
     }
-    if (cached && (tk_cache_inline(n, m) || door_admits(e, h))) {
+    if (cached && door_admits(e, h)) {
         if (lock) pthread_mutex_lock(lock);
         int rc = tk_cache_put(cache, data, n, h, s->ids, m);
         if (lock) pthread_mutex_unlock(lock);
@@ -748,7 +756,7 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
  * chunks later that slot is read, and where it does not hold the chunk, the piece table's and
  * the chunk cache's lines are asked for (probe_chunk). Warm o200k on RusLit-40 had waited a
  * quarter of its time on the chunk cache's slot (a line of a table of tens of MB, out of every
- * CPU cache) for the ~30% of chunks the 512 KiB front does not hold, and an eighth on front
+ * CPU cache) for the ~30% of chunks a 512 KiB front did not hold, and an eighth on front
  * slots. In-process, warm RusLit-40, min of 5: encoding four behind with all lines asked at
  * the scan gained 10-16%; asking the front first and the rest two chunks later, eight behind,
  * 3-6% more (4/2 left one chunk for memory; 12/3 and 16/4 gained nothing more). */
@@ -773,6 +781,7 @@ static void probe_chunk(tk_encoder *e, const unsigned char *p, size_t n, const t
         __builtin_prefetch(tk_bloom_block(&t->pieces.bloom, h));
         __builtin_prefetch(&t->pieces.slots[h & t->pieces.mask]);
     }
+    if (!door_knows(e, h)) return; /* never merged here: not in the cache */
     const tk_cache *c = &e->cache;
     if (e->shared) c = &e->shared->shard[(size_t)(h >> 58) % TK_SHARDS].cache;
     /* Read without the shard's lock: only an address to prefetch, never dereferenced here

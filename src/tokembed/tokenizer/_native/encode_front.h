@@ -5,20 +5,28 @@
  * differ, PUD English 21,448 of which 5,938 differ. Each repeat used to cost a hash of the
  * chunk, a Bloom filter block, the piece table (8 MB for o200k) and a slot of the growing
  * chunk cache behind a shard lock: two or three lines from L3 or memory, ~80 ns warm. The
- * front cache is direct-mapped and fixed: TK_FRONT_SLOTS slots of one 64-byte line each,
- * private to one encoder (no lock), and a chunk of up to TK_FRONT_KEY bytes with up to
- * TK_FRONT_IDS ids is one line there. 8,192 slots (512 KiB, within a core's 1 MiB L2 here)
- * measured best of 4,096, 8,192 and 16,384 on warm o200k encoding of PUD English (95, 118,
- * 128 MB/s) and RusLit-40 (106, 114, 116) for half the memory of 16,384. A slot holds
- * the chunk's bytes zero-padded beside its length, so a hit compares four words and is
- * exact; a new chunk overwrites whatever shared its slot, so the cache never grows. Warm
- * o200k: PUD English 55 -> 118 MB/s, RusLit-40 70 -> 114; cold calls gain little (their
- * cost is the chunks seen for the first time). */
+ * front cache is direct-mapped, fixed and private to one encoder (no lock): TK_FRONT_SLOTS
+ * slots of one 64-byte line each, and a chunk of up to TK_FRONT_KEY bytes with up to
+ * TK_FRONT_IDS ids is one line there. A slot holds the chunk's bytes zero-padded beside its
+ * length, so a hit compares four words and is exact; a new chunk overwrites whatever shared
+ * its slot, so the cache never grows.
+ *
+ * Size: it was 8,192 slots (512 KiB, inside a core's L2). The 13 PUD languages (283,418
+ * chunks, 77,805 distinct on cl100k) overflowed it: 94,000 chunks a call fell through to the
+ * chunk cache, which got 47,000 puts for 8,000 hits, and the cold encoder ran 25-30% faster
+ * with the chunk cache turned off than on (fresh processes, medians of 5, cl100k, o200k and
+ * SmolLM2). 65,536 slots (4 MiB, on huge pages; its lines come from L3, asked for eight chunks
+ * ahead, see key_chunk) hold most repeats of such a text (front hits 170,571 -> 183,641 of
+ * its chunks; RusLit-40 293,359 -> 332,535 of 469,583), and the chunk cache now takes a chunk
+ * only on its second merge: it is asked 3,973 times and stores 3,509 chunks (encode_core.c,
+ * where the two changes are measured together). Sets of two lines (a new chunk moving the
+ * older one aside) measured 5-8% slower than one line, cold and on a warm RusLit stream: two
+ * lines to ask for and compare per chunk, 64 bytes moved per new chunk. */
 #ifndef TOKEMBED_ENCODE_FRONT_H
 #define TOKEMBED_ENCODE_FRONT_H
 #include "common.h"
 
-#define TK_FRONT_BITS 13
+#define TK_FRONT_BITS 16
 #define TK_FRONT_SLOTS ((size_t)1 << TK_FRONT_BITS)
 #define TK_FRONT_BYTES (TK_FRONT_SLOTS * 64)
 #define TK_FRONT_KEY 32
