@@ -601,25 +601,28 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
                        tk_front_slot *front, const tk_front_key *key);
 
 /* The chunk cache's doorkeeper: a chunk enters the chunk cache only when it is merged a second
- * time, and the cache is asked for a chunk only when its bit is set; one bit per hash
- * remembers the first merge. The front cache (encode_front.h) holds the repeats of nearly
- * every short chunk, and most chunks it does not hold never come back (CJK and Thai
- * sentences, rare words): storing each grew the cache's slot table and arena in a fresh
- * process for nothing, and asking the cache for each cost a line from memory. Cold, one
- * thread, in-process medians of 7, 8,192-slot front and every short chunk cached at once ->
- * this policy and the 65,536-slot front: 13 PUD languages cl100k 34.3 -> 39.2 MB/s, o200k
- * 24.6 -> 28.3, qwen 28.0 -> 33.8; PUD zh + ko cl100k 25.8 -> 28.9, o200k 26.3 -> 28.7, qwen
- * 22.7 -> 25.2; fresh processes, medians of 5: SmolLM2 and GPT-2 on the 13 languages 26.4 ->
- * 35.8 and 28.3 -> 36.8, on zh + ko 30.3 -> 39.2 and 29.6 -> 39.1; RusLit-40 and a warm 24 MB
- * RusLit stream within noise (0.95-1.20). A cleared bit only costs one more merge. 2^20 bits
- * (128 KiB) per encoder, cleared when a quarter are set, so it never grows; 2^18 bits, cleared
- * four times as often, measured 1-10% slower on the warm stream (medians of 9). */
+ * time, and the cache is asked for a chunk only when its bit is set; one bit per hash remembers
+ * the first merge. The front cache (encode_front.h) holds most repeats of short chunks, and most
+ * chunks it does not hold never come back (CJK and Thai sentences, rare words): storing each grew
+ * the cache's slot table and arena in a fresh process for nothing, and asking the cache for each
+ * cost a line from memory. Cold, one thread, in-process medians of 7, 8,192-slot front and every
+ * short chunk cached at once -> this policy and the 65,536-slot front: 13 PUD languages cl100k
+ * 34.3 -> 39.2 MB/s, o200k 24.6 -> 28.3, qwen 28.0 -> 33.8; PUD zh + ko cl100k 25.8 -> 28.9, o200k
+ * 26.3 -> 28.7, qwen 22.7 -> 25.2; fresh processes, medians of 5: SmolLM2 and GPT-2 on the 13
+ * languages 26.4 -> 35.8 and 28.3 -> 36.8, on zh + ko 30.3 -> 39.2 and 29.6 -> 39.1; RusLit-40
+ * 0.96-1.20; a warm 24 MB RusLit stream 0.89-1.02 over repeats (its noise is ~10%: it may lose a
+ * few percent, the price of merging a word twice). A cleared bit only costs one more merge. 2^20
+ * bits (128 KiB) per encoder, cleared when a quarter are set, so it never grows; 2^18 bits,
+ * cleared four times as often, measured 1-10% slower on the warm stream (medians of 9). */
 #define TK_DOOR_BITS ((size_t)1 << 20)
+
+/* The doorkeeper's bit for hash h: bits the cache's slot index (the low ones) leaves. */
+static inline size_t door_bit(uint64_t h) { return (size_t)(h >> 32) & (TK_DOOR_BITS - 1); }
 
 /* 1 when the doorkeeper has seen the chunk of hash h (or has no memory); sets nothing. */
 static inline int door_knows(const tk_encoder *e, uint64_t h) {
     if (!e->door) return 1;
-    size_t b = (size_t)(h >> 32) & (TK_DOOR_BITS - 1);
+    size_t b = door_bit(h);
     return (int)(e->door[b >> 6] >> (b & 63) & 1);
 }
 
@@ -627,7 +630,7 @@ static inline int door_knows(const tk_encoder *e, uint64_t h) {
  * doorkeeper), else remembers it and 0. */
 static int door_admits(tk_encoder *e, uint64_t h) {
     if (!e->door && !(e->door = tk_table_alloc(TK_DOOR_BITS / 8))) return 1;
-    size_t b = (size_t)(h >> 32) & (TK_DOOR_BITS - 1); /* bits the cache's slot index leaves */
+    size_t b = door_bit(h);
     uint64_t bit = (uint64_t)1 << (b & 63);
     if (e->door[b >> 6] & bit) return 1;
     if (++e->door_marks > TK_DOOR_BITS / 4) {
