@@ -80,8 +80,7 @@ static tk_bt *backtrack_of_ranks(const tk_tables *t, const uint32_t *offs, const
         bt = tk_bt_trie(e, count, n_ids);
     }
     if (bt) {
-        tk_memo memo = {0};
-        tk_bt_ranks r = {&t->pieces, NULL, &memo, NULL};
+        tk_bt_ranks r = {&t->pieces, NULL, NULL};
         for (size_t id = 0; id < n_ids; id++) {
             uint32_t len = bt->tok[id].len;
             if (len == 1) built[id] = 1;
@@ -96,7 +95,6 @@ static tk_bt *backtrack_of_ranks(const tk_tables *t, const uint32_t *offs, const
                 }
             }
         }
-        tk_memo_free(&memo);
         tk_bt_drop_unbuilt(bt, e, count, built);
     }
     free(e);
@@ -172,7 +170,7 @@ static tk_bt *backtrack_of_merges(const tk_tables *t) {
     for (size_t id = 0; ok && id < n_ids; id++)
         if (len[id]) e[n_entries++] = tk_bt_entry_of(blob + off[id], len[id], (uint32_t)id);
     if (ok && (bt = tk_bt_trie(e, n_entries, n_ids)) != NULL) {
-        tk_bt_ranks ranks = {NULL, &t->pairs, NULL, NULL};
+        tk_bt_ranks ranks = {NULL, &t->pairs, NULL};
         for (size_t k = 0; k < n; k++) {
             uint32_t l = t->merge_lr[3 * k], r = t->merge_lr[3 * k + 1], res = t->merge_lr[3 * k + 2];
             if (built[res] || !built[l] || !built[r]) continue;
@@ -725,7 +723,7 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
     if (t->bt && n > 1 && n >= backtrack_min(t->bt_min, data)) {
         if (!e->seen && (e->seen = malloc(TK_BT_SEEN_SLOTS * sizeof(uint64_t))) != NULL)
             memset(e->seen, 0xff, TK_BT_SEEN_SLOTS * sizeof(uint64_t));
-        tk_bt_ranks ranks = {t->rank_mode ? &t->pieces : NULL, &t->pairs, &e->memo, e->seen};
+        tk_bt_ranks ranks = {t->rank_mode ? &t->pieces : NULL, &t->pairs, e->seen};
         int rc = tk_bt_encode(t->bt, &ranks, data, n, s, &m);
         if (rc < 0) return -1;
         merged = rc == 0;
