@@ -42,6 +42,8 @@ is the same code measured twice, i.e. the noise between fresh processes.
     python benchmarks/bench_encode.py --runs 1        # one sample per side and cell (~20 min)
     python benchmarks/bench_encode.py --quick         # 1 MB Russian, 1 and 2 threads
     python benchmarks/bench_encode.py --vocab o200k --text ru --threads 1
+
+To decide a change to our encoder, compare two builds with ``bench_encode_ab.py``.
 """
 
 from __future__ import annotations
@@ -80,7 +82,8 @@ _PUD = {"en": ("en",), "cjk": ("zh", "ja", "ko"), "mixed": None}
 PEERS = ("tiktoken", "fastokens", "gigatoken", "tokie", "kitoken", "hf")
 
 
-def _rank_vocab(vocab: str) -> bool:
+def rank_vocab(vocab: str) -> bool:
+    """Whether ``vocab`` is a tiktoken rank file (else an HF folder)."""
     return VOCABS[vocab][0].endswith(".tiktoken")
 
 
@@ -100,7 +103,7 @@ def text_of(name: str, quick: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _hf_json(folder: Path, tmp: Path) -> Path:
+def hf_json(folder: Path, tmp: Path) -> Path:
     """``tokenizer.json`` of an HF folder (GPT-2's two files are saved as one first)."""
     if (folder / "tokenizer.json").is_file():
         return folder / "tokenizer.json"
@@ -133,7 +136,7 @@ def _build(side: str, vocab: str, json_path: str, threads: int) -> tuple[Any, An
     (ids, a list of id sequences, or flat buffers); only that call is timed."""
     file, encoding = VOCABS[vocab]
     path = str(TOKENIZERS / file)
-    rank = _rank_vocab(vocab)
+    rank = rank_vocab(vocab)
     if side == "ours":
         from tokembed.tokenizer.compiled import set_encode_threads
         from tokembed.tokenizer.formats import load_tokenizer
@@ -236,19 +239,23 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     return {"wall": wall, "cpu": cpu, "ids": len(ids), "sha": digest, "threaded": pool}
 
 
-def _env_for(side: str, threads: int) -> dict[str, str]:
+def _env_for(side: str, threads: int, src: Path | None = None) -> dict[str, str]:
+    """The child's environment; ``src``: the source tree tokembed is imported from (default
+    this checkout's, with its compiled modules built in place)."""
     k = str(threads)
     env = {**os.environ, "RAYON_NUM_THREADS": k, "RAYON_RS_NUM_CPUS": k}
     env.update(FASTOKENS_BPE_THREADS=k, TOKENIZERS_PARALLELISM="true", OPENBLAS_NUM_THREADS="1")
-    src = str(Path(__file__).resolve().parents[1] / "src")
-    env["PYTHONPATH"] = src + os.pathsep + os.environ.get("PYTHONPATH", "")
+    tree = src or Path(__file__).resolve().parents[1] / "src"
+    env["PYTHONPATH"] = str(tree) + os.pathsep + os.environ.get("PYTHONPATH", "")
     return env
 
 
-def _run_side(spec: dict[str, Any]) -> dict[str, Any]:
+def run_side(spec: dict[str, Any], src: Path | None = None) -> dict[str, Any]:
+    """One side of one cell in a fresh process (see ``child``); ``{"error": ...}`` when the
+    side refuses or fails."""
     cmd = [sys.executable, __file__, "--child", json.dumps(spec)]
     out = subprocess.run(
-        cmd, capture_output=True, text=True, env=_env_for(spec["side"], spec["threads"])
+        cmd, capture_output=True, text=True, env=_env_for(spec["side"], spec["threads"], src)
     )
     if out.returncode != 0:
         lines = (out.stderr or out.stdout).strip().splitlines()
@@ -268,14 +275,14 @@ def _cell(
     refused: dict[tuple[str, str], str],
 ) -> dict[str, Any]:
     n = len(text_of(text, args.quick).encode())
-    reference = "tiktoken" if _rank_vocab(vocab) else "hf"
+    reference = "tiktoken" if rank_vocab(vocab) else "hf"
     base = {"vocab": vocab, "text": text, "shape": shape, "threads": threads}
     base.update(quick=args.quick, json=json_path)
     results: dict[str, dict[str, Any]] = {}
     for side in ("ours", *args.peers):
         if (side, vocab) in refused:
             continue
-        runs = [_run_side({**base, "side": side}) for _ in range(args.runs)]
+        runs = [run_side({**base, "side": side}) for _ in range(args.runs)]
         r = min(runs, key=lambda run: run.get("wall", float("inf")))
         if "error" in r:
             refused[(side, vocab)] = r["error"]
@@ -370,7 +377,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for vocab in vocabs:
             folder = TOKENIZERS / VOCABS[vocab][0]
-            json_path = "" if _rank_vocab(vocab) else str(_hf_json(folder, Path(tmp)))
+            json_path = "" if rank_vocab(vocab) else str(hf_json(folder, Path(tmp)))
             print(f"{vocab} ({load_line('now')})", flush=True)
             for text in texts:
                 for shape in args.shape or ("long", "batch"):
