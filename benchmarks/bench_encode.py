@@ -82,7 +82,7 @@ _PUD = {"en": ("en",), "cjk": ("zh", "ja", "ko"), "mixed": None}
 PEERS = ("tiktoken", "fastokens", "gigatoken", "tokie", "kitoken", "hf")
 
 
-def rank_vocab(vocab: str) -> bool:
+def _rank_vocab(vocab: str) -> bool:
     """Whether ``vocab`` is a tiktoken rank file (else an HF folder)."""
     return VOCABS[vocab][0].endswith(".tiktoken")
 
@@ -103,7 +103,13 @@ def text_of(name: str, quick: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def hf_json(folder: Path, tmp: Path) -> Path:
+def json_path_of(vocab: str, tmp: Path) -> str:
+    """What a child is given for ``vocab``: its ``tokenizer.json`` (written under ``tmp`` where
+    the folder has GPT-2's two files), or "" for a rank file."""
+    return "" if _rank_vocab(vocab) else str(_hf_json(TOKENIZERS / VOCABS[vocab][0], tmp))
+
+
+def _hf_json(folder: Path, tmp: Path) -> Path:
     """``tokenizer.json`` of an HF folder (GPT-2's two files are saved as one first)."""
     if (folder / "tokenizer.json").is_file():
         return folder / "tokenizer.json"
@@ -136,7 +142,7 @@ def _build(side: str, vocab: str, json_path: str, threads: int) -> tuple[Any, An
     (ids, a list of id sequences, or flat buffers); only that call is timed."""
     file, encoding = VOCABS[vocab]
     path = str(TOKENIZERS / file)
-    rank = rank_vocab(vocab)
+    rank = _rank_vocab(vocab)
     if side == "ours":
         from tokembed.tokenizer.compiled import set_encode_threads
         from tokembed.tokenizer.formats import load_tokenizer
@@ -275,7 +281,7 @@ def _cell(
     refused: dict[tuple[str, str], str],
 ) -> dict[str, Any]:
     n = len(text_of(text, args.quick).encode())
-    reference = "tiktoken" if rank_vocab(vocab) else "hf"
+    reference = "tiktoken" if _rank_vocab(vocab) else "hf"
     base = {"vocab": vocab, "text": text, "shape": shape, "threads": threads}
     base.update(quick=args.quick, json=json_path)
     results: dict[str, dict[str, Any]] = {}
@@ -376,8 +382,7 @@ def main() -> None:
     refused: dict[tuple[str, str], str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for vocab in vocabs:
-            folder = TOKENIZERS / VOCABS[vocab][0]
-            json_path = "" if rank_vocab(vocab) else str(hf_json(folder, Path(tmp)))
+            json_path = json_path_of(vocab, Path(tmp))
             print(f"{vocab} ({load_line('now')})", flush=True)
             for text in texts:
                 for shape in args.shape or ("long", "batch"):

@@ -25,21 +25,22 @@ import statistics
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from _env import load_line, machine_line
-from bench_encode import TEXTS, TOKENIZERS, VOCABS, hf_json, rank_vocab, run_side, text_of
+from bench_encode import TEXTS, VOCABS, json_path_of, run_side, text_of
 
 HERE = Path(__file__).resolve().parents[1] / "src"
 
 
-def compare(spec: dict[str, object], base: Path, samples: int) -> bool:
+def compare(spec: dict[str, Any], base: Path, samples: int) -> bool:
     """Print one cell's medians (MB/s) for this build and the base; False if ids differ."""
     n = len(text_of(str(spec["text"]), False).encode())
     speeds: dict[str, list[float]] = {"this": [], "base": []}
     shas: set[str] = set()
     for _ in range(samples):
         for name, src in (("base", base), ("this", HERE)):
-            r = run_side(dict(spec), src)
+            r = run_side(spec, src)
             if "error" in r:
                 raise SystemExit(f"{name} build failed on {spec}: {r['error']}")
             speeds[name].append(n / r["wall"] / 1e6)
@@ -73,8 +74,7 @@ def main() -> None:
     same = True
     with tempfile.TemporaryDirectory() as tmp:
         for vocab in args.vocab or list(VOCABS):
-            folder = TOKENIZERS / VOCABS[vocab][0]
-            json_path = "" if rank_vocab(vocab) else str(hf_json(folder, Path(tmp)))
+            json_path = json_path_of(vocab, Path(tmp))
             for text in args.text or list(TEXTS):
                 for shape in args.shape or ("long",):
                     for threads in args.threads or (1,):
