@@ -8,6 +8,7 @@
 #include "encode_backtrack.h"
 #include "encode_front.h"
 #include "encode_merge.h"
+#include "encode_segment.h"
 #include "scan.h"
 #include "utf8_check.h"
 
@@ -32,6 +33,7 @@ struct tk_tables {
     uint32_t max_rank;
     uint32_t max_id; /* largest id either mode can output */
     tk_bt *bt;       /* backtracking's trie and histories; NULL: chunks are merged */
+    tk_seg *seg;     /* where long chunks may be cut (encode_segment.h); NULL: never */
     size_t bt_min[3]; /* shorter chunks are merged, by their first letter (see backtrack_from) */
 };
 
@@ -103,6 +105,22 @@ static tk_bt *backtrack_of_ranks(const tk_tables *t, const uint32_t *offs, const
     return bt;
 }
 
+/* The cut tables of n tokens (token k: blob + off[k], len[k] bytes; len 0: none), or NULL:
+ * without memory, or when TOKEMBED_SEGMENT is "0" in the environment when tables are made
+ * (tests and A/B measurements of the same build). */
+static tk_seg *segments_of(const unsigned char *blob, const uint32_t *off, const uint32_t *len,
+                           size_t n, const tk_bt *bt) {
+    const char *v = getenv("TOKEMBED_SEGMENT");
+    if (v && strcmp(v, "0") == 0) return NULL;
+    tk_seg *s = tk_seg_new(bt->n_ids);
+    if (!s) return NULL;
+    for (size_t k = 0; k < n; k++)
+        if (len[k] > 1) tk_seg_add(s, blob + off[k], len[k]);
+    for (size_t id = 0; id < bt->n_ids; id++)
+        if (bt->tok[id].len) tk_seg_set(s->whole, id);
+    return s;
+}
+
 static tk_tables *tables_new(int rank_mode) {
     tk_tables *t = calloc(1, sizeof *t);
     if (!t) return NULL;
@@ -120,6 +138,7 @@ void tk_tables_free(tk_tables *t) {
     tk_piece_map_free(&t->pieces);
     free(t->blob);
     tk_bt_free(t->bt);
+    tk_seg_free(t->seg);
     free(t);
 }
 
@@ -127,7 +146,7 @@ void tk_tables_free(tk_tables *t) {
  * merges in order), its history the first merge, in rank order, whose pair is valid. NULL (chunks
  * are merged) when memory runs out, ids are far sparser than the merges, or the list gives one
  * id two byte strings. */
-static tk_bt *backtrack_of_merges(const tk_tables *t) {
+static tk_bt *backtrack_of_merges(const tk_tables *t, tk_seg **seg) {
     if (!t->bt_min[2]) return NULL;
     size_t n_ids = (size_t)t->max_id + 1, n = t->n_merges, n_entries = 0, blob_len = 0;
     if (n_ids > 4 * (n + 256)) return NULL;
@@ -177,6 +196,7 @@ static tk_bt *backtrack_of_merges(const tk_tables *t) {
             built[res] = (uint8_t)tk_bt_keep(bt, &ranks, res, l, r, blob + off[res], (uint32_t)k);
         }
         tk_bt_drop_unbuilt(bt, e, n_entries, built);
+        *seg = segments_of(blob, off, len, n_ids, bt); /* every token merges may make */
     }
     free(off);
     free(len);
@@ -206,7 +226,7 @@ tk_tables *tk_tables_from_merges(const int64_t byte_id[256], const uint32_t *mer
         tk_pair_map_put(&t->pairs, lr[0], lr[1], (uint32_t)k, lr[2]); /* the first pair wins */
         if (lr[2] > t->max_id) t->max_id = lr[2];
     }
-    t->bt = backtrack_of_merges(t);
+    t->bt = backtrack_of_merges(t, &t->seg);
     return t;
 }
 
@@ -365,6 +385,7 @@ static size_t parse_rank_file(tk_tables *t, const unsigned char *d, size_t n) {
     }
     t->max_id = t->pieces.max_rank = t->max_rank;
     t->bt = backtrack_of_ranks(t, offs, lens, ranks, count); /* before `ranks` is sorted */
+    if (t->bt) t->seg = segments_of(t->blob, offs, lens, count, t->bt);
     qsort(ranks, count, sizeof(uint32_t), cmp_u32);
     for (size_t k = 1; k < count; k++)
         if (ranks[k] == ranks[k - 1]) {
@@ -400,6 +421,10 @@ size_t tk_tables_size(const tk_tables *t) { return t->rank_mode ? t->n_pieces : 
 uint32_t tk_tables_max_rank(const tk_tables *t) { return t->max_rank; }
 uint32_t tk_tables_max_id(const tk_tables *t) { return t->max_id; }
 int tk_tables_has_byte(const tk_tables *t, int byte) { return t->byte_id[byte] != UINT32_MAX; }
+
+size_t tk_tables_cuts(const tk_tables *t, const unsigned char *d, size_t n, uint32_t *cuts) {
+    return t->seg ? tk_seg_cuts(t->seg, d, n, cuts) : 0;
+}
 
 size_t tk_tables_backtrack_from(const tk_tables *t, size_t from[3]) {
     for (int k = 0; k < 3; k++) from[k] = t->bt ? t->bt_min[k] : 0;
@@ -523,6 +548,10 @@ struct tk_encoder {
     uint64_t *door;       /* the chunk cache's doorkeeper (TK_DOOR_BITS), made on first use */
     size_t door_marks;    /* bits set in `door` since it was last cleared */
     tk_scratch scratch;
+    uint32_t *cuts; /* a chunk's cuts and its parts' front keys (encode_cut) */
+    size_t cuts_cap;
+    tk_front_key *keys;
+    size_t keys_cap;
     pthread_mutex_t lock;
     uint32_t *out;
     size_t out_len, out_cap;
@@ -544,6 +573,9 @@ static void encoder_repair(tk_encoder *e) {
         e->door = NULL;
         e->door_marks = 0;
         memset(&e->scratch, 0, sizeof e->scratch);
+        e->cuts = NULL;
+        e->keys = NULL;
+        e->cuts_cap = e->keys_cap = 0;
         e->out = NULL;
         e->out_len = e->out_cap = 0;
         __atomic_add_fetch(&tk_fork_repairs, 1, __ATOMIC_SEQ_CST);
@@ -572,6 +604,8 @@ void tk_encoder_free(tk_encoder *e) {
     free(e->front);
     free(e->door);
     tk_scratch_free(&e->scratch);
+    free(e->cuts);
+    free(e->keys);
     free(e->out);
     pthread_mutex_destroy(&e->lock);
     free(e);
@@ -595,8 +629,8 @@ static tk_front_slot *front_of(tk_encoder *e) {
     return e->front;
 }
 
-static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_t *bad,
-                       tk_front_slot *front, const tk_front_key *key);
+static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_t avail,
+                       size_t *bad, tk_front_slot *front, const tk_front_key *key, int part);
 
 /* The chunk cache's doorkeeper: a chunk enters the chunk cache only when it is merged a second
  * time, and the cache is asked for a chunk only when its bit is set; one bit per hash remembers
@@ -639,7 +673,8 @@ static int door_admits(tk_encoder *e, uint64_t h) {
     return 0;
 }
 
-static int encode_keyed(tk_encoder *e, const unsigned char *data, size_t n, size_t *bad,
+static int encode_keyed(tk_encoder *e, const unsigned char *data, size_t n, size_t avail,
+                        size_t *bad,
                         const tk_front_key *key);
 
 /* Ids of data[0..n) appended to e->out; `avail` bytes from data may be read (>= n).
@@ -657,24 +692,79 @@ static int encode_chunk(tk_encoder *e, const unsigned char *data, size_t n, size
     }
     /* Repeats first: one line of the front cache (see encode_front.h). */
     tk_front_slot *front = n <= TK_FRONT_KEY ? front_of(e) : NULL;
-    if (!front) return merge_chunk(e, data, n, bad, NULL, NULL);
+    if (!front) return merge_chunk(e, data, n, avail, bad, NULL, NULL, 0);
     tk_front_key key;
     tk_front_key_of(data, n, avail, &key);
-    return encode_keyed(e, data, n, bad, &key);
+    return encode_keyed(e, data, n, avail, bad, &key);
 }
 
 /* encode_chunk of a chunk whose front key is known (e->front exists). */
-static int encode_keyed(tk_encoder *e, const unsigned char *data, size_t n, size_t *bad,
+static int encode_keyed(tk_encoder *e, const unsigned char *data, size_t n, size_t avail,
+                        size_t *bad,
                         const tk_front_key *key) {
     const tk_front_slot *hit = tk_front_get(e->front, key, n);
     if (hit) return out_append(e, hit->ids, hit->n_ids);
-    return merge_chunk(e, data, n, bad, e->front, key);
+    return merge_chunk(e, data, n, avail, bad, e->front, key, 0);
 }
 
-/* encode_chunk after the front cache missed (front and key NULL: not asked); fills it. */
-static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_t *bad,
-                       tk_front_slot *front, const tk_front_key *key) {
+/* 1 when BPE builds token `id` from its own bytes as backtracking does (a token of its trie).
+ * A part of a cut chunk that is any other token must be merged, so the front cache never holds
+ * such a token alone (encode_segment.h). */
+static inline int builds_itself(const tk_tables *t, uint32_t id) {
+    return !t->seg || tk_seg_whole(t->seg, id);
+}
+
+/* Shortest chunk that is cut: three letters of three bytes. */
+#define TK_CUT_MIN 9
+/* The lowest lead byte of a chunk's first letter (after a leading space) for the chunk to be
+ * cut: U+3000 on, kana, CJK and Hangul. Thai (lead 0xe0) lost 10% cut and Devanagari 1% (qwen,
+ * PUD, in-process medians of 9 fresh encoders; Chinese gained 26%, Korean 16%): their parts are
+ * single letters, each an extra front lookup, where backtracking the whole word is as cheap. */
+#define TK_CUT_LEAD 0xe3
+
+/* Ids of data[0..n) appended to e->out part by part when the chunk has cuts (encode_segment.h);
+ * 2 (nothing appended) when it has none. The parts' front slots are all asked for first: most
+ * parts are repeats (81% of qwen's on PUD Chinese), their slots lines of a 4 MiB table. */
+static int encode_cut(tk_encoder *e, const unsigned char *data, size_t n, size_t avail,
+                      size_t *bad) {
+    size_t most = n / 3 + 1;
+    if (tk_reserve((void **)&e->cuts, &e->cuts_cap, most, sizeof(uint32_t)) < 0 ||
+        tk_reserve((void **)&e->keys, &e->keys_cap, most, sizeof(tk_front_key)) < 0)
+        return -1;
+    size_t m = tk_seg_cuts(e->tables->seg, data, n, e->cuts);
+    if (m == 0) return 2;
+    e->cuts[m] = (uint32_t)n;
+    tk_front_slot *front = front_of(e);
+    for (size_t k = 0, at = 0; front && k <= m; at = e->cuts[k++]) {
+        size_t len = e->cuts[k] - at;
+        if (len < 2 || len > TK_FRONT_KEY) continue;
+        tk_front_key_of(data + at, len, avail - at, &e->keys[k]);
+        __builtin_prefetch(&front[e->keys[k].index]);
+    }
+    for (size_t k = 0, at = 0; k <= m; at = e->cuts[k++]) {
+        size_t len = e->cuts[k] - at;
+        int rc;
+        if (len == 1) {
+            rc = encode_chunk(e, data + at, 1, avail - at, bad);
+        } else if (front && len <= TK_FRONT_KEY) {
+            const tk_front_slot *hit = tk_front_get(front, &e->keys[k], len);
+            rc = hit ? out_append(e, hit->ids, hit->n_ids)
+                     : merge_chunk(e, data + at, len, avail - at, bad, front, &e->keys[k], 1);
+        } else {
+            rc = merge_chunk(e, data + at, len, avail - at, bad, NULL, NULL, 1);
+        }
+        if (rc) {
+            if (rc == TK_MISSING_BYTE) *bad += at;
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_t avail,
+                       size_t *bad, tk_front_slot *front, const tk_front_key *key, int part) {
     const tk_tables *t = e->tables;
+    int keep = 1; /* 0: a part that is a token its bytes may not build: merged, kept nowhere */
     uint64_t h = n <= TK_CACHED_CHUNK || t->whole ? tk_hash_bytes(data, n) : 0;
     /* A chunk that is a piece: one lookup, before the cache, which then holds only chunks
      * that merge (most words of English text are pieces: o200k on PUD English 9.5 -> 19.6
@@ -682,9 +772,18 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
      * whatever the chunk, as in the reference's check. */
     if (t->whole && (t->all_bytes || has_every_byte(t, data, n))) {
         uint32_t id = tk_piece_map_get(&t->pieces, data, n, h);
-        if (id != TK_NO_RANK) {
-            if (front) tk_front_put(front, key, n, &id, 1);
+        if (id != TK_NO_RANK && (!part || builds_itself(t, id))) {
+            if (front && builds_itself(t, id)) tk_front_put(front, key, n, &id, 1);
             return out_append(e, &id, 1);
+        }
+        keep = id == TK_NO_RANK;
+    }
+    if (!part && t->seg && n >= TK_CUT_MIN && (data[0] == ' ' ? data[1] : data[0]) >= TK_CUT_LEAD) {
+        size_t start = e->out_len;
+        int rc = encode_cut(e, data, n, avail, bad);
+        if (rc != 2) {
+            if (rc == 0 && front) tk_front_put(front, key, n, e->out + start, e->out_len - start);
+            return rc;
         }
     }
     tk_cache *cache = &e->cache;
@@ -694,7 +793,7 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
         cache = &e->shared->shard[k].cache;
         lock = &e->shared->shard[k].lock;
     }
-    int cached = n <= TK_CACHED_CHUNK && cache->limit;
+    int cached = keep && n <= TK_CACHED_CHUNK && cache->limit;
     if (cached && door_knows(e, h)) {
         if (lock) pthread_mutex_lock(lock);
         const tk_cache_slot *slot = tk_cache_get(cache, data, n, h);
@@ -748,7 +847,7 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
         if (lock) pthread_mutex_unlock(lock);
         if (rc < 0) return -1;
     }
-    if (front) tk_front_put(front, key, n, s->ids, m);
+    if (front && keep) tk_front_put(front, key, n, s->ids, m);
     return out_append(e, s->ids, m);
 }
 
@@ -816,7 +915,7 @@ static int run_oldest(tk_job *job) {
     tk_encoder *e = job->enc;
     size_t n = a->end - a->start, bad = 0;
     const unsigned char *data = job->text + a->start;
-    int st = a->keyed ? encode_keyed(e, data, n, &bad, &a->key)
+    int st = a->keyed ? encode_keyed(e, data, n, job->len - a->start, &bad, &a->key)
                       : encode_chunk(e, data, n, job->len - a->start, &bad);
     if (st == TK_MISSING_BYTE) job->missing_at = a->start + bad;
     job->status = st;

@@ -49,6 +49,11 @@ int tk_tables_has_byte(const tk_tables *t, int byte);
    BPE builds from their own bytes, in rank order). */
 size_t tk_tables_backtrack_from(const tk_tables *t, size_t from[3]);
 
+/* Where the encoder cuts the chunk d[0..n) before encoding its parts (encode_segment.h): writes
+   the offsets 0 < c_1 < ... < n to cuts (room for n / 3 + 1) and returns how many; 0 when
+   these tables never cut (no backtracking, or TOKEMBED_SEGMENT=0 when they were made). */
+size_t tk_tables_cuts(const tk_tables *t, const unsigned char *d, size_t n, uint32_t *cuts);
+
 /* A chunk cache in shards, each with its own lock, holding about `limit` chunks in all. */
 tk_shared_cache *tk_shared_cache_new(size_t limit);
 void tk_shared_cache_free(tk_shared_cache *c);

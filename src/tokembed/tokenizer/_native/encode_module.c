@@ -217,6 +217,28 @@ static PyObject *Tables_missing_bytes(TablesObject *self, PyObject *unused) {
     return out;
 }
 
+static PyObject *Tables_cuts(TablesObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    size_t n = (size_t)view.len;
+    uint32_t *cuts = PyMem_Malloc((n / 3 + 1) * sizeof(uint32_t));
+    PyObject *out = NULL;
+    if (!cuts) {
+        PyErr_NoMemory();
+    } else {
+        size_t m = tk_tables_cuts(self->t, view.buf, n, cuts);
+        out = PyList_New((Py_ssize_t)m);
+        for (size_t k = 0; out && k < m; k++) {
+            PyObject *v = PyLong_FromUnsignedLong(cuts[k]);
+            if (!v) Py_CLEAR(out);
+            else PyList_SET_ITEM(out, (Py_ssize_t)k, v);
+        }
+    }
+    PyMem_Free(cuts);
+    PyBuffer_Release(&view);
+    return out;
+}
+
 static PyMethodDef Tables_methods[] = {
     {"from_merges", (PyCFunction)(void (*)(void))Tables_from_merges, METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      "from_merges(byte_ids, merges, *, pieces=None, ignore_merges=False): explicit merge tables "
@@ -226,6 +248,9 @@ static PyMethodDef Tables_methods[] = {
     {"from_ranks", Tables_from_ranks, METH_VARARGS | METH_CLASS,
      "from_ranks(data): tiktoken rank-file tables; ValueError when the strict parser refuses it."},
     {"missing_bytes", (PyCFunction)Tables_missing_bytes, METH_NOARGS, "Bytes without an id."},
+    {"cuts", (PyCFunction)Tables_cuts, METH_O,
+     "cuts(chunk: bytes) -> list[int]: the offsets where a long chunk of three-byte letters is "
+     "cut before its parts are encoded (no token crosses one); [] when these tables never cut."},
     {NULL}};
 
 static PyGetSetDef Tables_getset[] = {
