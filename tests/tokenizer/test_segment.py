@@ -262,3 +262,18 @@ def test_the_switch_turns_cutting_off() -> None:
         assert module.Tables.from_ranks(data).cuts(chunk) == [6, 12, 15, 18]  # 北京|大学|图|书|馆
     with _segment(False):
         assert module.Tables.from_ranks(data).cuts(chunk) == []
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "qwen"])
+def test_a_long_run_cut_into_a_part_per_letter_equals_tiktoken(name: str) -> None:
+    """A run of one letter with no token of two of it is cut at every boundary: 200,000 parts,
+    their front keys held in a ring of 16 (``TK_PART_AHEAD``), not one per part."""
+    import tiktoken
+
+    data, ranks, _ = _vocab(name)
+    tables = encode_module().Tables.from_ranks(data)
+    run = "中" * 200_001
+    assert tables.cuts(run.encode()) == list(range(3, 3 * 200_001, 3))
+    peer = tiktoken.Encoding(name, pat_str=r"[^\n]+", mergeable_ranks=ranks, special_tokens={})
+    enc = encode_module().Encoder(tables, cache_limit=1 << 10)
+    assert enc.encode_chunks(run, [run]) == peer._encode_single_piece(run.encode())
