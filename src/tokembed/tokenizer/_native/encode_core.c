@@ -674,8 +674,7 @@ static int door_admits(tk_encoder *e, uint64_t h) {
 }
 
 static int encode_keyed(tk_encoder *e, const unsigned char *data, size_t n, size_t avail,
-                        size_t *bad,
-                        const tk_front_key *key);
+                        size_t *bad, const tk_front_key *key);
 
 /* Ids of data[0..n) appended to e->out; `avail` bytes from data may be read (>= n).
  * Returns 0, TK_MISSING_BYTE (at *bad), -1 (memory). */
@@ -700,8 +699,7 @@ static int encode_chunk(tk_encoder *e, const unsigned char *data, size_t n, size
 
 /* encode_chunk of a chunk whose front key is known (e->front exists). */
 static int encode_keyed(tk_encoder *e, const unsigned char *data, size_t n, size_t avail,
-                        size_t *bad,
-                        const tk_front_key *key) {
+                        size_t *bad, const tk_front_key *key) {
     const tk_front_slot *hit = tk_front_get(e->front, key, n);
     if (hit) return out_append(e, hit->ids, hit->n_ids);
     return merge_chunk(e, data, n, avail, bad, e->front, key, 0);
@@ -729,10 +727,10 @@ static inline int builds_itself(const tk_tables *t, uint32_t id) {
 #define TK_PART_AHEAD 16
 
 /* The front key of the part cuts[k-1]..cuts[k] (cuts[-1] = 0) into the ring, its slot loading;
- * parts of one byte or over TK_FRONT_KEY bytes have none. */
+ * parts over TK_FRONT_KEY bytes have none (every part holds a three-byte letter or more). */
 static void key_part(tk_encoder *e, const unsigned char *data, size_t avail, size_t k) {
     size_t at = k ? e->cuts[k - 1] : 0, len = e->cuts[k] - at;
-    if (len < 2 || len > TK_FRONT_KEY) return;
+    if (len > TK_FRONT_KEY) return;
     tk_front_key *key = &e->keys[k % TK_PART_AHEAD];
     tk_front_key_of(data + at, len, avail - at, key);
     __builtin_prefetch(&e->front[key->index]);
@@ -755,9 +753,7 @@ static int encode_cut(tk_encoder *e, const unsigned char *data, size_t n, size_t
         tk_front_key key = e->keys[k % TK_PART_AHEAD];
         if (front && k + TK_PART_AHEAD <= m) key_part(e, data, avail, k + TK_PART_AHEAD);
         int rc;
-        if (len == 1) {
-            rc = encode_chunk(e, data + at, 1, avail - at, bad);
-        } else if (front && len <= TK_FRONT_KEY) {
+        if (front && len <= TK_FRONT_KEY) {
             const tk_front_slot *hit = tk_front_get(front, &key, len);
             rc = hit ? out_append(e, hit->ids, hit->n_ids)
                      : merge_chunk(e, data + at, len, avail - at, bad, front, &key, 1);
@@ -783,8 +779,9 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
      * whatever the chunk, as in the reference's check. */
     if (t->whole && (t->all_bytes || has_every_byte(t, data, n))) {
         uint32_t id = tk_piece_map_get(&t->pieces, data, n, h);
-        if (id != TK_NO_RANK && (!part || builds_itself(t, id))) {
-            if (front && builds_itself(t, id)) tk_front_put(front, key, n, &id, 1);
+        int itself = id != TK_NO_RANK && builds_itself(t, id);
+        if (id != TK_NO_RANK && (!part || itself)) {
+            if (front && itself) tk_front_put(front, key, n, &id, 1);
             return out_append(e, &id, 1);
         }
         keep = id == TK_NO_RANK;
