@@ -31,6 +31,18 @@ def ruslit_tokenizer(ruslit_text: str) -> Tokenizer:
     return train([ruslit_text[:1_000_000]], config=TrainConfig(merges=4096, progress=False))
 
 
+@cache
+def rank_vocab(name: str) -> tuple[bytes, dict[bytes, int], Tokenizer]:
+    """A shared rank file by name (``o200k_base``, ``qwen``...): its bytes, its pieces' ranks
+    and the tokenizer loaded from it."""
+    from tokembed.tokenizer.formats import load_tokenizer
+    from tokembed.tokenizer.formats.ranks import parse_ranks
+
+    path = data_path("tokenizers", f"{name}.tiktoken")
+    data = path.read_bytes()
+    return data, parse_ranks(data), load_tokenizer(path)
+
+
 def rank_file_of(*longer: bytes, without: bytes = b"") -> bytes:
     """A rank file: every byte but those in ``without``, in byte order, then ``longer`` in the
     order given (ranks from 0)."""

@@ -18,12 +18,12 @@ from functools import cache
 from typing import Any
 
 import pytest
-from _core_data import encode_module, hf_peer, rank_file_of
+from _core_data import encode_module, hf_peer, rank_file_of, rank_vocab
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import PUD_LANGS, data_path, pud_text
-from tokembed.tokenizer import BPETables, Pretokenizer, Tokenizer
+from tokembed.tokenizer import BPETables, Pretokenizer
 from tokembed.tokenizer.compiled import CompiledEncoder, compiled_tables
 from tokembed.tokenizer.encode import encode_ordinary_reference
 
@@ -59,14 +59,6 @@ def _merge_tables(tables: BPETables, mode: str) -> Any:
 
 
 @cache
-def _rank_vocab(name: str) -> tuple[bytes, Tokenizer]:
-    from tokembed.tokenizer.formats import load_tokenizer
-
-    path = data_path("tokenizers", f"{name}.tiktoken")
-    return path.read_bytes(), load_tokenizer(path)
-
-
-@cache
 def _real_text() -> str:
     """Every PUD language, then 300,000 characters of RusLit-40."""
     import gzip
@@ -81,7 +73,7 @@ def _ids(tables: Any, pre: Pretokenizer, text: str) -> list[int]:
 
 
 def test_the_default_backtracks_long_chunks_and_the_switch_turns_it_off_or_on() -> None:
-    data, _ = _rank_vocab("r50k_base")
+    data, _, _ = rank_vocab("r50k_base")
     shortest, tokens = _rank_tables(data, "").backtrack
     assert shortest == (33, 33, 9)  # chunks starting in ASCII, a two-byte letter, a longer one
     assert tokens == 50_256  # every r50k piece is built from its bytes
@@ -95,14 +87,10 @@ def test_the_default_backtracks_long_chunks_and_the_switch_turns_it_off_or_on() 
 def test_rank_files_backtracked_equal_merged_and_tiktoken_on_real_text(name: str) -> None:
     import tiktoken
 
-    from tokembed.tokenizer.formats.ranks import parse_ranks
-
-    data, tok = _rank_vocab(name)
+    data, ranks, tok = rank_vocab(name)
     text = _real_text()
     pre = tok.pretokenizer
-    peer = tiktoken.Encoding(
-        name, pat_str=pre.stages[0], mergeable_ranks=parse_ranks(data), special_tokens={}
-    )
+    peer = tiktoken.Encoding(name, pat_str=pre.stages[0], mergeable_ranks=ranks, special_tokens={})
     expected = peer.encode_ordinary(text)
     for mode in ("always", "", "0"):
         tables = _rank_tables(data, mode)
@@ -128,13 +116,11 @@ def test_merge_lists_backtracked_equal_hf_tokenizers_on_real_text(name: str) -> 
 def test_long_runs_backtracked_equal_tiktoken(name: str) -> None:
     import tiktoken
 
-    from tokembed.tokenizer.formats.ranks import parse_ranks
-
-    data, tok = _rank_vocab(name)
+    data, ranks, tok = rank_vocab(name)
     peer = tiktoken.Encoding(
         name,
         pat_str=tok.pretokenizer.stages[0],
-        mergeable_ranks=parse_ranks(data),
+        mergeable_ranks=ranks,
         special_tokens={},
     )
     enc = encode_module().Encoder(_rank_tables(data, "always"), cache_limit=1 << 16)

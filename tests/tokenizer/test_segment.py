@@ -12,15 +12,11 @@ that split letters or that BPE cannot build.
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
-from functools import cache
 from typing import Any
 
 import pytest
-from _core_data import encode_module, hf_peer, rank_file_of
+from _core_data import encode_module, hf_peer, rank_file_of, rank_vocab
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -31,30 +27,6 @@ from tokembed.tokenizer.compiled import CompiledEncoder, compiled_tables
 RANK_FILES = ("qwen", "o200k_base", "cl100k_base")
 LANGS = ("zh", "ko", "th", "hi")  # PUD languages written in three-byte letters
 PAIR_BITS = 20  # TK_SEG_PAIR_BITS
-
-
-@contextmanager
-def _segment(on: bool) -> Iterator[None]:
-    """Compiled tables made inside cut chunks (on) or never do (TOKEMBED_SEGMENT=0)."""
-    before = os.environ.pop("TOKEMBED_SEGMENT", None)
-    if not on:
-        os.environ["TOKEMBED_SEGMENT"] = "0"
-    try:
-        yield
-    finally:
-        os.environ.pop("TOKEMBED_SEGMENT", None)
-        if before is not None:
-            os.environ["TOKEMBED_SEGMENT"] = before
-
-
-@cache
-def _vocab(name: str) -> tuple[bytes, dict[bytes, int], Tokenizer]:
-    from tokembed.tokenizer.formats import load_tokenizer
-    from tokembed.tokenizer.formats.ranks import parse_ranks
-
-    path = data_path("tokenizers", f"{name}.tiktoken")
-    data = path.read_bytes()
-    return data, parse_ranks(data), load_tokenizer(path)
 
 
 def _lead(c: int) -> bool:
@@ -139,7 +111,7 @@ def _long_chunks(tok: Tokenizer, lang: str) -> list[bytes]:
 
 @pytest.mark.parametrize("name", RANK_FILES)
 def test_cuts_are_crossed_by_no_token_and_are_the_rules_on_real_text(name: str) -> None:
-    data, ranks, tok = _vocab(name)
+    data, ranks, tok = rank_vocab(name)
     tables = encode_module().Tables.from_ranks(data)
     pieces = list(ranks)
     rule, heads = _Rule(pieces), _by_head(pieces)
@@ -163,17 +135,20 @@ def test_cuts_are_crossed_by_no_token_and_are_the_rules_on_real_text(name: str) 
 
 
 @pytest.mark.parametrize("name", RANK_FILES)
-def test_rank_files_with_and_without_cuts_equal_tiktoken(name: str) -> None:
+def test_rank_files_with_and_without_cuts_equal_tiktoken(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import tiktoken
 
-    data, ranks, tok = _vocab(name)
+    data, ranks, tok = rank_vocab(name)
     text = "".join(pud_text(lang) for lang in LANGS)
     pre = tok.pretokenizer
     peer = tiktoken.Encoding(name, pat_str=pre.stages[0], mergeable_ranks=ranks, special_tokens={})
     expected = peer.encode_ordinary(text)
     for on in (True, False):
-        with _segment(on):
-            tables = encode_module().Tables.from_ranks(data)
+        # read when tables are made: "0" turns cutting off
+        monkeypatch.setenv("TOKEMBED_SEGMENT", "1" if on else "0")
+        tables = encode_module().Tables.from_ranks(data)
         assert bool(tables.cuts("北京大学图书馆".encode())) == on
         # twice: the second call meets every part in the front cache
         enc = CompiledEncoder(tables, pre, threads=1)
@@ -254,14 +229,14 @@ def test_crafted_rank_files_cut_and_equal_tiktoken(case: tuple[bytes, list[str]]
     assert enc.encode_chunks("".join(chunks), chunks) == expected
 
 
-def test_the_switch_turns_cutting_off() -> None:
-    data, _, _ = _vocab("o200k_base")
+def test_the_switch_turns_cutting_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    data, _, _ = rank_vocab("o200k_base")
     chunk = "北京大学图书馆".encode()
     module: Any = encode_module()
-    with _segment(True):
-        assert module.Tables.from_ranks(data).cuts(chunk) == [6, 12, 15, 18]  # 北京|大学|图|书|馆
-    with _segment(False):
-        assert module.Tables.from_ranks(data).cuts(chunk) == []
+    monkeypatch.delenv("TOKEMBED_SEGMENT", raising=False)
+    assert module.Tables.from_ranks(data).cuts(chunk) == [6, 12, 15, 18]  # 北京|大学|图|书|馆
+    monkeypatch.setenv("TOKEMBED_SEGMENT", "0")
+    assert module.Tables.from_ranks(data).cuts(chunk) == []
 
 
 @pytest.mark.parametrize("name", ["o200k_base", "qwen"])
@@ -270,7 +245,7 @@ def test_a_long_run_cut_into_a_part_per_letter_equals_tiktoken(name: str) -> Non
     their front keys held in a ring of 16 (``TK_PART_AHEAD``), not one per part."""
     import tiktoken
 
-    data, ranks, _ = _vocab(name)
+    data, ranks, _ = rank_vocab(name)
     tables = encode_module().Tables.from_ranks(data)
     run = "中" * 200_001
     assert tables.cuts(run.encode()) == list(range(3, 3 * 200_001, 3))
