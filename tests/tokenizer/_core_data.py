@@ -43,6 +43,23 @@ def rank_vocab(name: str) -> tuple[bytes, dict[bytes, int], Tokenizer]:
     return data, parse_ranks(data), load_tokenizer(path)
 
 
+@cache
+def rank_peer(name: str) -> Any:
+    """tiktoken on a shared rank file, with the split pattern our loader reads for it."""
+    import tiktoken
+
+    _, ranks, tok = rank_vocab(name)
+    pattern = tok.pretokenizer.stages[0]
+    return tiktoken.Encoding(name, pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+
+
+def switched_tables(monkeypatch: pytest.MonkeyPatch, variable: str, on: bool, data: bytes) -> Any:
+    """A rank file's compiled tables with an encoder switch that is read when tables are made
+    (``TOKEMBED_SEGMENT``, ``TOKEMBED_LETTERS``: "0" is off) set on or off."""
+    monkeypatch.setenv(variable, "1" if on else "0")
+    return encode_module().Tables.from_ranks(data)
+
+
 def rank_file_of(*longer: bytes, without: bytes = b"") -> bytes:
     """A rank file: every byte but those in ``without``, in byte order, then ``longer`` in the
     order given (ranks from 0)."""

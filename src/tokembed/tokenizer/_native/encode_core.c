@@ -384,7 +384,9 @@ static size_t parse_rank_file(tk_tables *t, const unsigned char *d, size_t n) {
         if (ranks[k] > t->max_rank) t->max_rank = ranks[k];
     }
     t->max_id = t->pieces.max_rank = t->max_rank;
-    t->bt = backtrack_of_ranks(t, offs, lens, ranks, count); /* before `ranks` is sorted */
+    /* both before `ranks` is sorted */
+    t->pieces.letters = tk_letters_new(t->blob, offs, lens, ranks, count, t->pieces.two);
+    t->bt = backtrack_of_ranks(t, offs, lens, ranks, count);
     if (t->bt) t->seg = segments_of(t->blob, offs, lens, count, t->bt);
     qsort(ranks, count, sizeof(uint32_t), cmp_u32);
     for (size_t k = 1; k < count; k++)
@@ -424,6 +426,10 @@ int tk_tables_has_byte(const tk_tables *t, int byte) { return t->byte_id[byte] !
 
 size_t tk_tables_cuts(const tk_tables *t, const unsigned char *d, size_t n, uint32_t *cuts) {
     return t->seg ? tk_seg_cuts(t->seg, d, n, cuts) : 0;
+}
+
+size_t tk_tables_letters(const tk_tables *t, const unsigned char *d, size_t n, uint32_t *at) {
+    return t->rank_mode ? tk_letters_in(t->pieces.letters, d, n, at) : 0;
 }
 
 size_t tk_tables_backtrack_from(const tk_tables *t, size_t from[3]) {

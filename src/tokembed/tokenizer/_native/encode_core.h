@@ -54,6 +54,11 @@ size_t tk_tables_backtrack_from(const tk_tables *t, size_t from[3]);
    these tables never cut (no backtracking, or TOKEMBED_SEGMENT=0 when they were made). */
 size_t tk_tables_cuts(const tk_tables *t, const unsigned char *d, size_t n, uint32_t *cuts);
 
+/* Where merging the chunk d[0..n) starts from two-byte letters rather than their bytes
+   (encode_letters.h): writes the letters' offsets to at (room for n / 2) and returns how many;
+   0 for merge tables, or TOKEMBED_LETTERS=0 when they were made. */
+size_t tk_tables_letters(const tk_tables *t, const unsigned char *d, size_t n, uint32_t *at);
+
 /* A chunk cache in shards, each with its own lock, holding about `limit` chunks in all. */
 tk_shared_cache *tk_shared_cache_new(size_t limit);
 void tk_shared_cache_free(tk_shared_cache *c);

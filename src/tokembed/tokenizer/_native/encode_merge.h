@@ -11,7 +11,7 @@
  * each merge removes one id and adds at most two pairs. */
 #ifndef TOKEMBED_ENCODE_MERGE_H
 #define TOKEMBED_ENCODE_MERGE_H
-#include "encode_tables.h"
+#include "encode_letters.h"
 
 /* Up to this many ids the rescanning loop is used (its worst case, 64^2 pair
  * checks, stays below the heap's constant costs). */
@@ -230,7 +230,9 @@ static size_t tk_rankbpe_small(const tk_piece_map *pieces, tk_memo *memo,
  * half, or UINT64_MAX; a join then finds the leftmost lowest rank as the smallest key, a
  * branch-free pass over a contiguous array, where the list walk above waits on each part's
  * successor and mispredicts its compares (it was a third of merging 50,247 distinct RusLit-40
- * chunks on o200k). Same contract as tk_rankbpe_small. */
+ * chunks on o200k). Two-byte letters start joined where encode_letters.h allows it (half the
+ * joins of a Russian word; their first pairs then come from the memo or the piece table rather
+ * than the two-byte table). Same contract as tk_rankbpe_small. */
 #define TK_TINY 32
 
 static inline uint64_t tk_pair_key(uint32_t rank, int32_t at) {
@@ -242,12 +244,42 @@ static size_t tk_rankbpe_tiny(const tk_piece_map *pieces, tk_memo *memo,
     uint32_t *id = s->ids;
     int32_t *nxt = s->nxt, *prv = s->prv;
     uint64_t key[TK_TINY];
-    for (size_t i = 0; i < n; i++) {
-        nxt[i] = (int32_t)(i + 1);
-        prv[i] = (int32_t)i - 1;
+    const tk_letters *letters = pieces->letters;
+    int joined = 0; /* a two-byte letter was joined before merging (encode_letters.h) */
+    for (int32_t i = 0, last = -1; i < (int32_t)n; last = i, i = nxt[i]) {
+        uint32_t r = tk_letter_join(letters, data, (size_t)i, n);
+        prv[i] = last;
+        nxt[i] = i + 1 + (r != TK_NO_RANK);
+        if (r != TK_NO_RANK) {
+            id[i] = r;
+            key[i + 1] = UINT64_MAX;
+            joined = 1;
+        }
     }
-    for (size_t i = 0; i + 1 < n; i++)
-        key[i] = tk_pair_key(pieces->two[(unsigned)data[i] << 8 | data[i + 1]], (int32_t)i);
+    if (!joined) {
+        for (size_t i = 0; i + 1 < n; i++)
+            key[i] = tk_pair_key(pieces->two[(unsigned)data[i] << 8 | data[i + 1]], (int32_t)i);
+    } else {
+        /* the pairs the memo knows, then the others' slots asked for together (as below) */
+        uint64_t hash[TK_TINY];
+        uint32_t ask = 0; /* bit i: the pair starting at i waits for the piece table */
+        for (int32_t i = 0; i < (int32_t)n; i = nxt[i]) {
+            int32_t j = nxt[i];
+            uint32_t r = TK_NO_RANK;
+            size_t len = j < (int32_t)n ? (size_t)(nxt[j] - i) : 0;
+            if (!len || tk_join_known(pieces, memo, id[i], id[j], data + i, len, &r)) {
+                key[i] = tk_pair_key(r, i);
+                continue;
+            }
+            hash[i] = tk_piece_prefetch(pieces, data + i, len);
+            ask |= 1u << i;
+        }
+        for (; ask; ask &= ask - 1) {
+            int32_t i = __builtin_ctz(ask), j = nxt[i];
+            key[i] = tk_pair_key(
+                tk_join_rank(pieces, memo, id[i], id[j], data + i, (size_t)(nxt[j] - i), hash[i]), i);
+        }
+    }
     /* keys to a multiple of four, the last ones never the least: the minimum is taken in
      * four independent chains (one chain waits on each compare; this is the loop new chunks
      * spend most time in) */

@@ -217,26 +217,37 @@ static PyObject *Tables_missing_bytes(TablesObject *self, PyObject *unused) {
     return out;
 }
 
-static PyObject *Tables_cuts(TablesObject *self, PyObject *arg) {
+/* The offsets `find` writes for a bytes-like chunk (room for n / 2 + 1), as a list. */
+static PyObject *offsets_of(TablesObject *self, PyObject *arg,
+                            size_t (*find)(const tk_tables *, const unsigned char *, size_t,
+                                           uint32_t *)) {
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
     size_t n = (size_t)view.len;
-    uint32_t *cuts = PyMem_Malloc((n / 3 + 1) * sizeof(uint32_t));
+    uint32_t *at = PyMem_Malloc((n / 2 + 1) * sizeof(uint32_t));
     PyObject *out = NULL;
-    if (!cuts) {
+    if (!at) {
         PyErr_NoMemory();
     } else {
-        size_t m = tk_tables_cuts(self->t, view.buf, n, cuts);
+        size_t m = find(self->t, view.buf, n, at);
         out = PyList_New((Py_ssize_t)m);
         for (size_t k = 0; out && k < m; k++) {
-            PyObject *v = PyLong_FromUnsignedLong(cuts[k]);
+            PyObject *v = PyLong_FromUnsignedLong(at[k]);
             if (!v) Py_CLEAR(out);
             else PyList_SET_ITEM(out, (Py_ssize_t)k, v);
         }
     }
-    PyMem_Free(cuts);
+    PyMem_Free(at);
     PyBuffer_Release(&view);
     return out;
+}
+
+static PyObject *Tables_cuts(TablesObject *self, PyObject *arg) {
+    return offsets_of(self, arg, tk_tables_cuts);
+}
+
+static PyObject *Tables_letters(TablesObject *self, PyObject *arg) {
+    return offsets_of(self, arg, tk_tables_letters);
 }
 
 static PyMethodDef Tables_methods[] = {
@@ -251,6 +262,10 @@ static PyMethodDef Tables_methods[] = {
     {"cuts", (PyCFunction)Tables_cuts, METH_O,
      "cuts(chunk: bytes) -> list[int]: the offsets where a long chunk of three-byte letters is "
      "cut before its parts are encoded (no token crosses one); [] when these tables never cut."},
+    {"letters", (PyCFunction)Tables_letters, METH_O,
+     "letters(chunk: bytes) -> list[int]: the offsets of the two-byte letters that merging the "
+     "chunk starts from, joined, instead of their bytes (the ids are the same); [] for merge "
+     "tables."},
     {NULL}};
 
 static PyGetSetDef Tables_getset[] = {

@@ -9,6 +9,8 @@
 
 #define TK_NO_RANK UINT32_MAX
 
+typedef struct tk_letters tk_letters;
+
 static size_t tk_capacity_for(size_t n) {
     size_t cap = 16;
     while (cap < 2 * n + 2) cap <<= 1;
@@ -138,6 +140,7 @@ typedef struct {
     uint32_t *two; /* rank of every two-byte string (65536 entries): the first lookups of a chunk */
     tk_bloom bloom; /* of the pieces' tk_hash_bytes */
     uint32_t max_rank;
+    tk_letters *letters; /* two-byte letters joined before merging (encode_letters.h), or NULL */
 } tk_piece_map;
 
 static inline uint64_t tk_head8(const unsigned char *p, size_t len) {
@@ -150,6 +153,7 @@ static int tk_piece_map_init(tk_piece_map *m, size_t n, const unsigned char *blo
     size_t cap = tk_capacity_for(n);
     m->slots = tk_table_alloc(cap * sizeof(tk_piece_slot));
     m->entries = NULL; /* made on the first FAR piece */
+    m->letters = NULL;
     m->two = malloc(65536 * sizeof(uint32_t));
     if (!m->slots || !m->two || tk_bloom_init(&m->bloom, n) < 0) return -1;
     m->mask = cap - 1;
@@ -163,6 +167,7 @@ static void tk_piece_map_free(tk_piece_map *m) {
     free(m->entries);
     free(m->two);
     free(m->bloom.words);
+    free(m->letters);
 }
 
 static inline int tk_piece_slot_is(const tk_piece_map *m, size_t i, const unsigned char *p,
