@@ -55,11 +55,23 @@ static inline uint64_t tk_hash_bytes(const unsigned char *p, size_t n) {
     return tk_mix64(h);
 }
 
-/* Zeroed memory for a large randomly-probed table. From 1 MiB up it is 2 MiB-aligned and
- * asked to be backed by huge pages: a lookup into an 8 MB table touches a random 4 KiB
- * page, so with small pages nearly every lookup missed the TLB as well as the cache (Linux
- * with transparent huge pages in "madvise" mode, the common default, honours the request;
- * elsewhere it is ignored). Free with free().
+/* Memory of `bytes` (not zeroed) on huge pages: 2 MiB-aligned and asked to be backed by them
+ * (Linux with transparent huge pages in "madvise" mode, the common default, honours the
+ * request; elsewhere it is ignored). Free with free(). */
+static inline void *tk_huge_alloc(size_t bytes) {
+    const size_t huge = (size_t)2 << 20;
+    size_t rounded = (bytes + huge - 1) & ~(huge - 1);
+    if (rounded < bytes) return NULL;
+    void *p = aligned_alloc(huge, rounded ? rounded : huge);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (p) madvise(p, rounded, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+/* Zeroed memory for a large randomly-probed table. From 1 MiB up it is on huge pages: a
+ * lookup into an 8 MB table touches a random 4 KiB page, so with small pages nearly every
+ * lookup missed the TLB as well as the cache. Free with free().
  *
  * Zeroed by writing, never by calloc: calloc takes fresh pages from mmap as they are, a
  * lookup that reads one first maps the shared zero page, and the first write to it then
@@ -67,18 +79,7 @@ static inline uint64_t tk_hash_bytes(const unsigned char *p, size_t n) {
  * interrupt to each other thread. Two threads encoding 2 MB of 13 languages (cl100k) took
  * ~15,000 such flushes and each ran 1.4-1.7x slower than alone. */
 static inline void *tk_table_alloc(size_t bytes) {
-    const size_t huge = (size_t)2 << 20;
-    size_t rounded = bytes ? bytes : 1;
-    void *p;
-    if (bytes < ((size_t)1 << 20)) {
-        p = malloc(rounded);
-    } else {
-        rounded = (bytes + huge - 1) & ~(huge - 1);
-        p = aligned_alloc(huge, rounded);
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-        if (p) madvise(p, rounded, MADV_HUGEPAGE);
-#endif
-    }
+    void *p = bytes < ((size_t)1 << 20) ? malloc(bytes ? bytes : 1) : tk_huge_alloc(bytes);
     if (p) memset(p, 0, bytes);
     return p;
 }

@@ -617,6 +617,24 @@ void tk_encoder_free(tk_encoder *e) {
     free(e);
 }
 
+/* A call that encodes `bytes` bytes starts with an empty output that has room for them all
+ * (a byte gives at most one id), on huge pages from 2 MiB up: its pages are then touched once
+ * each, where growing by doubling faulted in a 4 KiB page per 1,024 ids (GPT-2 on the 13 PUD
+ * languages, 1.08 M ids: page faults and clearing were ~7% of a cold call's samples; RusLit-40
+ * 4 MB, fresh processes, medians of 9: GPT-2 1.15x, SmolLM2 1.08x, cl100k 1.08x, o200k 1.01x).
+ * Pages the ids never reach are never touched. Without memory the output grows as it goes. */
+static void out_start(tk_encoder *e, size_t bytes) {
+    e->out_len = 0;
+    if (bytes <= e->out_cap || bytes > SIZE_MAX / sizeof(uint32_t) ||
+        bytes * sizeof(uint32_t) < ((size_t)2 << 20))
+        return;
+    uint32_t *out = tk_huge_alloc(bytes * sizeof(uint32_t));
+    if (!out) return;
+    free(e->out);
+    e->out = out;
+    e->out_cap = bytes;
+}
+
 static int out_append(tk_encoder *e, const uint32_t *ids, size_t m) {
     if (tk_reserve((void **)&e->out, &e->out_cap, e->out_len + m, sizeof(uint32_t)) < 0) return -1;
     memcpy(e->out + e->out_len, ids, m * sizeof(uint32_t));
@@ -964,7 +982,7 @@ int tk_encode_pieces(tk_encoder *e, const unsigned char *text, const size_t *len
     for (size_t i = 0; i < n_pieces; i++) total += lens[i];
     encoder_repair(e);
     pthread_mutex_lock(&e->lock);
-    e->out_len = 0;
+    out_start(e, total);
     for (size_t i = 0; i < n_pieces && status == 0; i++) {
         if (lens[i] == 0) continue;
         status = encode_chunk(e, text + base, lens[i], total - base, bad);
@@ -980,7 +998,7 @@ int tk_encode_text(tk_encoder *e, int preset, int dialect, const unsigned char *
     tk_job job = {.enc = e, .text = text, .len = n};
     encoder_repair(e);
     pthread_mutex_lock(&e->lock);
-    e->out_len = 0;
+    out_start(e, n);
     scan_job(&job, preset, dialect);
     pthread_mutex_unlock(&e->lock);
     *bad = job.missing_at;
@@ -991,8 +1009,10 @@ int tk_encode_texts(tk_encoder *e, int preset, int dialect, const unsigned char 
                     const size_t *lens, size_t n_texts, size_t *ends, size_t *failed, size_t *bad) {
     tk_job job = {.enc = e};
     encoder_repair(e);
+    size_t total = 0;
+    for (size_t i = 0; i < n_texts; i++) total += lens[i];
     pthread_mutex_lock(&e->lock);
-    e->out_len = 0;
+    out_start(e, total);
     for (size_t i = 0; i < n_texts && job.status == 0; i++) {
         job.text = texts[i];
         job.len = lens[i];
@@ -1016,7 +1036,7 @@ int tk_encode_lines(tk_encoder *e, int preset, int dialect, const unsigned char 
     tk_job job = {.enc = e};
     encoder_repair(e);
     pthread_mutex_lock(&e->lock);
-    e->out_len = 0;
+    out_start(e, n);
     size_t start = 0;
     while (job.status == 0) {
         const unsigned char *nl = memchr(data + start, '\n', n - start);
