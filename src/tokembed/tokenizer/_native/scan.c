@@ -90,8 +90,14 @@ static inline int is_crlf(unsigned char c) { return c == '\r' || c == '\n'; }
 /* "Punctuation": not whitespace, letter or number ([^\s\p{L}\p{N}]). */
 static inline int is_p(unsigned b) { return (b & TK_LNS) == 0; }
 
+/* Forced inline, with o200k's letter pieces below: each call site then knows its mask and keeps
+ * `len` in a register (the compiler had kept `run` a call, a tenth of o200k's warm samples on
+ * PUD English). Warm loops, medians of 5 alternating processes: o200k 82.4 -> 92.3 MB/s,
+ * GPT-2 ~+8%, cl100k unchanged. */
+#define TK_INLINE static inline __attribute__((always_inline))
+
 /* End of the run of characters from i whose bits meet `mask`. */
-static size_t run(const Text *s, size_t i, unsigned mask) {
+TK_INLINE size_t run(const Text *s, size_t i, unsigned mask) {
     size_t len;
     while (i < s->n && (bits_at(s, i, &len) & mask)) i += len;
     return i;
@@ -213,7 +219,7 @@ static size_t piece_r50k(const Text *s, size_t i) {
 }
 
 /* o200k's optional contraction after a letter piece. */
-static size_t o200k_suffix(const Text *s, size_t e) {
+TK_INLINE size_t o200k_suffix(const Text *s, size_t e) {
     if (e >= s->n || s->t[e] != '\'') return e;
     static const char *forms[] = {"s", "t", "re", "ve", "m", "ll", "d"};
     for (int f = 0; f < 7; f++) {
@@ -226,7 +232,7 @@ static size_t o200k_suffix(const Text *s, size_t e) {
 }
 
 /* [U]*[W]+ from i (a backtracking reading), or 0 when it does not match. */
-static size_t o200k_lower(const Text *s, size_t i) {
+TK_INLINE size_t o200k_lower(const Text *s, size_t i) {
     size_t u = run(s, i, TK_CU);
     if (u < s->n && (bits_of(s, u) & TK_CW)) return run(s, u, TK_CW);
     for (size_t k = u; k > i;) {
