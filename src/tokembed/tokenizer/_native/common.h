@@ -21,6 +21,9 @@ static inline uint64_t tk_mix64(uint64_t x) {
     return x;
 }
 
+/* 1 for a UTF-8 continuation byte (10xxxxxx). */
+static inline int tk_is_cont(unsigned c) { return (c & 0xC0) == 0x80; }
+
 static inline uint64_t tk_load64(const unsigned char *p) {
     uint64_t v;
     memcpy(&v, p, 8);

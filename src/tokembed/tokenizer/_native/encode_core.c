@@ -429,7 +429,7 @@ size_t tk_tables_cuts(const tk_tables *t, const unsigned char *d, size_t n, uint
 }
 
 size_t tk_tables_letters(const tk_tables *t, const unsigned char *d, size_t n, uint32_t *at) {
-    return t->rank_mode ? tk_letters_in(t->pieces.letters, d, n, at) : 0;
+    return tk_letters_in(t->pieces.letters, d, n, at); /* NULL (none) for merge tables */
 }
 
 size_t tk_tables_backtrack_from(const tk_tables *t, size_t from[3]) {

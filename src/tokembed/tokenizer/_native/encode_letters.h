@@ -46,7 +46,6 @@ struct tk_letters {
 };
 
 static inline int tk_is_lead2(unsigned c) { return c >= TK_LETTER_LEAD && c < TK_LETTER_END; }
-static inline int tk_is_cont(unsigned c) { return (c & 0xc0) == 0x80; }
 static inline size_t tk_letter_index(unsigned a, unsigned b) {
     return (a - TK_LETTER_LEAD) * 64 + (b & 63);
 }
@@ -114,7 +113,7 @@ static inline uint32_t tk_letter_join(const tk_letters *l, const unsigned char *
  * n / 2); returns how many. */
 static size_t tk_letters_in(const tk_letters *l, const unsigned char *d, size_t n, uint32_t *at) {
     size_t m = 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; l && i < n; i++)
         if (tk_letter_join(l, d, i, n) != TK_NO_RANK) at[m++] = (uint32_t)i++;
     return m;
 }

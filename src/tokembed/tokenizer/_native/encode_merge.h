@@ -256,7 +256,7 @@ static size_t tk_rankbpe_tiny(const tk_piece_map *pieces, tk_memo *memo,
             joined = 1;
         }
     }
-    if (!joined) {
+    if (!joined) { /* every part a byte (most chunks): the two-byte table alone, no list walk */
         for (size_t i = 0; i + 1 < n; i++)
             key[i] = tk_pair_key(pieces->two[(unsigned)data[i] << 8 | data[i + 1]], (int32_t)i);
     } else {

@@ -31,9 +31,7 @@
  * chunks, not parts (the encoder checks, see encode_core.c). */
 #ifndef TOKEMBED_ENCODE_SEGMENT_H
 #define TOKEMBED_ENCODE_SEGMENT_H
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
+#include "common.h"
 
 /* 2^20 bits (128 KiB, shared by every encoder of the tables): qwen's 18,462 pairs set 1.8%
  * of them, so a pair-free boundary is kept for a collision 1.8% of the time. */
@@ -64,11 +62,10 @@ static void tk_seg_free(tk_seg *s) {
 }
 
 static inline int tk_seg_lead(unsigned char c) { return (c & 0xF0) == 0xE0; }
-static inline int tk_seg_cont(unsigned char c) { return (c & 0xC0) == 0x80; }
 
 /* A three-byte letter at p: its lead and two continuation bytes. */
 static inline int tk_seg_letter(const unsigned char *p) {
-    return tk_seg_lead(p[0]) && tk_seg_cont(p[1]) && tk_seg_cont(p[2]);
+    return tk_seg_lead(p[0]) && tk_is_cont(p[1]) && tk_is_cont(p[2]);
 }
 
 static inline size_t tk_seg_pair_bit(const unsigned char *a, const unsigned char *b) {
@@ -97,8 +94,8 @@ static inline int tk_seg_whole(const tk_seg *s, uint32_t id) {
  * the byte before it a continuation byte, i.e. every boundary it could cross. */
 static void tk_seg_add(tk_seg *s, const unsigned char *t, size_t len) {
     for (size_t q = 1; q < len; q++) {
-        if (!tk_seg_lead(t[q]) || !tk_seg_cont(t[q - 1])) continue;
-        if (q + 1 < len && !tk_seg_cont(t[q + 1])) continue; /* no letter starts at q */
+        if (!tk_seg_lead(t[q]) || !tk_is_cont(t[q - 1])) continue;
+        if (q + 1 < len && !tk_is_cont(t[q + 1])) continue; /* no letter starts at q */
         if (q >= 3 && q + 3 <= len && tk_seg_letter(t + q - 3) && tk_seg_letter(t + q))
             tk_seg_set(s->pairs, tk_seg_pair_bit(t + q - 3, t + q));
         else if (q + 1 < len)
