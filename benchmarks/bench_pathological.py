@@ -13,7 +13,9 @@ texts (up to 100 KB: that trainer is quadratic on one long word).
 
 Linear work shows as a constant MB/s down a column: the ``1MB/10KB`` column is
 the throughput at 1 MB divided by that at 10 KB (1.0 = linear; a quadratic
-algorithm gives about 0.01). A peer that crashes (tiktoken's regex overflows its
+algorithm gives about 0.01). Each cell is the median of up to seven calls (fewer once
+a second is spent), ours and the peer alike: one call on 10 KB is a fraction of a
+millisecond, and a single such sample moved the ratio by 2x. A peer that crashes (tiktoken's regex overflows its
 stack on a million spaces) prints ``crash``.
 
 A last table keeps the total fixed (4 MB) and grows the chunk: the same bytes as
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -45,6 +48,8 @@ DATA = Path(
 TOKENIZERS = DATA / "tokenizers"
 INPUTS = {"letter": "a", "spaces": " ", "digits": "7", "cjk": "中"}
 SIZES = {"10KB": 10_000, "100KB": 100_000, "1MB": 1_000_000}
+_REPEATS = 7  # calls per cell at most (the median is printed)
+_BUDGET = 1.0  # seconds per cell after which no further call starts
 
 
 def _text(unit: str, n_bytes: int) -> str:
@@ -52,15 +57,24 @@ def _text(unit: str, n_bytes: int) -> str:
 
 
 def _timed(fn: Callable[[str], Any], text: str) -> float | None:
-    """Seconds of ``fn(text)``, or None when the call raises (a crash of the peer)."""
-    t0 = time.perf_counter()
-    try:
-        fn(text)
-    except KeyboardInterrupt:
-        raise
-    except BaseException:  # tiktoken's PanicException derives from BaseException
-        return None
-    return time.perf_counter() - t0
+    """Median seconds of ``fn(text)`` over up to ``_REPEATS`` calls (fewer once ``_BUDGET``
+    seconds are spent), or None when a call raises (a crash of the peer).
+
+    One call on 10 KB takes a fraction of a millisecond, where a page fault or a neighbour's
+    burst on a shared machine moves a single sample by 2x; the linearity column divides by
+    that sample, so every size and both sides are timed the same way, as a median.
+    """
+    times: list[float] = []
+    while len(times) < _REPEATS and sum(times) < _BUDGET:
+        t0 = time.perf_counter()
+        try:
+            fn(text)
+        except KeyboardInterrupt:
+            raise
+        except BaseException:  # tiktoken's PanicException derives from BaseException
+            return None
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def _peers() -> list[tuple[str, Any, Callable[[str], Any] | None, str]]:
@@ -130,7 +144,7 @@ def _row(
 
 def _header(sizes: list[str], what: str) -> None:
     print(
-        f"\n{what}\nMB/s as ours / peer per size; lin. = MB/s at the largest size over MB/s "
+        f"\n{what}\nMB/s as ours / peer per size (medians of up to {_REPEATS} calls); lin. = MB/s at the largest size over MB/s "
         "at 10 KB (1.0 = linear); peer/ours = time ratio at the largest size (> 1: ours faster)"
     )
     print(f"{'':<30}" + "".join(f"{s:>22}" for s in sizes) + f"{'lin.':>8}{'peer/ours':>11}")
