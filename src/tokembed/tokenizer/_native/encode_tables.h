@@ -119,7 +119,10 @@ static inline const tk_pair_slot *tk_pair_map_get(const tk_pair_map *m, uint32_t
  * its remaining bytes in the blob. (8-byte slots pointing at an entry and the blob made
  * each found piece cost three cache misses: cold English ran at a third of the speed.) A
  * piece of 256 bytes or more, or one past 16 MiB of blob, keeps TK_PIECE_FAR and its length
- * and offset in the entries. */
+ * and offset in the entries. (A second table of the pieces of 3-5 bytes, one u64 each, 512
+ * KiB for cl100k and 1 MiB for o200k, asked before this one, ran 0.88-0.95x, fresh processes,
+ * medians of 7, cl100k / o200k / qwen on 13 languages and RusLit-40: one more table in the
+ * caches, and the lookups the memo misses were not waiting on this one's lines.) */
 #define TK_PIECE_FAR UINT32_MAX
 
 typedef struct {
