@@ -194,7 +194,9 @@ def compiled_tables(tables: BPETables) -> Any | None:
         return native.Tables.from_merges(
             tables.byte_ids,
             tables.merges,
-            pieces=list(tables.pieces.items()),
+            # An empty token (HF loads "" as one) is never a chunk's piece, since chunks are
+            # never empty, and the compiled piece table holds one byte or more: left out.
+            pieces=[(i, piece) for i, piece in tables.pieces.items() if piece],
             ignore_merges=tables.ignore_merges,
         )
     except OverflowError:

@@ -271,3 +271,18 @@ def test_an_added_token_that_is_not_an_object_is_refused(tmp_path: Path, token: 
     with pytest.raises(FormatError) as e:
         load_tokenizer(path)
     assert e.value.code == "MALFORMED_TOKENIZER_FILE"
+
+
+def test_an_empty_vocabulary_entry_loads_encodes_and_decodes_like_hf(tmp_path: Path) -> None:
+    """HF accepts "" as a token (it decodes to nothing, and no text encodes to it); the
+    compiled tables, which hold pieces of one byte or more, leave it out."""
+    doc = _smol_doc()
+    doc["model"]["vocab"][""] = 49_152
+    (tmp_path / "tokenizer.json").write_text(json.dumps(doc), encoding="utf-8")
+    hf = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    tok = load_tokenizer(tmp_path)
+    assert tok.implementation == "compiled"
+    text = pud_texts()["en"][:20_000]
+    assert tok.encode_ordinary(text) == _hf_ids(hf, text)
+    assert tok.decode([49_152]) == hf.decode([49_152]) == ""
+    assert tok.decode_single_token_bytes(49_152) == b""
