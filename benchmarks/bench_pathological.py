@@ -13,10 +13,10 @@ texts (up to 100 KB: that trainer is quadratic on one long word).
 
 Linear work shows as a constant MB/s down a column: the ``1MB/10KB`` column is
 the throughput at 1 MB divided by that at 10 KB (1.0 = linear; a quadratic
-algorithm gives about 0.01). Each cell is the median of up to seven calls (fewer once
-a second is spent), ours and the peer alike: one call on 10 KB is a fraction of a
-millisecond, and a single such sample moved the ratio by 2x. A peer that crashes (tiktoken's regex overflows its
-stack on a million spaces) prints ``crash``.
+algorithm gives about 0.01). Each cell is the median of up to seven calls (fewer
+once a second is spent), ours and the peer alike: one call on 10 KB is a fraction
+of a millisecond, and a single such sample moved the ratio by 2x. A peer that
+crashes (tiktoken's regex overflows its stack on a million spaces) prints ``crash``.
 
 A last table keeps the total fixed (4 MB) and grows the chunk: the same bytes as
 4,000 chunks of 1 KB, ..., 4 chunks of 1 MB, for our compiled encoder with its
@@ -58,12 +58,7 @@ def _text(unit: str, n_bytes: int) -> str:
 
 def _timed(fn: Callable[[str], Any], text: str) -> float | None:
     """Median seconds of ``fn(text)`` over up to ``_REPEATS`` calls (fewer once ``_BUDGET``
-    seconds are spent), or None when a call raises (a crash of the peer).
-
-    One call on 10 KB takes a fraction of a millisecond, where a page fault or a neighbour's
-    burst on a shared machine moves a single sample by 2x; the linearity column divides by
-    that sample, so every size and both sides are timed the same way, as a median.
-    """
+    seconds are spent), or None when a call raises (a crash of the peer)."""
     times: list[float] = []
     while len(times) < _REPEATS and sum(times) < _BUDGET:
         t0 = time.perf_counter()
@@ -144,8 +139,9 @@ def _row(
 
 def _header(sizes: list[str], what: str) -> None:
     print(
-        f"\n{what}\nMB/s as ours / peer per size (medians of up to {_REPEATS} calls); lin. = MB/s at the largest size over MB/s "
-        "at 10 KB (1.0 = linear); peer/ours = time ratio at the largest size (> 1: ours faster)"
+        f"\n{what}\nMB/s as ours / peer per size (medians of up to {_REPEATS} calls); "
+        "lin. = MB/s at the largest size over MB/s at 10 KB (1.0 = linear); "
+        "peer/ours = time ratio at the largest size (> 1: ours faster)"
     )
     print(f"{'':<30}" + "".join(f"{s:>22}" for s in sizes) + f"{'lin.':>8}{'peer/ours':>11}")
 
