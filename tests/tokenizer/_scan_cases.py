@@ -61,9 +61,11 @@ def c_split(text: str, preset: str, dialect: Dialect) -> list[str]:
 # (U+0301, U+0903), numbers Nd/No/Nl, apostrophes, contraction letters in both cases and the
 # long s (case-folds to s), CR/LF and every other whitespace, '/', C0 separators (U+001C, not
 # whitespace here), and code points where the engines' tables differ from `regex`'s (U+0295,
-# U+0558, recent CJK U+323B0, U+3DEC5, U+3FC3F).
+# U+0558, recent CJK U+323B0, U+3DEC5, U+3FC3F), and the ASCII bytes just outside the ranges of
+# letters and digits that runs read eight bytes at a time ('@', '[', '`', '{', ':').
 _ALPHABET = (
     "aAzZsSdDmMtTlLvVeErRkK\u017f\u212a'\u2019 \t\n\r\x0b\x0c\x1c\x85\xa0\u2000\u2028\u3000"
+    "@[`{:"
     '/.,!?-\u2014()"\u00e9\u0416\u0436\u01c5\u02b0\u00aa\u05d0\u0627\u4e2d\u0e01'
     "\u0301\u0903\u093f0123456789\u00b2\u0663\u2160\U0001f600"
     "\u0295\u0558\U000323b0\U0003dec5\U0003fc3f"

@@ -85,6 +85,34 @@ def test_safe_cut_positions() -> None:
     assert mod.safe_cut(marked, 0, 0) == len(marked)
 
 
+@pytest.mark.parametrize(
+    "run",
+    [
+        "abcdefghijklmnopqrst",
+        "ABCDEFGHIJKLMNOPQRST",
+        "AbCdEfGhIjKlMnOpQrSt",
+        "01234567890123456789",
+    ],
+)
+def test_ascii_runs_end_at_every_byte(run: str) -> None:
+    """Runs of ASCII letters, of one case and of digits are read eight bytes at a time: each
+    ASCII character and a few others, at every offset of a 20-character run (so across two
+    words), end it exactly where the regex ends it, and a non-ASCII letter inside it joins."""
+    stoppers = [chr(c) for c in range(0x80)] + [
+        "\u00e9",
+        "\u0416",
+        "\u4e2d",
+        "\u0301",
+        "\U0001f600",
+    ]
+    texts = [run[:k] + c + run[k:] for c in stoppers for k in range(0, 18)]
+    texts += [" " + t for t in texts[:: len(texts) // 40]]
+    for preset, dialect in CASES:
+        pre = pretokenizer(preset, dialect)
+        for text in texts:
+            assert c_split(text, preset, dialect) == pre.split(text), (preset, dialect, text)
+
+
 def test_stop_early_and_empty() -> None:
     assert compiled_count().piece_ends(b"", 0, 0) == []
     assert c_split("x", "o200k", "tiktoken") == ["x"]

@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "scan_classes.h"
 
@@ -31,6 +32,48 @@ static void fill(uint8_t *table, const uint32_t (*runs)[3], size_t nruns) {
         for (uint32_t c = runs[r][0]; c <= runs[r][1]; c++) table[c] = (uint8_t)runs[r][2];
 }
 
+/* ---- ASCII runs eight bytes at a time ----
+ * Most pieces of Latin-script text are ASCII letter runs, and a run read one character at a
+ * time costs a branch per letter and a mispredicted one where it ends: the scanner alone took
+ * 13-19 ns per piece of PUD English, about half of a warm encode. A run of ASCII letters (or
+ * digits, or letters of one case) is read here as whole 64-bit words: each byte's high bit
+ * says whether it is in the class (exact, no carry crosses a byte), and the run ends at the
+ * first byte that is not, found with one count of trailing zeros. Bytes from 0x80 up are never
+ * in these classes here, so a run that meets a non-ASCII letter goes on one character at a
+ * time from it (stopping early is always safe: `run` reads on from there). The ASCII ranges
+ * are checked against the class table at tk_scan_init; a table that disagreed would turn this
+ * off (tk_swar_ok). Scanning alone, old and new in one process, the fastest of 30
+ * alternating passes each, time new / old, English / 13 PUD languages / RusLit-40 / PUD zh+ko:
+ * cl100k 0.61-0.64 / 0.86-0.87 / 0.98-1.0 / 1.06-1.15; o200k 0.68 / 0.85 / 0.95-0.96 /
+ * 0.99-1.01; GPT-2 0.65-0.66 / 0.87-0.88 / 0.99-1.0 / 0.96-0.97 (with the two- and three-byte
+ * decoding inline in `run`). cl100k's Han and Hangul runs lose a little to the extra branch,
+ * where scanning is about a tenth of an encode. Whole encodes, old and new compiled into one
+ * process, medians of 15 fresh encoders: English cl100k 1.07x, o200k 1.05x. */
+#define TK_B1 0x0101010101010101ull
+#define TK_H8 (TK_B1 * 0x80)
+#define TK_L7 (TK_B1 * 0x7f)
+
+/* High bit of each byte of w that is in (lo, hi) exclusive, for 0 <= lo < hi <= 128; bytes from
+ * 0x80 up never are (Sean Anderson's "bit twiddling hacks", hasbetween, kept per byte). */
+static inline uint64_t tk_between(uint64_t w, unsigned lo, unsigned hi) {
+    uint64_t x = w & TK_L7;
+    return (TK_B1 * (127 + hi) - x) & ~w & (x + TK_B1 * (127 - lo)) & TK_H8;
+}
+
+/* The ASCII members of the classes read a word at a time: letters (L), digits (N), upper
+ * (U) and lower (W) case letters. 0 for a mask this does not cover. */
+static inline uint64_t tk_word_in(uint64_t w, unsigned mask) {
+    switch (mask) {
+    case TK_CL: return tk_between(w | (TK_B1 * 0x20), 'a' - 1, 'z' + 1);
+    case TK_CN: return tk_between(w, '0' - 1, '9' + 1);
+    case TK_CU: return tk_between(w, 'A' - 1, 'Z' + 1);
+    case TK_CW: return tk_between(w, 'a' - 1, 'z' + 1);
+    default: return 0;
+    }
+}
+
+static int tk_swar_ok; /* set by tk_scan_init: the table's ASCII classes are tk_word_in's */
+
 void tk_scan_init(void) {
     fill(tk_class_tiktoken, tk_runs_tiktoken, TK_NRUNS_TIKTOKEN);
     /* The generator names one table for both dialects when their classes agree. */
@@ -38,6 +81,15 @@ void tk_scan_init(void) {
         tk_classes_huggingface = tk_class_tiktoken;
     else
         fill(tk_class_huggingface, tk_runs_huggingface, TK_NRUNS_HUGGINGFACE);
+    static const unsigned masks[] = {TK_CL, TK_CN, TK_CU, TK_CW};
+    int ok = 1;
+    for (unsigned c = 0; c < 0x80; c++)
+        for (int k = 0; k < 4; k++) {
+            int in = tk_word_in(c, masks[k]) != 0;
+            ok &= in == ((tk_class_tiktoken[c] & masks[k]) != 0);
+            ok &= in == ((tk_classes_huggingface[c] & masks[k]) != 0);
+        }
+    tk_swar_ok = ok;
 }
 
 static const uint8_t *classes(int dialect) {
@@ -96,10 +148,41 @@ static inline int is_p(unsigned b) { return (b & TK_LNS) == 0; }
  * GPT-2 ~+8%, cl100k unchanged. */
 #define TK_INLINE static inline __attribute__((always_inline))
 
+/* End of the run of ASCII characters of `mask` from i (i itself is past one). */
+TK_INLINE size_t ascii_run(const Text *s, size_t i, unsigned mask) {
+    if (tk_swar_ok && (mask == TK_CL || mask == TK_CN || mask == TK_CU || mask == TK_CW)) {
+        while (i + 8 <= s->n) {
+            uint64_t w;
+            memcpy(&w, s->t + i, 8);
+            uint64_t out = ~tk_word_in(w, mask) & TK_H8;
+            if (out) return i + (size_t)(__builtin_ctzll(out) >> 3);
+            i += 8;
+        }
+    }
+    while (i < s->n && s->t[i] < 0x80 && (s->cls[s->t[i]] & mask)) i++;
+    return i;
+}
+
 /* End of the run of characters from i whose bits meet `mask`. */
 TK_INLINE size_t run(const Text *s, size_t i, unsigned mask) {
     size_t len;
-    while (i < s->n && (bits_at(s, i, &len) & mask)) i += len;
+    while (i < s->n) {
+        unsigned char c = s->t[i];
+        if (c < 0x80) {
+            if (!(s->cls[c] & mask)) return i;
+            i = ascii_run(s, i + 1, mask);
+        } else if (c < 0xE0 && i + 1 < s->n) { /* decode's two- and three-byte cases, inline */
+            if (!(s->cls[((c & 0x1Fu) << 6) | (s->t[i + 1] & 0x3Fu)] & mask)) return i;
+            i += 2;
+        } else if (c < 0xF0 && i + 2 < s->n) {
+            uint32_t cp = ((c & 0x0Fu) << 12) | ((s->t[i + 1] & 0x3Fu) << 6) | (s->t[i + 2] & 0x3Fu);
+            if (!(s->cls[cp] & mask)) return i;
+            i += 3;
+        } else {
+            if (!(s->cls[decode(s, i, &len)] & mask)) return i;
+            i += len;
+        }
+    }
     return i;
 }
 
