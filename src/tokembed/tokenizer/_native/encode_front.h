@@ -64,17 +64,19 @@ static const unsigned char tk_front_ones[64] = {
  * 32-byte loads, masked, when the text goes on that far: no byte-wise copy per chunk. */
 static inline void tk_front_key_of(const unsigned char *p, size_t n, size_t avail,
                                    tk_front_key *k) {
+    uint64_t w[4];
     if (avail >= TK_FRONT_KEY) {
         uint64_t mask[4];
-        memcpy(k->w, p, sizeof k->w);
+        memcpy(w, p, sizeof w);
         memcpy(mask, tk_front_ones + TK_FRONT_KEY - n, sizeof mask);
-        for (int j = 0; j < 4; j++) k->w[j] &= mask[j];
+        for (int j = 0; j < 4; j++) w[j] &= mask[j];
     } else {
-        memset(k->w, 0, sizeof k->w);
-        memcpy(k->w, p, n);
+        memset(w, 0, sizeof w);
+        memcpy(w, p, n);
     }
-    uint64_t h = (k->w[0] * 0x9e3779b97f4a7c15ull) ^ (k->w[1] * 0xc2b2ae3d27d4eb4full) ^
-                 (k->w[2] * 0x165667b19e3779f9ull) ^ (k->w[3] * 0xd6e8feb86659fd93ull) ^ n;
+    uint64_t h = (w[0] * 0x9e3779b97f4a7c15ull) ^ (w[1] * 0xc2b2ae3d27d4eb4full) ^
+                 (w[2] * 0x165667b19e3779f9ull) ^ (w[3] * 0xd6e8feb86659fd93ull) ^ n;
+    memcpy(k->w, w, sizeof w);
     k->index = (size_t)(tk_mix64(h) >> (64 - TK_FRONT_BITS));
 }
 
