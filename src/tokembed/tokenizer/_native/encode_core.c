@@ -642,6 +642,16 @@ static int out_append(tk_encoder *e, const uint32_t *ids, size_t m) {
     return 0;
 }
 
+/* out_append of a front slot's ids: all TK_FRONT_IDS slots copied at once where the output
+ * has room for them (a fixed-size copy, no branch on the count; ids past the count are
+ * overwritten by the next chunk or never read). */
+static inline int out_front(tk_encoder *e, const tk_front_slot *s) {
+    if (e->out_len + TK_FRONT_IDS > e->out_cap) return out_append(e, s->ids, s->n_ids);
+    memcpy(e->out + e->out_len, s->ids, sizeof s->ids);
+    e->out_len += s->n_ids;
+    return 0;
+}
+
 static int has_every_byte(const tk_tables *t, const unsigned char *data, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (t->byte_id[data[i]] == UINT32_MAX) return 0;
@@ -725,7 +735,7 @@ static int encode_chunk(tk_encoder *e, const unsigned char *data, size_t n, size
 static int encode_keyed(tk_encoder *e, const unsigned char *data, size_t n, size_t avail,
                         size_t *bad, const tk_front_key *key) {
     const tk_front_slot *hit = tk_front_get(e->front, key, n);
-    if (hit) return out_append(e, hit->ids, hit->n_ids);
+    if (hit) return out_front(e, hit);
     return merge_chunk(e, data, n, avail, bad, e->front, key, 0);
 }
 
@@ -779,7 +789,7 @@ static int encode_cut(tk_encoder *e, const unsigned char *data, size_t n, size_t
         int rc;
         if (front && len <= TK_FRONT_KEY) {
             const tk_front_slot *hit = tk_front_get(front, &key, len);
-            rc = hit ? out_append(e, hit->ids, hit->n_ids)
+            rc = hit ? out_front(e, hit)
                      : merge_chunk(e, data + at, len, avail - at, bad, front, &key, 1);
         } else {
             rc = merge_chunk(e, data + at, len, avail - at, bad, NULL, NULL, 1);
