@@ -178,8 +178,8 @@ TK_INLINE size_t run(const Text *s, size_t i, unsigned mask) {
             if (!(s->cls[((c & 0x1Fu) << 6) | (s->t[i + 1] & 0x3Fu)] & mask)) return i;
             i += 2;
         } else if (c < 0xF0 && i + 2 < s->n) {
-            uint32_t cp = ((c & 0x0Fu) << 12) | ((s->t[i + 1] & 0x3Fu) << 6) | (s->t[i + 2] & 0x3Fu);
-            if (!(s->cls[cp] & mask)) return i;
+            uint32_t cp = ((c & 0x0Fu) << 12) | ((s->t[i + 1] & 0x3Fu) << 6);
+            if (!(s->cls[cp | (s->t[i + 2] & 0x3Fu)] & mask)) return i;
             i += 3;
         } else {
             if (!(s->cls[decode(s, i, &len)] & mask)) return i;
