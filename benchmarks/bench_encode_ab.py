@@ -74,7 +74,10 @@ def compare(spec: dict[str, Any], base: Path, samples: int) -> bool:
 
 
 def _core_library(src: Path, out: Path) -> Path:
-    """``encode_core.c`` + ``scan.c`` of the checkout whose ``src/`` is ``src``, as ``out``."""
+    """``encode_core.c`` + ``scan.c`` of the checkout whose ``src/`` is ``src``, as ``out``
+    (compiled once per run: a later cell finds it)."""
+    if out.exists():
+        return out
     native = src / NATIVE
     cmd = ["gcc", *_CFLAGS, f"-I{native}", str(native / "encode_core.c"), str(native / "scan.c")]
     subprocess.run([*cmd, "-o", str(out), "-lpthread"], check=True)
