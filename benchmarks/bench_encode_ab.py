@@ -32,6 +32,7 @@ Run it on a quiet machine: nothing else (tests, builds) beside it.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import struct
 import subprocess
@@ -84,9 +85,11 @@ def _core_library(src: Path, out: Path) -> Path:
     return out
 
 
+@functools.cache
 def _tables_file(vocab: str, tmp: Path) -> tuple[Path, int, int]:
     """(the tables as inproc_ab.c reads them, scanner preset, dialect) of ``vocab``: a rank file
-    as it is, a tokenizer.json's merges and pieces dumped (see the C file's header)."""
+    as it is, a tokenizer.json's merges and pieces dumped (see the C file's header); loaded
+    and dumped once per run, whatever the number of texts."""
     from tokembed.tokenizer.dialect import DIALECTS
     from tokembed.tokenizer.formats import load_tokenizer
     from tokembed.tokenizer.patterns import scanner_id
@@ -101,6 +104,7 @@ def _tables_file(vocab: str, tmp: Path) -> tuple[Path, int, int]:
     if path.suffix == ".tiktoken":
         return path, preset, dialect
     tables = tok.tables
+    # what compiled_tables hands the core: every non-empty piece, bytes without an id as -1
     pieces = [(i, piece) for i, piece in tables.pieces.items() if piece]
     out = tmp / f"{vocab}.merges"
     with out.open("wb") as f:
