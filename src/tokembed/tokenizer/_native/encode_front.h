@@ -3,7 +3,7 @@
  *
  * Natural text repeats its chunks: RusLit-40's first 4 MB has 469,588 chunks of which 50,247
  * differ, PUD English 21,448 of which 5,938 differ. Each repeat used to cost a hash of the
- * chunk, a Bloom filter block, the piece table (8 MB for o200k) and a slot of the growing
+ * chunk, a Bloom filter block, the piece table (then 8 MB for o200k) and a slot of the growing
  * chunk cache behind a shard lock: two or three lines from L3 or memory, ~80 ns warm. The
  * front cache is direct-mapped, fixed and private to one encoder (no lock): TK_FRONT_SLOTS
  * slots of one 64-byte line each, and a chunk of up to TK_FRONT_KEY bytes with up to

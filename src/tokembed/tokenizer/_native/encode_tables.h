@@ -21,7 +21,7 @@ static size_t tk_capacity_for(size_t n) {
 /* Most keys the encoder looks up are in no table (Russian on o200k: 459k of 873k lookups
  * of 3 or more bytes find no piece). The filter, 8 bits per key in 64-byte blocks, answers
  * ~95% of those from one cache line that stays in L2 (256 KiB for o200k's pieces, 64 KiB
- * for GPT-2's merges) instead of a probe of the table (8 MB, 2 MB). Cold, in-process A/B
+ * for GPT-2's merges) instead of a probe of the table (16 MB, 2 MB). Cold, in-process A/B
  * medians of 5: SmolLM2 on Russian 18.3 -> 21.6 MB/s, qwen on CJK 5.1 -> 7.1, o200k on 13
  * languages 9.9 -> 12.9. A table's slot takes the hash's low bits and the cache shard its
  * top 6; the filter takes bits 20-37 and 40 up. */
@@ -113,23 +113,44 @@ static inline const tk_pair_slot *tk_pair_map_get(const tk_pair_map *m, uint32_t
 }
 
 /* ---- rank files: byte string -> rank ---------------------------------------- */
-/* A 16-byte slot holds a piece's first 8 bytes, its rank, and its length and blob offset
- * packed in one word, so a lookup - found or not - of a string of up to 8 bytes (most
- * lookups while merging) touches one slot and nothing else; a longer piece then compares
- * its remaining bytes in the blob. (8-byte slots pointing at an entry and the blob made
- * each found piece cost three cache misses: cold English ran at a third of the speed.) A
- * piece of 256 bytes or more, or one past 16 MiB of blob, keeps TK_PIECE_FAR and its length
- * and offset in the entries. (A second table of the pieces of 3-5 bytes, one u64 each, 512
- * KiB for cl100k and 1 MiB for o200k, asked before this one, ran 0.88-0.95x, fresh processes,
- * medians of 7, cl100k / o200k / qwen on 13 languages and RusLit-40: one more table in the
- * caches, and the lookups the memo misses were not waiting on this one's lines.) */
+/* A 32-byte slot (two to a cache line) holds a piece's first 24 bytes, its rank, and its length
+ * and blob offset packed in one word, so a lookup - found or not - of a string of up to 24
+ * bytes (nearly every chunk and join) touches one slot and nothing else; only a longer piece
+ * compares its remaining bytes in the blob. (8-byte slots pointing at an entry and the blob
+ * made each found piece cost three cache misses: cold English ran at a third of the speed.
+ * 16-byte slots holding 8 bytes sent every longer chunk to the blob: that second, dependent
+ * miss was 8% of cold PUD English on cl100k in-process and 10% in fresh processes, all of it
+ * libc's memcmp; a prefetch of the blob line three chunks ahead did not arrive in time. Twice
+ * the table, in-process A/B medians of 11 fresh encoders: English 1.06-1.12x on o200k, qwen,
+ * SmolLM2 and GPT-2, other texts 0.93-1.12x.) A piece of 256 bytes or more, or one past 16 MiB
+ * of blob, keeps TK_PIECE_FAR and its length and offset in the entries. (A second table of the
+ * pieces of 3-5 bytes, one u64 each, 512 KiB for cl100k and 1 MiB for o200k, asked before this
+ * one, ran 0.88-0.95x, fresh processes, medians of 7, cl100k / o200k / qwen on 13 languages
+ * and RusLit-40: one more table in the caches, and the lookups the memo misses were not
+ * waiting on this one's lines.) */
 #define TK_PIECE_FAR UINT32_MAX
 
 typedef struct {
     uint64_t head; /* the first min(len, 8) bytes, little-endian, zero-padded */
+    uint64_t tail[2]; /* bytes past the head, as tk_piece_tail reads them */
     uint32_t rank;
     uint32_t meta; /* len << 24 | blob offset; 0 empty (pieces are never empty); or FAR */
 } tk_piece_slot;
+_Static_assert(sizeof(tk_piece_slot) == 32, "two slots to a 64-byte line");
+
+/* Bytes 8 and up of p[0..len) (8 < len <= 24) as two words, read only inside p: up to 16
+ * bytes, the word ending at len (overlapping the head); up to 24, bytes 8..16 and the word
+ * ending at len. With the head and the length they cover every byte, so two strings of that
+ * length are equal when their words are. */
+static inline void tk_piece_tail(const unsigned char *p, size_t len, uint64_t tail[2]) {
+    if (len <= 16) {
+        memcpy(&tail[0], p + len - 8, 8);
+        tail[1] = 0;
+    } else {
+        memcpy(&tail[0], p + 8, 8);
+        memcpy(&tail[1], p + len - 8, 8);
+    }
+}
 
 typedef struct {
     uint32_t off, len;
@@ -185,7 +206,12 @@ static inline int tk_piece_slot_is(const tk_piece_map *m, size_t i, const unsign
         plen = m->entries[i].len;
         off = m->entries[i].off;
     }
-    return plen == len && (len <= 8 || memcmp(m->blob + off + 8, p + 8, len - 8) == 0);
+    if (plen != len) return 0;
+    if (len <= 8) return 1;
+    if (len > 24) return memcmp(m->blob + off + 8, p + 8, len - 8) == 0;
+    uint64_t tail[2];
+    tk_piece_tail(p, len, tail);
+    return ((tail[0] ^ s->tail[0]) | (tail[1] ^ s->tail[1])) == 0;
 }
 
 /* The rank of p[0..len) (h its tk_hash_bytes), or TK_NO_RANK; *slot is where it is or
@@ -213,6 +239,7 @@ static int tk_piece_map_put(tk_piece_map *m, uint32_t off, uint32_t len, uint32_
     if (len == 2) m->two[(unsigned)p[0] << 8 | p[1]] = rank;
     tk_piece_slot *s = &m->slots[i];
     s->head = tk_head8(p, len);
+    if (len > 8 && len <= 24) tk_piece_tail(p, len, s->tail);
     s->rank = rank;
     if (len < 256 && off < (1u << 24)) {
         s->meta = len << 24 | off; /* never 0: len >= 1 */
@@ -237,7 +264,7 @@ static inline uint32_t tk_piece_map_get(const tk_piece_map *m, const unsigned ch
 /* Two parts always join to the same bytes, so this memo of byte-string lookups is
  * exact. A slot is one u64 (left, right and the joined rank in 21 bits each), the table
  * direct-mapped and of fixed size, TK_MEMO_SLOTS x 8 bytes = 256 KiB, so it stays in a
- * core's L2 cache: a hit costs a few nanoseconds, where the piece table (8 MB for o200k)
+ * core's L2 cache: a hit costs a few nanoseconds, where the piece table (16 MB for o200k)
  * misses the CPU caches on nearly every lookup. A
  * collision overwrites, so it never grows. Tables with ranks of 2^21 - 1 or more do
  * without it. One per encoder (no locking). */
