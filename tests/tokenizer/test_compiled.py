@@ -923,3 +923,70 @@ def test_rank_mode_equals_tiktoken_on_crafted_rank_files(case: tuple[bytes, byte
     chunk = text.decode()
     by_rank = _encoder(encode_module().Tables.from_ranks(data))
     assert by_rank.encode_chunks(chunk, [chunk]) == peer.encode_ordinary(chunk)
+
+
+@pytest.mark.parametrize("length", range(9, 28))
+def test_a_chunk_one_byte_off_a_piece_is_not_that_piece(length: int) -> None:
+    """A piece's slot holds its first 24 bytes as words (the last one overlapping the one
+    before), the blob the rest: at every length either side of 16 and 24, each piece that
+    differs from a word in one byte is found whole, and the word itself (no piece) comes out
+    as its bytes. (The next test makes the lookups meet the wrong piece's slot.)"""
+    import tiktoken
+
+    from tokembed.tokenizer.formats.ranks import parse_ranks
+
+    word = bytes(97 + (7 * i) % 26 for i in range(length))
+    near = [word[:k] + b"~" + word[k + 1 :] for k in range(length)]
+    data = rank_file_of(*near)
+    peer = tiktoken.Encoding(
+        "near", pat_str=r"[^\n]+", mergeable_ranks=parse_ranks(data), special_tokens={}
+    )
+    encoder = _encoder(encode_module().Tables.from_ranks(data))
+    for chunk in [word.decode(), *(piece.decode() for piece in near)]:
+        got = encoder.encode_chunks(chunk, [chunk])
+        assert got == peer.encode_ordinary(chunk), chunk
+        assert len(got) == (length if chunk == word.decode() else 1)
+
+
+@pytest.mark.parametrize(
+    ("length", "spots"), [(14, (9, 12)), (20, (17, 19)), (24, (18, 22)), (40, (30, 35))]
+)
+def test_pieces_alike_but_for_their_last_bytes_are_never_mixed_up(
+    length: int, spots: tuple[int, int]
+) -> None:
+    """1,600 pieces of one length that share their first 8 bytes and differ only at two
+    positions past them, and 1,600 chunks that differ from every one of them there: a table of
+    this size puts some chunks' lookups onto a slot of such a piece (a Bloom false hit, then a
+    probe run through it), where only the words past the head, or the blob past 24 bytes, can
+    tell them apart. Every chunk must come out as its bytes, every piece as itself."""
+    import tiktoken
+
+    from tokembed.tokenizer.formats.ranks import parse_ranks
+
+    letters = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN"
+    word = bytearray(97 + (7 * i) % 26 for i in range(length))
+
+    def spelled(a: int, b: int, at: tuple[int, int]) -> bytes:
+        out = bytearray(word)
+        out[at[0]], out[at[1]] = letters[a], letters[b]
+        return bytes(out)
+
+    pieces = [spelled(a, b, spots) for a in range(40) for b in range(40)]
+    pieces = [p for p in pieces if p != bytes(word)]
+    moved = (spots[0] - 1, spots[1])  # still past the first 8 bytes
+    chunks = {spelled(a, b, moved) for a in range(40) for b in range(40)} - set(pieces)
+    data = rank_file_of(*pieces)
+    peer = tiktoken.Encoding(
+        "alike", pat_str=r"[^\n]+", mergeable_ranks=parse_ranks(data), special_tokens={}
+    )
+    encoder = _encoder(encode_module().Tables.from_ranks(data), cache_limit=0)
+    for raw in sorted(chunks):
+        chunk = raw.decode()
+        assert encoder.encode_chunks(chunk, [chunk]) == peer.encode_ordinary(chunk), chunk
+    for raw in pieces[::37]:
+        chunk = raw.decode()
+        assert (
+            encoder.encode_chunks(chunk, [chunk])
+            == peer.encode_ordinary(chunk)
+            == [256 + pieces.index(raw)]
+        )
