@@ -90,6 +90,7 @@ def _tables_file(vocab: str, tmp: Path) -> tuple[Path, int, int]:
     """(the tables as inproc_ab.c reads them, scanner preset, dialect) of ``vocab``: a rank file
     as it is, a tokenizer.json's merges and pieces dumped (see the C file's header); loaded
     and dumped once per run, whatever the number of texts."""
+    from tokembed.tokenizer.compiled import compiled_pieces
     from tokembed.tokenizer.dialect import DIALECTS
     from tokembed.tokenizer.formats import load_tokenizer
     from tokembed.tokenizer.patterns import scanner_id
@@ -104,8 +105,8 @@ def _tables_file(vocab: str, tmp: Path) -> tuple[Path, int, int]:
     if path.suffix == ".tiktoken":
         return path, preset, dialect
     tables = tok.tables
-    # what compiled_tables hands the core: every non-empty piece, bytes without an id as -1
-    pieces = [(i, piece) for i, piece in tables.pieces.items() if piece]
+    # what compiled_tables hands the core (bytes without an id as -1)
+    pieces = compiled_pieces(tables)
     out = tmp / f"{vocab}.merges"
     with out.open("wb") as f:
         f.write(struct.pack("<256q", *(-1 if b is None else b for b in tables.byte_ids)))

@@ -57,6 +57,7 @@ __all__ = [
     "PARTS_PER_THREAD",
     "CompiledEncoder",
     "DeferredTables",
+    "compiled_pieces",
     "compiled_rank_tables",
     "compiled_tables",
     "run_threaded",
@@ -181,6 +182,19 @@ def run_threaded(n: int, run: Callable[[int], Any], *, threads: int) -> list[Any
     return results
 
 
+def compiled_pieces(tables: BPETables) -> list[tuple[int, bytes]]:
+    """The ``(id, bytes)`` pieces the compiled tables are given: every one but an empty token
+    (HF loads "" as one), which is never a chunk's piece, since chunks are never empty, and
+    the compiled piece table holds one byte or more.
+
+    Example::
+
+        >>> compiled_pieces(BPETables.byte_level(merges=[(97, 98)]))[-1]
+        (256, b'ab')
+    """
+    return [(i, piece) for i, piece in tables.pieces.items() if piece]
+
+
 def compiled_tables(tables: BPETables) -> Any | None:
     """The compiled encoder's tables for explicit merges, or None when it is not built
     (or ids do not fit its 31-bit slots). The compiled tables get the pieces too, so that a
@@ -194,9 +208,7 @@ def compiled_tables(tables: BPETables) -> Any | None:
         return native.Tables.from_merges(
             tables.byte_ids,
             tables.merges,
-            # An empty token (HF loads "" as one) is never a chunk's piece, since chunks are
-            # never empty, and the compiled piece table holds one byte or more: left out.
-            pieces=[(i, piece) for i, piece in tables.pieces.items() if piece],
+            pieces=compiled_pieces(tables),
             ignore_merges=tables.ignore_merges,
         )
     except OverflowError:
