@@ -791,6 +791,71 @@ def test_parallel_encode_reports_a_lone_surrogate_like_one_thread() -> None:
     assert errors[0][0] == "LONE_SURROGATE"
 
 
+def _check_error(tok: Tokenizer, text: str) -> tuple[str, str]:
+    with pytest.raises(TokenizerError) as info:
+        tok._check(text)
+    return info.value.code, str(info.value)
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+@pytest.mark.parametrize(
+    "bad", ["\x04", chr(0xD800), chr(0xDC4D)], ids=["missing-byte", "lone-high", "lone-low"]
+)
+def test_unchecked_text_fails_as_the_check_does_on_every_entry_point(
+    bad: str, threads: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compiled encoder sees a text before the check (it refuses on its own what the
+    check finds), so every entry point, one long call in parts or a threaded batch, must
+    still raise the check's error, naming the same offset; SmolLM2 has no id for 0x04."""
+    tok = _parallel_tokenizer("smollm2-135m")
+    assert tok.implementation == "compiled"
+    assert tok._engine.refusals
+    monkeypatch.setattr("tokembed.tokenizer._batch._THREADED_MIN_CHARS", 0)
+    fast = tok._engine
+    fast.threads, fast.parallel_min_bytes = threads, 1
+    try:
+        text = pud_text("en") + bad + pud_text("ru")
+        expected = _check_error(tok, text)
+        assert expected[0] == ("UNREPRESENTABLE_BYTE" if bad == "\x04" else "LONE_SURROGATE")
+        lines = ["fine", "", text, "fine too"]
+        calls = [
+            lambda: tok.encode_ordinary(text),
+            lambda: tok.encode(text),
+            lambda: tok.encode_to_numpy(text),
+            lambda: tok.encode_ordinary_batch_to_numpy(lines, num_threads=threads),
+            lambda: tok.encode_batch(lines, workers=threads, progress=False),
+        ]
+        for call in calls:
+            with pytest.raises(TokenizerError) as info:
+                call()
+            assert (info.value.code, str(info.value)) == expected
+    finally:
+        fast.threads, fast.parallel_min_bytes = None, PARALLEL_MIN_BYTES
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_surrogate_pairs_encode_as_their_characters_on_every_entry_point(
+    threads: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pair is refused by the compiled encoder's UTF-8 conversion, joined by the check,
+    and encoded again: the ids are those of the character it spells."""
+    tok = _parallel_tokenizer("o200k_base")
+    monkeypatch.setattr("tokembed.tokenizer._batch._THREADED_MIN_CHARS", 0)
+    fast = tok._engine
+    fast.threads, fast.parallel_min_bytes = threads, 1
+    try:
+        paired = pud_text("en") + "\ud83d\udc4d" + pud_text("zh")
+        joined = pud_text("en") + "\U0001f44d" + pud_text("zh")
+        want = tok.encode_ordinary_reference(joined)
+        assert tok.encode_ordinary(paired) == want
+        assert tok.encode_to_numpy(paired).tolist() == want
+        ids, offsets = tok.encode_ordinary_batch_to_numpy(["a", paired], num_threads=threads)
+        assert ids[offsets[1] :].tolist() == want
+        assert tok.encode_batch(["a", paired], workers=threads, progress=False)[1] == want
+    finally:
+        fast.threads, fast.parallel_min_bytes = None, PARALLEL_MIN_BYTES
+
+
 @pytest.mark.parametrize("bad", [0, -1, True, 2.0, "2"])
 def test_threads_option_rejects_non_positive_integers(bad: Any) -> None:
     tok = pud_tokenizer()

@@ -304,6 +304,10 @@ class CompiledEncoder:
         self.pretokenizer = pretokenizer
         self.tables = tables
         self._module = module
+        # Unchecked text fails here exactly where the check would find something: a
+        # surrogate (paired or lone) has no strict UTF-8, so the C side's conversion raises,
+        # and the core raises MissingByte for any byte without an id, wherever it sits.
+        self.refusals: tuple[type[Exception], ...] = (UnicodeEncodeError, module.MissingByte)
         # (preset, dialect) numbers when the compiled scanner splits this pre-tokenizer.
         preset = scanner_id(pretokenizer.stages[0]) if len(pretokenizer.stages) == 1 else None
         self.scanner = None if preset is None else (preset, DIALECTS.index(pretokenizer.dialect))

@@ -14,7 +14,9 @@ A text is checked once, before an encoder sees it (:class:`TextCheck`): a surrog
 pair (``"\\ud83d\\udc4d"``, as JSON decoding yields) becomes the character it stands for;
 a lone surrogate raises LONE_SURROGATE and a character needing a byte the vocabulary has
 no id for raises UNREPRESENTABLE_BYTE, each naming its offset. Nothing is dropped, and
-encoders take checked text only.
+encoders take checked text only, except an encoder that refuses on its own whatever the
+check would find (``Encoder.refusals``): it is given the text first, and the check runs
+only after it refuses.
 
 Example::
 
@@ -68,12 +70,20 @@ _MEMO_CHUNK = 1 << 12
 class Encoder(Protocol):
     """What a tokenizer needs of an encoder (:class:`ReferenceEncoder`, ``CompiledEncoder``).
 
-    Each method takes text that passed :class:`TextCheck`.
+    Each method takes text that passed :class:`TextCheck`, or any text where
+    :attr:`refusals` is not empty.
     """
 
     @property
     def implementation(self) -> str:
         """``"compiled"`` or ``"reference"``: which code computes the ids."""
+        ...
+
+    @property
+    def refusals(self) -> tuple[type[Exception], ...]:
+        """What the encoder raises on unchecked text wherever :class:`TextCheck` would
+        find a problem (and only there), so that a caller may encode first and check
+        only after one of these; empty: the encoder needs checked text."""
         ...
 
     def encode(self, text: str) -> list[int]: ...
@@ -326,6 +336,7 @@ class ReferenceEncoder:
     """:func:`encode_chunk_reference` on every chunk, each distinct chunk computed once."""
 
     implementation = "reference"
+    refusals: tuple[type[Exception], ...] = ()  # the plain reference: checked text only
 
     def __init__(self, tables: BPETables, pretokenizer: Pretokenizer) -> None:
         self.tables = tables
