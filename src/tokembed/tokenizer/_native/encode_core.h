@@ -59,6 +59,11 @@ size_t tk_tables_cuts(const tk_tables *t, const unsigned char *d, size_t n, uint
    0 for merge tables, or TOKEMBED_LETTERS=0 when they were made. */
 size_t tk_tables_letters(const tk_tables *t, const unsigned char *d, size_t n, uint32_t *at);
 
+/* The dense grid of pair ranks (encode_tables.h, TK_GRID_DIM): cell a * *dim + b is the
+   rank at which parts a and b join (TK_NO_RANK: never), for ids a, b below *dim; NULL when
+   these tables have none (fewer than *dim ranks, no memory, or TOKEMBED_GRID=0). */
+const uint32_t *tk_tables_grid(const tk_tables *t, size_t *dim);
+
 /* A chunk cache in shards, each with its own lock, holding about `limit` chunks in all. */
 tk_shared_cache *tk_shared_cache_new(size_t limit);
 void tk_shared_cache_free(tk_shared_cache *c);

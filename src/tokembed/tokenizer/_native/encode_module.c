@@ -250,6 +250,15 @@ static PyObject *Tables_letters(TablesObject *self, PyObject *arg) {
     return offsets_of(self, arg, tk_tables_letters);
 }
 
+static PyObject *Tables_grid(TablesObject *self, PyObject *unused) {
+    size_t dim;
+    const uint32_t *grid = tk_tables_grid(self->t, &dim);
+    if (!grid) Py_RETURN_NONE;
+    PyObject *cells = PyBytes_FromStringAndSize((const char *)grid, (Py_ssize_t)(dim * dim * 4));
+    if (!cells) return NULL;
+    return Py_BuildValue("(nN)", (Py_ssize_t)dim, cells);
+}
+
 static PyMethodDef Tables_methods[] = {
     {"from_merges", (PyCFunction)(void (*)(void))Tables_from_merges, METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      "from_merges(byte_ids, merges, *, pieces=None, ignore_merges=False): explicit merge tables "
@@ -262,6 +271,9 @@ static PyMethodDef Tables_methods[] = {
     {"cuts", (PyCFunction)Tables_cuts, METH_O,
      "cuts(chunk: bytes) -> list[int]: the offsets where a long chunk of three-byte letters is "
      "cut before its parts are encoded (no token crosses one); [] when these tables never cut."},
+    {"grid", (PyCFunction)Tables_grid, METH_NOARGS,
+     "grid() -> (dim, cells) | None: the rank at which parts a and b join, for ids below dim, "
+     "as native uint32 cells a * dim + b (0xFFFFFFFF: never); None without a grid."},
     {"letters", (PyCFunction)Tables_letters, METH_O,
      "letters(chunk: bytes) -> list[int]: the offsets of the two-byte letters that merging the "
      "chunk starts from, joined, instead of their bytes (the ids are the same); [] for merge "
