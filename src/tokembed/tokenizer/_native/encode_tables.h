@@ -192,7 +192,6 @@ typedef struct {
     uint32_t *grid;      /* TK_GRID_DIM^2: the rank of the join of pieces a, b < TK_GRID_DIM */
 } tk_piece_map;
 
-
 /* 1 when the grid answers the join of parts l and r (its rank, or TK_NO_RANK, in *rank). */
 static inline int tk_grid_get(const tk_piece_map *m, uint32_t l, uint32_t r, uint32_t *rank) {
     if (!m->grid || (l | r) >= TK_GRID_DIM) return 0;
