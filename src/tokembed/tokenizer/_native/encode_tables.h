@@ -32,6 +32,13 @@ static uint32_t *tk_grid_new(void) {
     return g;
 }
 
+/* 1 when `grid` (or NULL) answers the join of ids l and r: its rank, or TK_NO_RANK, in *rank. */
+static inline int tk_grid_get(const uint32_t *grid, uint32_t l, uint32_t r, uint32_t *rank) {
+    if (!grid || (l | r) >= TK_GRID_DIM) return 0;
+    *rank = grid[l * TK_GRID_DIM + r];
+    return 1;
+}
+
 static size_t tk_capacity_for(size_t n) {
     size_t cap = 16;
     while (cap < 2 * n + 2) cap <<= 1;
@@ -192,13 +199,6 @@ typedef struct {
     uint32_t *grid;      /* TK_GRID_DIM^2: the rank of the join of pieces a, b < TK_GRID_DIM */
 } tk_piece_map;
 
-/* 1 when the grid answers the join of parts l and r (its rank, or TK_NO_RANK, in *rank). */
-static inline int tk_grid_get(const tk_piece_map *m, uint32_t l, uint32_t r, uint32_t *rank) {
-    if (!m->grid || (l | r) >= TK_GRID_DIM) return 0;
-    *rank = m->grid[l * TK_GRID_DIM + r];
-    return 1;
-}
-
 static inline uint64_t tk_head8(const unsigned char *p, size_t len) {
     uint64_t v = 0;
     memcpy(&v, p, len < 8 ? len : 8);
@@ -347,7 +347,7 @@ static inline int tk_join_known(const tk_piece_map *pieces, const tk_memo *memo,
         *rank = pieces->two[(unsigned)p[0] << 8 | p[1]];
         return 1;
     }
-    if (tk_grid_get(pieces, l, r, rank)) return 1;
+    if (tk_grid_get(pieces->grid, l, r, rank)) return 1;
     if (pieces->max_rank >= TK_MEMO_NONE || !memo->slots) return 0;
     uint64_t key = tk_memo_key(l, r), v = memo->slots[tk_memo_index(key)];
     if ((v & ~(uint64_t)TK_MEMO_NONE) != key) return 0;
@@ -362,7 +362,7 @@ static inline uint32_t tk_join_rank(const tk_piece_map *pieces, tk_memo *memo, u
                                     uint32_t r, const unsigned char *p, size_t len, uint64_t h) {
     if (len == 2) return pieces->two[(unsigned)p[0] << 8 | p[1]];
     uint32_t known;
-    if (tk_grid_get(pieces, l, r, &known)) return known;
+    if (tk_grid_get(pieces->grid, l, r, &known)) return known;
     if (pieces->max_rank >= TK_MEMO_NONE)
         return tk_piece_map_get(pieces, p, len, h ? h : tk_hash_bytes(p, len));
     uint64_t key = tk_memo_key(l, r);
