@@ -24,7 +24,7 @@ struct tk_tables {
     int ignore_merges;
     int all_bytes; /* every byte has an id */
     uint32_t byte_id[256]; /* UINT32_MAX: no id */
-    tk_pair_map pairs;     /* merge mode */
+    tk_pair_map pairs;     /* merge mode; rank mode: every split of a piece, or empty */
     uint32_t *merge_lr;    /* merge mode: (left, right, result) per rank */
     size_t n_merges;
     tk_piece_map pieces;   /* rank mode */
@@ -45,13 +45,16 @@ struct tk_tables {
  * 3,866, 25-32 4,460 / 5,026, 33-48 10,520 / 6,848; GPT-2 (short tokens, merges without a memo)
  * 9-16 1,333 / 958, 17-24 2,059 / 1,001. English (cold, 0.11 MB), 9-16 bytes: o200k ~2,300 /
  * ~4,000, GPT-2 ~2,900 / ~4,300. CJK (cold, 0.23 MB), o200k: 9-16 1,250 / 980, 17-24 2,543 /
- * 1,816, 33-64 12,270 / 5,497. TOKEMBED_BACKTRACK in the environment, read when tables are
- * made: "0" never backtrack, "always" backtrack every chunk of two bytes or more (tests). */
-static void backtrack_from(int rank_mode, size_t from[3]) {
+ * 1,816, 33-64 12,270 / 5,497. Those rank-file numbers asked validity of the piece table; with
+ * a pair table (by_pairs: merge lists, and rank files of short two-byte-letter pieces, see
+ * wants_rank_pairs) two-byte letters start at 9. TOKEMBED_BACKTRACK in the environment, read
+ * when tables are made: "0" never backtrack, "always" backtrack every chunk of two bytes or
+ * more (tests). */
+static void backtrack_from(int rank_mode, int by_pairs, size_t from[3]) {
     const char *v = getenv("TOKEMBED_BACKTRACK");
     size_t all = v && strcmp(v, "0") == 0 ? 0 : v && strcmp(v, "always") == 0 ? 2 : 1;
     from[0] = all != 1 ? all : rank_mode ? 33 : 17; /* ASCII */
-    from[1] = all != 1 ? all : rank_mode ? 33 : 9;  /* two-byte letters */
+    from[1] = all != 1 ? all : by_pairs ? 9 : 33;  /* two-byte letters */
     from[2] = all != 1 ? all : 9;                   /* longer letters */
 }
 
@@ -65,7 +68,73 @@ static inline size_t backtrack_min(const size_t from[3], const unsigned char *da
  * prefix whose rest is a piece and whose pair is valid below its rank (a piece BPE does not
  * build from its own bytes gets none and leaves the trie). NULL (chunks are merged) when memory
  * runs out or ranks are far sparser than the pieces. */
-static tk_bt *backtrack_of_ranks(const tk_tables *t, const uint32_t *offs, const uint32_t *lens,
+/* Whether a rank file's tables get the pair table below, which lets backtracking take words of
+ * two-byte letters (Cyrillic, Greek, Arabic, Latin with a diacritic first...) from 9 bytes
+ * instead of 33. It pays where the vocabulary splits such words into short pieces, so that
+ * merging one takes many joins: pieces starting with a two-byte letter (after one space) average
+ * 4.9 bytes in cl100k, 7.5 in qwen and 8.2 in o200k. One thread, fresh processes, medians of 9
+ * against 33 bytes: RusLit-40 on cl100k +7% (73.3 vs 68.3 MB/s), 13 PUD languages the same;
+ * qwen +5% on RusLit-40 but -5% on 13 languages, o200k -2..-7% and -6..-11%: there merging a
+ * word of long pieces stays cheaper. TOKEMBED_PAIRS in the environment when tables are made:
+ * "0" never, "1" always (tests). */
+#define TK_SHORT_LETTER_PIECES 6
+
+static int wants_rank_pairs(const unsigned char *blob, const uint32_t *offs, const uint32_t *lens,
+                            size_t count) {
+    const char *v = getenv("TOKEMBED_PAIRS");
+    if (v && (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)) return v[0] == '1';
+    size_t n = 0, bytes = 0;
+    for (size_t k = 0; k < count; k++) {
+        const unsigned char *p = blob + offs[k];
+        size_t skip = lens[k] > 1 && p[0] == ' ';
+        if (lens[k] <= skip || p[skip] < 0xc0 || p[skip] >= 0xe0) continue;
+        n++;
+        bytes += lens[k];
+    }
+    return n && bytes < TK_SHORT_LETTER_PIECES * n;
+}
+
+/* Every split of every piece into two pieces, as a pair table (left, right) -> (rank, result)
+ * of the piece they join to, in t->pairs. Tiktoken's rule joins two parts exactly when their
+ * bytes together are a piece, so the table gives backtracking's validity checks the piece
+ * table's answer from two ids, without hashing the joined bytes or reading a 32-byte piece slot
+ * (cl100k: 233,378 splits of 100,256 pieces, an 8 MiB table). Splits are found along the trie:
+ * a piece's prefixes that are pieces are its chain of prefix links, and each rest is looked up
+ * exactly. Without memory there is no table, and validity asks the piece table. */
+static void pairs_of_ranks(tk_tables *t, const tk_bt *bt, const unsigned char *const *at,
+                           size_t n_ids) {
+    size_t n = 0, cap = 0;
+    uint32_t *lr = NULL;
+    for (size_t id = 0; id < n_ids; id++) {
+        uint32_t len = bt->tok[id].len;
+        if (len < 2) continue;
+        for (uint32_t l = bt->prefix[id]; l != TK_BT_NONE; l = bt->prefix[l]) {
+            uint32_t ll = bt->tok[l].len, r = tk_bt_exact(bt, at[id] + ll, len - ll);
+            if (r == TK_BT_NONE) continue;
+            if (n == cap) {
+                cap = cap ? 2 * cap : 2 * n_ids + 16;
+                uint32_t *grown = realloc(lr, 3 * cap * sizeof(uint32_t));
+                if (!grown) goto done;
+                lr = grown;
+            }
+            lr[3 * n] = l;
+            lr[3 * n + 1] = r;
+            lr[3 * n + 2] = (uint32_t)id;
+            n++;
+        }
+    }
+    if (tk_pair_map_init(&t->pairs, n) < 0) {
+        tk_pair_map_free(&t->pairs);
+        memset(&t->pairs, 0, sizeof t->pairs);
+        goto done;
+    }
+    for (size_t k = 0; k < n; k++)
+        tk_pair_map_put(&t->pairs, lr[3 * k], lr[3 * k + 1], lr[3 * k + 2], lr[3 * k + 2]);
+done:
+    free(lr);
+}
+
+static tk_bt *backtrack_of_ranks(tk_tables *t, const uint32_t *offs, const uint32_t *lens,
                                  const uint32_t *ranks, size_t count) {
     if (!t->bt_min[2]) return NULL;
     size_t n_ids = (size_t)t->max_rank + 1;
@@ -81,6 +150,7 @@ static tk_bt *backtrack_of_ranks(const tk_tables *t, const uint32_t *offs, const
         }
         bt = tk_bt_trie(e, count, n_ids);
     }
+    if (bt && wants_rank_pairs(t->blob, offs, lens, count)) pairs_of_ranks(t, bt, at, n_ids);
     if (bt) {
         tk_bt_ranks r = {&t->pieces, NULL, NULL};
         for (size_t id = 0; id < n_ids; id++) {
@@ -126,7 +196,7 @@ static tk_tables *tables_new(int rank_mode) {
     if (!t) return NULL;
     t->rank_mode = rank_mode;
     t->whole = t->ignore_merges = rank_mode;
-    backtrack_from(rank_mode, t->bt_min);
+    backtrack_from(rank_mode, !rank_mode, t->bt_min);
     for (int b = 0; b < 256; b++) t->byte_id[b] = UINT32_MAX;
     return t;
 }
@@ -457,6 +527,7 @@ static size_t parse_rank_file(tk_tables *t, const unsigned char *d, size_t n) {
     t->pieces.letters = tk_letters_new(t->blob, offs, lens, ranks, count, t->pieces.two);
     t->bt = backtrack_of_ranks(t, offs, lens, ranks, count);
     if (t->bt) t->seg = segments_of(t->blob, offs, lens, count, t->bt);
+    backtrack_from(1, t->pairs.slots != NULL, t->bt_min); /* two-byte letters from 9 with pairs */
     qsort(ranks, count, sizeof(uint32_t), cmp_u32);
     for (size_t k = 1; k < count; k++)
         if (ranks[k] == ranks[k - 1]) {
@@ -504,6 +575,23 @@ size_t tk_tables_letters(const tk_tables *t, const unsigned char *d, size_t n, u
 const uint32_t *tk_tables_grid(const tk_tables *t, size_t *dim) {
     *dim = TK_GRID_DIM;
     return t->rank_mode ? t->pieces.grid : t->pairs.grid;
+}
+
+int tk_tables_rank_pairs(const tk_tables *t, uint32_t *out, size_t *count) {
+    if (!t->rank_mode || !t->pairs.slots) return 0;
+    size_t n = 0;
+    for (size_t i = 0; i <= t->pairs.mask; i++) {
+        const tk_pair_slot *slot = &t->pairs.slots[i];
+        if (slot->key == UINT64_MAX) continue;
+        if (out) {
+            out[3 * n] = (uint32_t)(slot->key >> 32);
+            out[3 * n + 1] = (uint32_t)slot->key;
+            out[3 * n + 2] = slot->result;
+        }
+        n++;
+    }
+    *count = n;
+    return 1;
 }
 
 size_t tk_tables_backtrack_from(const tk_tables *t, size_t from[3]) {
@@ -938,7 +1026,11 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
     if (t->bt && n > 1 && n >= backtrack_min(t->bt_min, data)) {
         if (!e->seen && (e->seen = malloc(TK_BT_SEEN_SLOTS * sizeof(uint64_t))) != NULL)
             memset(e->seen, 0xff, TK_BT_SEEN_SLOTS * sizeof(uint64_t));
-        tk_bt_ranks ranks = {t->rank_mode ? &t->pieces : NULL, &t->pairs, e->seen};
+        /* a rank file's pair table answers the words it lowered the threshold for; other
+         * chunks (CJK: 6-10% slower by pairs) ask the piece table and its Bloom filter */
+        unsigned char lead = data[0] == ' ' ? data[1] : data[0];
+        int by_pairs = !t->rank_mode || (t->pairs.slots && lead >= 0xc0 && lead < 0xe0);
+        tk_bt_ranks ranks = {by_pairs ? NULL : &t->pieces, &t->pairs, e->seen};
         int rc = tk_bt_encode(t->bt, &ranks, data, n, s, &m);
         if (rc < 0) return -1;
         merged = rc == 0;

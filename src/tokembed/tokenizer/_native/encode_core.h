@@ -64,6 +64,10 @@ size_t tk_tables_letters(const tk_tables *t, const unsigned char *d, size_t n, u
    these tables have none (fewer than *dim ranks, no memory, or TOKEMBED_GRID=0). */
 const uint32_t *tk_tables_grid(const tk_tables *t, size_t *dim);
 
+/* A rank file's pair table (every split of a piece into two pieces): 0 when it has none, else 1
+   with its size in *count and, where out is not NULL, (left, right, joined) triples in out. */
+int tk_tables_rank_pairs(const tk_tables *t, uint32_t *out, size_t *count);
+
 /* A chunk cache in shards, each with its own lock, holding about `limit` chunks in all. */
 tk_shared_cache *tk_shared_cache_new(size_t limit);
 void tk_shared_cache_free(tk_shared_cache *c);

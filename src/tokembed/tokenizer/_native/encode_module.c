@@ -259,6 +259,15 @@ static PyObject *Tables_grid(TablesObject *self, PyObject *unused) {
     return Py_BuildValue("(nN)", (Py_ssize_t)dim, cells);
 }
 
+static PyObject *Tables_rank_pairs(TablesObject *self, PyObject *unused) {
+    size_t n;
+    if (!tk_tables_rank_pairs(self->t, NULL, &n)) Py_RETURN_NONE;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * 12));
+    if (!out) return NULL;
+    tk_tables_rank_pairs(self->t, (uint32_t *)PyBytes_AS_STRING(out), &n);
+    return out;
+}
+
 static PyMethodDef Tables_methods[] = {
     {"from_merges", (PyCFunction)(void (*)(void))Tables_from_merges, METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      "from_merges(byte_ids, merges, *, pieces=None, ignore_merges=False): explicit merge tables "
@@ -274,6 +283,9 @@ static PyMethodDef Tables_methods[] = {
     {"grid", (PyCFunction)Tables_grid, METH_NOARGS,
      "grid() -> (dim, cells) | None: the rank at which parts a and b join, for ids below dim, "
      "as native uint32 cells a * dim + b (0xFFFFFFFF: never); None without a grid."},
+    {"rank_pairs", (PyCFunction)Tables_rank_pairs, METH_NOARGS,
+     "rank_pairs() -> bytes | None: a rank file's pair table, every split of a piece into two "
+     "pieces, as native uint32 (left, right, joined) triples in no order; None without one."},
     {"letters", (PyCFunction)Tables_letters, METH_O,
      "letters(chunk: bytes) -> list[int]: the offsets of the two-byte letters that merging the "
      "chunk starts from, joined, instead of their bytes (the ids are the same); [] for merge "
