@@ -64,10 +64,6 @@ static inline size_t backtrack_min(const size_t from[3], const unsigned char *da
     return from[lead < 0x80 ? 0 : lead < 0xe0 ? 1 : 2];
 }
 
-/* Backtracking for a rank file: the pieces in rank order, each given the history of its longest
- * prefix whose rest is a piece and whose pair is valid below its rank (a piece BPE does not
- * build from its own bytes gets none and leaves the trie). NULL (chunks are merged) when memory
- * runs out or ranks are far sparser than the pieces. */
 /* Whether a rank file's tables get the pair table below, which lets backtracking take words of
  * two-byte letters (Cyrillic, Greek, Arabic, Latin with a diacritic first...) from 9 bytes
  * instead of 33. It pays where the vocabulary splits such words into short pieces, so that
@@ -134,6 +130,11 @@ done:
     free(lr);
 }
 
+/* Backtracking for a rank file: the pieces in rank order, each given the history of its longest
+ * prefix whose rest is a piece and whose pair is valid below its rank (a piece BPE does not
+ * build from its own bytes gets none and leaves the trie). NULL (chunks are merged) when memory
+ * runs out or ranks are far sparser than the pieces. Where wants_rank_pairs holds, the pair
+ * table is built from the trie before pieces no merge builds are dropped from it. */
 static tk_bt *backtrack_of_ranks(tk_tables *t, const uint32_t *offs, const uint32_t *lens,
                                  const uint32_t *ranks, size_t count) {
     if (!t->bt_min[2]) return NULL;
