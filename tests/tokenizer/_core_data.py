@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from conftest import data_path, pud_text
+from conftest import PUD_LANGS, data_path, pud_text
 from tokembed.tokenizer import Tokenizer, TrainConfig, train
 
 
@@ -29,6 +29,17 @@ def pud_tokenizer() -> Tokenizer:
 def ruslit_tokenizer(ruslit_text: str) -> Tokenizer:
     """4096 merges on the first 1M characters of RusLit40 (training on all of it takes ~1 min)."""
     return train([ruslit_text[:1_000_000]], config=TrainConfig(merges=4096, progress=False))
+
+
+@cache
+def real_text() -> str:
+    """Every PUD language, then 300,000 characters of RusLit-40: the text the encoder's switches
+    are tested on, each way against the peers."""
+    import gzip
+
+    with gzip.open(data_path("ruslit", "ruslit40.txt.gz"), "rt", encoding="utf-8") as f:
+        ruslit = f.read(300_000)
+    return "".join(pud_text(lang) for lang in PUD_LANGS) + ruslit
 
 
 @cache

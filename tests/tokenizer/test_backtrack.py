@@ -14,15 +14,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import cache
 from typing import Any
 
 import pytest
-from _core_data import encode_module, hf_peer, rank_file_of, rank_peer, rank_vocab
+from _core_data import encode_module, hf_peer, rank_file_of, rank_peer, rank_vocab, real_text
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from conftest import PUD_LANGS, data_path, pud_text
+from conftest import data_path
 from tokembed.tokenizer import BPETables, Pretokenizer
 from tokembed.tokenizer.compiled import CompiledEncoder, compiled_tables
 from tokembed.tokenizer.encode import encode_ordinary_reference
@@ -58,16 +57,6 @@ def _merge_tables(tables: BPETables, mode: str) -> Any:
         return compiled_tables(tables)
 
 
-@cache
-def _real_text() -> str:
-    """Every PUD language, then 300,000 characters of RusLit-40."""
-    import gzip
-
-    with gzip.open(data_path("ruslit", "ruslit40.txt.gz"), "rt", encoding="utf-8") as f:
-        ruslit = f.read(300_000)
-    return "".join(pud_text(lang) for lang in PUD_LANGS) + ruslit
-
-
 def _ids(tables: Any, pre: Pretokenizer, text: str) -> list[int]:
     return CompiledEncoder(tables, pre, threads=1).encode(text)
 
@@ -88,7 +77,7 @@ def test_the_default_backtracks_long_chunks_and_the_switch_turns_it_off_or_on() 
 @pytest.mark.parametrize("name", RANK_FILES)
 def test_rank_files_backtracked_equal_merged_and_tiktoken_on_real_text(name: str) -> None:
     data, _, tok = rank_vocab(name)
-    text = _real_text()
+    text = real_text()
     pre = tok.pretokenizer
     expected = rank_peer(name).encode_ordinary(text)
     for mode in ("always", "", "0"):
@@ -103,7 +92,7 @@ def test_merge_lists_backtracked_equal_hf_tokenizers_on_real_text(name: str) -> 
 
     tok = load_tokenizer(data_path("tokenizers", name))
     peer = hf_peer(name)
-    text = _real_text()
+    text = real_text()
     expected = peer.encode(text, add_special_tokens=False).ids
     for mode in ("always", ""):
         tables = _merge_tables(tok.tables, mode)

@@ -11,14 +11,13 @@ off ("0").
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
 import numpy as np
 import pytest
-from _core_data import encode_module, rank_peer, rank_vocab
+from _core_data import encode_module, rank_peer, rank_vocab, real_text
 
-from conftest import PUD_LANGS, data_path, pud_text
+from conftest import data_path
 from tokembed.tokenizer.compiled import CompiledEncoder
 
 RANK_FILES = ["cl100k_base", "o200k_base", "qwen"]
@@ -42,16 +41,6 @@ def _splits(ranks: dict[bytes, int]) -> set[tuple[int, int, int]]:
         for k in range(1, len(piece))
         if piece[:k] in ranks and piece[k:] in ranks
     }
-
-
-@cache
-def _text() -> str:
-    """Every PUD language, then 300,000 characters of RusLit-40."""
-    import gzip
-
-    with gzip.open(data_path("ruslit", "ruslit40.txt.gz"), "rt", encoding="utf-8") as f:
-        ruslit = f.read(300_000)
-    return "".join(pud_text(lang) for lang in PUD_LANGS) + ruslit
 
 
 @pytest.mark.parametrize("name", RANK_FILES)
@@ -102,7 +91,7 @@ def test_rank_files_with_and_without_pairs_equal_tiktoken(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data, _, tok = rank_vocab(name)
-    text = _text()
+    text = real_text()
     expected = rank_peer(name).encode_ordinary(text)
     for pairs in ("1", "0"):
         for backtrack in ("", "always"):
