@@ -1148,18 +1148,17 @@ static int run_batch(tk_job *job) {
     return 0;
 }
 
-static int emit_piece(void *ctx, size_t start, size_t end) {
-    tk_job *job = ctx;
-    job->start[job->count] = start;
-    job->end[job->count] = end;
-    return ++job->count == TK_BATCH ? run_batch(job) : 0;
-}
-
-/* Scan job->text[0..job->len) and encode its chunks. */
+/* Scan job->text[0..job->len) and encode its chunks, a batch at a time. */
 static void scan_job(tk_job *job, int preset, int dialect) {
-    job->count = 0;
-    if (tk_scan(preset, dialect, job->text, job->len, emit_piece, job) == 0 && job->count)
+    for (size_t at = 0, m; job->status == 0 &&
+                           (m = tk_scan_some(preset, dialect, job->text, job->len, at, job->end,
+                                             TK_BATCH)) != 0;
+         at = job->end[m - 1]) {
+        job->start[0] = at;
+        for (size_t k = 1; k < m; k++) job->start[k] = job->end[k - 1];
+        job->count = m;
         run_batch(job);
+    }
 }
 
 int tk_encode_pieces(tk_encoder *e, const unsigned char *text, const size_t *lens, size_t n_pieces,

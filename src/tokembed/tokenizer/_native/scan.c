@@ -267,7 +267,7 @@ static size_t whitespace(const Text *s, size_t i, size_t first_len, int eot_run,
    them can take back a character, so backtracking ends them where the possessive forms end),
    takes one number (`qwen`: \p{N}, not \p{N}{1,3}) and has \s*[\r\n]+ for \s*[\r\n] (both end
    after the last CR or LF of the whitespace run). */
-static size_t piece_cl100k(const Text *s, size_t i, int cl100k, int qwen) {
+TK_INLINE size_t piece_cl100k(const Text *s, size_t i, int cl100k, int qwen) {
     unsigned char c0 = s->t[i];
     size_t len0, k;
     if (c0 == '\'' && (k = contraction(s, i + 1, 1))) return i + 1 + k;
@@ -351,22 +351,40 @@ static size_t piece_o200k(const Text *s, size_t i) {
     return whitespace(s, i, len0, 0, 1);
 }
 
-int tk_scan(int preset, int dialect, const unsigned char *text, size_t n, tk_emit emit, void *ctx) {
+/* One loop per preset, each with its piece function inlined with the preset's constants, and
+ * the ends written to an array rather than passed to a callback per piece. Scanning alone,
+ * fastest of 5 runs of 15 passes, ns per piece, callback -> this: cl100k PUD English 8.3 ->
+ * 7.5, French 11.3 -> 10.1, RusLit-40 18.0 -> 16.4, 13 PUD languages 15.6 -> 13.7 (o200k within
+ * noise). The encoder takes its batches from here (encode_core.c, run_batch). */
+#define TK_SCAN_LOOP(piece)                                                    \
+    for (; k < cap && i < n; k++) {                                            \
+        size_t e = piece;                                                      \
+        if (e <= i) e = i + 1; /* cannot happen for valid input; never loop */ \
+        ends[k] = i = e;                                                       \
+    }                                                                          \
+    break
+
+size_t tk_scan_some(int preset, int dialect, const unsigned char *text, size_t n, size_t from,
+                    size_t *ends, size_t cap) {
     Text s = {text, n, classes(dialect)};
-    size_t i = 0;
-    while (i < n) {
-        size_t e;
-        switch (preset) {
-        case TK_PRESET_TEACHING: e = piece_cl100k(&s, i, 0, 0); break;
-        case TK_PRESET_CL100K: e = piece_cl100k(&s, i, 1, 0); break;
-        case TK_PRESET_QWEN: e = piece_cl100k(&s, i, 0, 1); break;
-        case TK_PRESET_O200K: e = piece_o200k(&s, i); break;
-        default: e = piece_r50k(&s, i); break;
+    size_t i = from, k = 0;
+    switch (preset) {
+    case TK_PRESET_TEACHING: TK_SCAN_LOOP(piece_cl100k(&s, i, 0, 0));
+    case TK_PRESET_CL100K: TK_SCAN_LOOP(piece_cl100k(&s, i, 1, 0));
+    case TK_PRESET_QWEN: TK_SCAN_LOOP(piece_cl100k(&s, i, 0, 1));
+    case TK_PRESET_O200K: TK_SCAN_LOOP(piece_o200k(&s, i));
+    default: TK_SCAN_LOOP(piece_r50k(&s, i));
+    }
+    return k;
+}
+
+int tk_scan(int preset, int dialect, const unsigned char *text, size_t n, tk_emit emit, void *ctx) {
+    size_t ends[256];
+    for (size_t i = 0, m; (m = tk_scan_some(preset, dialect, text, n, i, ends, 256)) != 0;) {
+        for (size_t k = 0; k < m; i = ends[k++]) {
+            int rc = emit(ctx, i, ends[k]);
+            if (rc) return rc;
         }
-        if (e <= i) e = i + 1; /* cannot happen for valid input; never loop */
-        int rc = emit(ctx, i, e);
-        if (rc) return rc;
-        i = e;
     }
     return 0;
 }

@@ -24,6 +24,11 @@ void tk_scan_init(void);
 typedef int (*tk_emit)(void *ctx, size_t start, size_t end);
 int tk_scan(int preset, int dialect, const unsigned char *text, size_t n, tk_emit emit, void *ctx);
 
+/* The same pieces, the next ones from byte `from` (a piece's start): their end offsets, in
+   order, into ends[0..cap). Returns how many were written: 0 exactly when from == n. */
+size_t tk_scan_some(int preset, int dialect, const unsigned char *text, size_t n, size_t from,
+                    size_t *ends, size_t cap);
+
 /* The first byte offset p in [from, n) at which text can be cut into two texts, text[0:p) and
    text[p:n), whose pieces are together those of the whole text, for every preset and dialect;
    n when there is none. Such a p follows a line feed that follows a character other than
