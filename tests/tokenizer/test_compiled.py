@@ -369,9 +369,10 @@ def test_join_lists_moves_the_items_of_lists_no_one_else_holds() -> None:
 
 
 def test_a_missing_byte_is_found_in_the_chunk_that_holds_it_however_many_follow() -> None:
-    """The scanner's chunks are encoded a few behind the scan (their cache lines load
-    meanwhile); a chunk that needs a missing byte is still named by its own offset, whether
-    chunks were scanned after it or it ends the text, line or batch."""
+    """The scanner's chunks are encoded in batches of 64 after the scan (their cache lines
+    load meanwhile); a chunk that needs a missing byte is still named by its own offset,
+    whether chunks were scanned after it, it ends the text, line or batch, or it comes in a
+    later batch, first or last in it."""
     module = encode_module()
     tables = BPETables(pieces={i: bytes([i]) for i in range(256) if i != 0xD0})
     tok = Tokenizer(pretokenizer=Pretokenizer.preset("o200k"), tables=tables)
@@ -384,6 +385,9 @@ def test_a_missing_byte_is_found_in_the_chunk_that_holds_it_however_many_follow(
         ("ok, ", ""),
         ("a b c d e f ", " g h i j k l m"),
         ("x" * 40, " y"),
+        ("w" + " w" * 62, ""),  # the missing byte's chunk is the 64th: last of the first batch
+        ("w" + " w" * 63, " z" * 70),  # the 65th: first of the second, more batches after
+        ("w" + " w" * 200, " z"),
     ):
         text = f"{before}Дом{after}"
         at = len(before.encode())
