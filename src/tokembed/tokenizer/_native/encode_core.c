@@ -1070,8 +1070,8 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
  * This replaced a ring of 8 chunks between scanning and encoding, each chunk's slot asked for
  * at the scan and probed two chunks later. Fresh processes, one thread, medians of 5, ring ->
  * batch of 64, probe 8 ahead: cl100k PUD French warm 168 -> 190 MB/s, 13 PUD languages cold
- * 44.8 -> 47.7 and warm 102 -> 111, RusLit-40 cold 71.0 -> 77.2; o200k PUD Chinese + Korean +
- * Japanese warm 130 -> 143. Batches of 32 and 128 and probing 16 ahead measured the same;
+ * 44.8 -> 47.7 and warm 102 -> 111, RusLit-40 cold 71.0 -> 77.2; o200k PUD Chinese + Korean
+ * warm 130 -> 143. Batches of 32 and 128 and probing 16 ahead measured the same;
  * probing every chunk of a batch before encoding any, 5% slower warm (two passes over the
  * slots), and not probing at all, 3% faster on French but ~10% slower warm on 13 languages. */
 #define TK_BATCH 64

@@ -355,7 +355,7 @@ static size_t piece_o200k(const Text *s, size_t i) {
  * the ends written to an array rather than passed to a callback per piece. Scanning alone,
  * fastest of 5 runs of 15 passes, ns per piece, callback -> this: cl100k PUD English 8.3 ->
  * 7.5, French 11.3 -> 10.1, RusLit-40 18.0 -> 16.4, 13 PUD languages 15.6 -> 13.7 (o200k within
- * noise). The encoder takes its batches from here (encode_core.c, run_batch). */
+ * noise). The encoder takes its batches from here (encode_core.c, scan_job). */
 #define TK_SCAN_LOOP(piece)                                                    \
     for (; k < cap && i < n; k++) {                                            \
         size_t e = piece;                                                      \

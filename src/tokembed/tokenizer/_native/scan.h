@@ -25,7 +25,8 @@ typedef int (*tk_emit)(void *ctx, size_t start, size_t end);
 int tk_scan(int preset, int dialect, const unsigned char *text, size_t n, tk_emit emit, void *ctx);
 
 /* The same pieces, the next ones from byte `from` (a piece's start): their end offsets, in
-   order, into ends[0..cap). Returns how many were written: 0 exactly when from == n. */
+   order, into ends[0..cap). Returns how many were written: with cap > 0, 0 exactly when
+   from == n. */
 size_t tk_scan_some(int preset, int dialect, const unsigned char *text, size_t n, size_t from,
                     size_t *ends, size_t cap);
 
