@@ -1111,8 +1111,7 @@ typedef struct {
     size_t len;
     size_t missing_at; /* byte offset of a byte without an id */
     int status;        /* 0 ok, TK_MISSING_BYTE, -1 no memory */
-    size_t count;      /* chunks waiting in `start` / `end` */
-    size_t start[TK_BATCH], end[TK_BATCH];
+    size_t bound[TK_BATCH + 1]; /* a batch's chunk i is text[bound[i]..bound[i + 1]) */
     tk_front_key key[TK_BATCH];
     unsigned char keyed[TK_BATCH];
 } tk_job;
@@ -1120,44 +1119,41 @@ typedef struct {
 /* probe_chunk of the job's chunk i, when it has a front key. */
 static void probe_at(tk_job *job, size_t i) {
     if (job->keyed[i])
-        probe_chunk(job->enc, job->text + job->start[i], job->end[i] - job->start[i], &job->key[i]);
+        probe_chunk(job->enc, job->text + job->bound[i], job->bound[i + 1] - job->bound[i],
+                    &job->key[i]);
 }
 
-/* Encode the chunks waiting in `job`, in order, stopping at the first that fails. */
-static int run_batch(tk_job *job) {
+/* Encode the batch's m chunks, in order, stopping at the first that fails (job->status). */
+static void run_batch(tk_job *job, size_t m) {
     tk_encoder *e = job->enc;
-    size_t m = job->count;
-    job->count = 0;
+    const size_t *bound = job->bound;
     for (size_t i = 0; i < m; i++)
-        job->keyed[i] = (unsigned char)key_chunk(e, job->text + job->start[i],
-                                                 job->end[i] - job->start[i],
-                                                 job->len - job->start[i], &job->key[i]);
+        job->keyed[i] = (unsigned char)key_chunk(e, job->text + bound[i], bound[i + 1] - bound[i],
+                                                 job->len - bound[i], &job->key[i]);
     for (size_t i = 0; i < m && i < TK_PROBE; i++) probe_at(job, i);
     for (size_t i = 0; i < m; i++) {
         if (i + TK_PROBE < m) probe_at(job, i + TK_PROBE);
-        size_t at = job->start[i], n = job->end[i] - at, bad = 0;
+        size_t at = bound[i], n = bound[i + 1] - at, bad = 0;
         const unsigned char *data = job->text + at;
         int st = job->keyed[i] ? encode_keyed(e, data, n, job->len - at, &bad, &job->key[i])
                                : encode_chunk(e, data, n, job->len - at, &bad);
         if (st) {
             if (st == TK_MISSING_BYTE) job->missing_at = at + bad;
             job->status = st;
-            return st;
+            return;
         }
     }
-    return 0;
 }
 
-/* Scan job->text[0..job->len) and encode its chunks, a batch at a time. */
+/* Scan job->text[0..job->len) and encode its chunks, a batch at a time: each batch's chunks
+ * start where the last one's ended. */
 static void scan_job(tk_job *job, int preset, int dialect) {
-    for (size_t at = 0, m; job->status == 0 &&
-                           (m = tk_scan_some(preset, dialect, job->text, job->len, at, job->end,
-                                             TK_BATCH)) != 0;
-         at = job->end[m - 1]) {
-        job->start[0] = at;
-        for (size_t k = 1; k < m; k++) job->start[k] = job->end[k - 1];
-        job->count = m;
-        run_batch(job);
+    size_t m;
+    job->bound[0] = 0;
+    while (job->status == 0 && (m = tk_scan_some(preset, dialect, job->text, job->len,
+                                                 job->bound[0], job->bound + 1, TK_BATCH))) {
+        run_batch(job, m);
+        job->bound[0] = job->bound[m];
     }
 }
 
