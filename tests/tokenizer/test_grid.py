@@ -1,6 +1,7 @@
-"""The dense grid of pair ranks (``encode_tables.h``): joins of two ids below its side are
-answered by one load instead of a table lookup, so every cell must be exactly the rank the
-tables would give, and the ids must not change with the grid on or off.
+"""The grid of pair ranks (``encode_tables.h``): joins of two ids below its side are answered
+from it (a bit per cell, the joining cells' ranks packed) instead of a table lookup, so every
+cell, read back through the encoder's own lookup, must be exactly the rank the tables would
+give, and the ids must not change with the grid on or off.
 
 Every cell is checked by brute force against the vocabulary itself: for a rank file, the
 rank of the two pieces' bytes joined (tiktoken's rule); for a merge list, the first merge of

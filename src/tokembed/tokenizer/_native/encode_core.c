@@ -292,16 +292,17 @@ tk_tables *tk_tables_from_merges(const int64_t byte_id[256], const uint32_t *mer
         return NULL;
     }
     memcpy(t->merge_lr, merges, 3 * n * sizeof(uint32_t));
-    t->pairs.grid = tk_grid_new();
+    uint32_t *grid = tk_grid_dense();
     t->pairs.lr = t->merge_lr;
     for (size_t k = 0; k < n; k++) {
         const uint32_t *lr = &merges[3 * k];
         /* the first pair wins, in the table and in the grid */
-        if (tk_pair_map_put(&t->pairs, lr[0], lr[1], (uint32_t)k, lr[2]) == 0 && t->pairs.grid &&
+        if (tk_pair_map_put(&t->pairs, lr[0], lr[1], (uint32_t)k, lr[2]) == 0 && grid &&
             (lr[0] | lr[1]) < TK_GRID_DIM)
-            t->pairs.grid[lr[0] * TK_GRID_DIM + lr[1]] = (uint32_t)k;
+            grid[lr[0] * TK_GRID_DIM + lr[1]] = (uint32_t)k;
         if (lr[2] > t->max_id) t->max_id = lr[2];
     }
+    t->pairs.grid = tk_grid_pack(grid);
     t->bt = backtrack_of_merges(t, &t->seg);
     return t;
 }
@@ -420,7 +421,7 @@ static uint32_t grid_piece(const uint16_t *slot, const uint32_t *off, const uint
  * memory or with ranks below TK_GRID_DIM missing. Each piece tries only the splits whose
  * parts are no longer than the longest low-rank piece, each against the small table of
  * those pieces (~10 ms for o200k's 200k pieces). */
-static uint32_t *grid_of_ranks(const unsigned char *blob, const uint32_t *offs,
+static tk_grid *grid_of_ranks(const unsigned char *blob, const uint32_t *offs,
                                const uint32_t *lens, const uint32_t *ranks, size_t count) {
     uint32_t off[TK_GRID_DIM], len[TK_GRID_DIM];
     size_t have = 0, longest = 0;
@@ -434,7 +435,7 @@ static uint32_t *grid_of_ranks(const unsigned char *blob, const uint32_t *offs,
         }
     if (have < TK_GRID_DIM) return NULL;
     uint16_t *slot = calloc(4 * TK_GRID_DIM, sizeof *slot);
-    uint32_t *grid = slot ? tk_grid_new() : NULL;
+    uint32_t *grid = slot ? tk_grid_dense() : NULL;
     if (!grid) {
         free(slot);
         return NULL;
@@ -463,7 +464,7 @@ static uint32_t *grid_of_ranks(const unsigned char *blob, const uint32_t *offs,
     }
 #undef TK_STARTS
     free(slot);
-    return grid;
+    return tk_grid_pack(grid);
 }
 
 /* Returns 0, or the 1-based line of the first line this parser refuses. */
@@ -573,9 +574,11 @@ size_t tk_tables_letters(const tk_tables *t, const unsigned char *d, size_t n, u
     return tk_letters_in(t->pieces.letters, d, n, at); /* NULL (none) for merge tables */
 }
 
-const uint32_t *tk_tables_grid(const tk_tables *t, size_t *dim) {
-    *dim = TK_GRID_DIM;
-    return t->rank_mode ? t->pieces.grid : t->pairs.grid;
+size_t tk_tables_grid(const tk_tables *t, uint32_t *cells) {
+    const tk_grid *grid = t->rank_mode ? t->pieces.grid : t->pairs.grid;
+    if (!grid) return 0;
+    if (cells) tk_grid_cells(grid, cells);
+    return TK_GRID_DIM;
 }
 
 int tk_tables_rank_pairs(const tk_tables *t, uint32_t *out, size_t *count) {

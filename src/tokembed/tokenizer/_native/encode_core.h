@@ -59,10 +59,11 @@ size_t tk_tables_cuts(const tk_tables *t, const unsigned char *d, size_t n, uint
    0 for merge tables, or TOKEMBED_LETTERS=0 when they were made. */
 size_t tk_tables_letters(const tk_tables *t, const unsigned char *d, size_t n, uint32_t *at);
 
-/* The dense grid of pair ranks (encode_tables.h, TK_GRID_DIM): cell a * *dim + b is the
-   rank at which parts a and b join (TK_NO_RANK: never), for ids a, b below *dim; NULL when
-   these tables have none (fewer than *dim ranks, no memory, or TOKEMBED_GRID=0). */
-const uint32_t *tk_tables_grid(const tk_tables *t, size_t *dim);
+/* The grid of pair ranks (encode_tables.h): its side dim, or 0 when these tables have none
+   (fewer than TK_GRID_DIM ranks, no memory, or TOKEMBED_GRID=0). Where cells is not NULL its
+   dim * dim cells are written there, dense: cell a * dim + b is the rank at which parts a and
+   b join (TK_NO_RANK: never), for ids a, b below dim. */
+size_t tk_tables_grid(const tk_tables *t, uint32_t *cells);
 
 /* A rank file's pair table (every split of a piece into two pieces): 0 when it has none, else 1
    with its size in *count and, where out is not NULL, (left, right, joined) triples in out. */

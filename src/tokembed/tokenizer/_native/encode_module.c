@@ -251,11 +251,11 @@ static PyObject *Tables_letters(TablesObject *self, PyObject *arg) {
 }
 
 static PyObject *Tables_grid(TablesObject *self, PyObject *unused) {
-    size_t dim;
-    const uint32_t *grid = tk_tables_grid(self->t, &dim);
-    if (!grid) Py_RETURN_NONE;
-    PyObject *cells = PyBytes_FromStringAndSize((const char *)grid, (Py_ssize_t)(dim * dim * 4));
+    size_t dim = tk_tables_grid(self->t, NULL);
+    if (!dim) Py_RETURN_NONE;
+    PyObject *cells = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(dim * dim * 4));
     if (!cells) return NULL;
+    tk_tables_grid(self->t, (uint32_t *)PyBytes_AS_STRING(cells));
     return Py_BuildValue("(nN)", (Py_ssize_t)dim, cells);
 }
 
