@@ -113,6 +113,31 @@ def test_ascii_runs_end_at_every_byte(run: str) -> None:
             assert c_split(text, preset, dialect) == pre.split(text), (preset, dialect, text)
 
 
+@pytest.mark.parametrize(
+    "run",
+    [
+        "абвгдежзийклмнопрстуфхцчшщъыьэюяёђѓєѕ",  # lower case, U+0430-U+045F
+        "АБВГДЕЖЗИЙКЛМНОПРСТУФХЦЧШЩЪЫЬЭЮЯЁЂЃЄЅ",  # upper case, U+0400-U+042F
+        "ПриветМирЪѠѡѢѣѤѥѦѧѨѩѪѫѬѭѮѯѰѱѲѳѴѵѶѷѸѹѺѻѼѽѾѿ",  # mixed, and U+0460-U+047F
+    ],
+)
+def test_cyrillic_runs_end_at_every_character(run: str) -> None:
+    """Runs of two-byte Cyrillic letters are read sixteen bytes at a time: a character of
+    every other kind (ASCII, the other Cyrillic case, the non-letters U+0482 and U+0483 right
+    after the letters, Greek, Latin-1, CJK, an emoji), at every offset of a 38-letter run (so
+    past two blocks), ends or joins it exactly where the regex does, for every preset."""
+    stoppers = [" ", ",", "a", "Z", "7", "'", "\n", "\u0482", "\u0483", "\u0488", "\u048a"]
+    stoppers += ["\u0416", "\u0436", "\u0460", "\u0461", "\u03b1", "\u00e9", "\u4e2d"]
+    stoppers += ["\U0001f600"]
+    texts = [run[:k] + c + run[k:] for c in stoppers for k in range(0, len(run) + 1)]
+    texts += [" " + t for t in texts[::7]]
+    texts += [run[:k] for k in range(1, len(run) + 1)]  # a run that reaches the end
+    for preset, dialect in CASES:
+        pre = pretokenizer(preset, dialect)
+        for text in texts:
+            assert c_split(text, preset, dialect) == pre.split(text), (preset, dialect, text)
+
+
 def test_stop_early_and_empty() -> None:
     assert compiled_count().piece_ends(b"", 0, 0) == []
     assert c_split("x", "o200k", "tiktoken") == ["x"]

@@ -18,6 +18,11 @@
 
 #include "scan_classes.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#define TK_CYRILLIC_BLOCKS 1
+#endif
+
 #define TK_NCODE 0x110000u
 #define TK_LNS (TK_CL | TK_CN | TK_CS)
 
@@ -76,6 +81,14 @@ static inline uint64_t tk_word_in(uint64_t w, unsigned mask) {
 }
 
 static int tk_swar_ok; /* set by tk_scan_init: the table's ASCII classes are tk_word_in's */
+static int tk_cyrillic_ok; /* set by tk_scan_init: the classes cyrillic_run assumes hold */
+
+/* Whether every code point in [lo, hi] has `mask` in both dialects' tables. */
+static int all_in(uint32_t lo, uint32_t hi, unsigned mask) {
+    for (uint32_t c = lo; c <= hi; c++)
+        if (!(tk_class_tiktoken[c] & mask) || !(tk_classes_huggingface[c] & mask)) return 0;
+    return 1;
+}
 
 void tk_scan_init(void) {
     fill(tk_class_tiktoken, tk_runs_tiktoken, TK_NRUNS_TIKTOKEN);
@@ -93,6 +106,7 @@ void tk_scan_init(void) {
             ok &= in == ((tk_classes_huggingface[c] & masks[k]) != 0);
         }
     tk_swar_ok = ok;
+    tk_cyrillic_ok = all_in(0x400, 0x47f, TK_CL) && all_in(0x430, 0x45f, TK_CW);
 }
 
 static const uint8_t *classes(int dialect) {
@@ -166,6 +180,43 @@ TK_INLINE size_t ascii_run(const Text *s, size_t i, unsigned mask) {
     return i;
 }
 
+/* ---- Cyrillic runs sixteen bytes at a time ----
+ * A Russian word is read one two-byte letter at a time otherwise: a decode, a class load and a
+ * branch each, and a mispredicted branch where the word ends. Its letters after the first are
+ * read here as eight per SSE2 block instead: in 16-bit lanes (lead byte low) a lane is taken
+ * when it is a letter of the run's class, L: leads 0xD0-0xD1 (U+0400-U+047F, every one a
+ * letter); W, o200k's lower case: U+0430-U+045F (D0 B0-BF, D1 80-9F). Valid UTF-8 makes every
+ * lane a whole character once the first is (a lead 0xD0 or 0xD1 is followed by its one
+ * continuation byte). The run stops at the first lane not taken, and `run` reads on from there
+ * one character at a time (stopping early is always safe). tk_scan_init checks those classes
+ * in both dialects' tables (tk_cyrillic_ok). Fresh processes interleaved, medians of 7, one
+ * thread, RusLit-40 cold / warm MB/s: cl100k 80.4 -> 86.6 / 198 -> 238, qwen 70.7 -> 73.1 /
+ * 206 -> 244, o200k 66.1 -> 68.0 / 192 -> 222; SmolLM2 (medians of 5) 79.8 -> 84.7 / 158 -> 183;
+ * 13 PUD languages unchanged. Elsewhere than SSE2 (every x86-64) the run is read as before. */
+TK_INLINE size_t cyrillic_run(const Text *s, size_t i, unsigned mask) {
+#ifdef TK_CYRILLIC_BLOCKS
+    if (!tk_cyrillic_ok || (mask != TK_CL && mask != TK_CW)) return i;
+    while (i + 16 <= s->n) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s->t + i)), taken;
+        if (mask == TK_CL) {
+            taken = _mm_cmpeq_epi16(_mm_and_si128(v, _mm_set1_epi16(0x00fe)), _mm_set1_epi16(0x00d0));
+        } else {
+            __m128i lower_d0 = _mm_cmpeq_epi16(_mm_and_si128(v, _mm_set1_epi16((short)0xf0ff)),
+                                               _mm_set1_epi16((short)0xb0d0));
+            __m128i lower_d1 = _mm_cmpeq_epi16(_mm_and_si128(v, _mm_set1_epi16((short)0xe0ff)),
+                                               _mm_set1_epi16((short)0x80d1));
+            taken = _mm_or_si128(lower_d0, lower_d1);
+        }
+        unsigned left = ~(unsigned)_mm_movemask_epi8(taken) & 0xffffu;
+        if (left) return i + ((unsigned)__builtin_ctz(left) & ~1u); /* the first lane not taken */
+        i += 16;
+    }
+#endif
+    (void)s;
+    (void)mask;
+    return i;
+}
+
 /* End of the run of characters from i whose bits meet `mask`. */
 TK_INLINE size_t run(const Text *s, size_t i, unsigned mask) {
     size_t len;
@@ -177,6 +228,7 @@ TK_INLINE size_t run(const Text *s, size_t i, unsigned mask) {
         } else if (c < 0xE0 && i + 1 < s->n) { /* decode's two- and three-byte cases, inline */
             if (!(s->cls[((c & 0x1Fu) << 6) | (s->t[i + 1] & 0x3Fu)] & mask)) return i;
             i += 2;
+            if ((c & 0xFE) == 0xD0) i = cyrillic_run(s, i, mask);
         } else if (c < 0xF0 && i + 2 < s->n) {
             uint32_t cp = ((c & 0x0Fu) << 12) | ((s->t[i + 1] & 0x3Fu) << 6);
             if (!(s->cls[cp | (s->t[i + 2] & 0x3Fu)] & mask)) return i;
