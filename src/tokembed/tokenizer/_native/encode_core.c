@@ -293,7 +293,6 @@ tk_tables *tk_tables_from_merges(const int64_t byte_id[256], const uint32_t *mer
     }
     memcpy(t->merge_lr, merges, 3 * n * sizeof(uint32_t));
     uint32_t *grid = tk_grid_dense();
-    t->pairs.lr = t->merge_lr;
     for (size_t k = 0; k < n; k++) {
         const uint32_t *lr = &merges[3 * k];
         /* the first pair wins, in the table and in the grid */
@@ -302,7 +301,7 @@ tk_tables *tk_tables_from_merges(const int64_t byte_id[256], const uint32_t *mer
             grid[lr[0] * TK_GRID_DIM + lr[1]] = (uint32_t)k;
         if (lr[2] > t->max_id) t->max_id = lr[2];
     }
-    t->pairs.grid = tk_grid_pack(grid);
+    t->pairs.grid = tk_grid_pack(grid, t->merge_lr);
     t->bt = backtrack_of_merges(t, &t->seg);
     return t;
 }
@@ -464,7 +463,7 @@ static tk_grid *grid_of_ranks(const unsigned char *blob, const uint32_t *offs,
     }
 #undef TK_STARTS
     free(slot);
-    return tk_grid_pack(grid);
+    return tk_grid_pack(grid, NULL);
 }
 
 /* Returns 0, or the 1-based line of the first line this parser refuses. */

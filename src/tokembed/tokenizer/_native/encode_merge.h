@@ -104,8 +104,10 @@ static uint64_t tk_heap_pop(tk_scratch *s) {
 /* ---- explicit merges ------------------------------------------------------------ */
 static inline void tk_pair_lookup(const tk_pair_map *pairs, uint32_t l, uint32_t r,
                                   uint32_t *rank, uint32_t *res) {
-    if (tk_grid_get(pairs->grid, l, r, rank)) {
-        *res = *rank == TK_NO_RANK ? 0 : pairs->lr[3 * (size_t)*rank + 2];
+    if (pairs->grid && (l | r) < TK_GRID_DIM) { /* the result beside the rank: one load */
+        uint32_t k = tk_grid_find(pairs->grid, l, r);
+        *rank = k == TK_NO_RANK ? TK_NO_RANK : pairs->grid->ranks[k];
+        *res = k == TK_NO_RANK ? 0 : pairs->grid->results[k];
         return;
     }
     const tk_pair_slot *slot = tk_pair_map_get(pairs, l, r);

@@ -41,6 +41,10 @@ typedef struct {
 typedef struct {
     tk_grid_word *words; /* TK_GRID_WORDS */
     uint32_t *ranks;     /* of the joining cells, in cell order */
+    uint32_t *results;   /* a merge list's: the id each joining cell makes, beside its rank
+                            (read from the merge list by rank, it was a second dependent
+                            load, 6% of a fresh process's samples on PUD English with
+                            SmolLM2's merges); NULL for a rank file (the rank is the id) */
 } tk_grid;
 
 /* A dense grid to fill (cell l * TK_GRID_DIM + r, every cell "no merge" = TK_NO_RANK) and pack
@@ -58,11 +62,13 @@ static void tk_grid_free(tk_grid *g) {
     if (!g) return;
     free(g->words);
     free(g->ranks);
+    free(g->results);
     free(g);
 }
 
-/* The packed form of a dense grid, which it frees; NULL for NULL or without memory. */
-static tk_grid *tk_grid_pack(uint32_t *dense) {
+/* The packed form of a dense grid, which it frees; NULL for NULL or without memory. `lr`: a
+ * merge list's (left, right, result) by rank, whose results the grid then keeps, or NULL. */
+static tk_grid *tk_grid_pack(uint32_t *dense, const uint32_t *lr) {
     if (!dense) return NULL;
     size_t joins = 0, cells = (size_t)TK_GRID_DIM * TK_GRID_DIM;
     for (size_t c = 0; c < cells; c++) joins += dense[c] != TK_NO_RANK;
@@ -70,8 +76,9 @@ static tk_grid *tk_grid_pack(uint32_t *dense) {
     if (g) {
         g->words = tk_table_alloc(TK_GRID_WORDS * sizeof(tk_grid_word));
         g->ranks = malloc((joins ? joins : 1) * sizeof(uint32_t));
+        if (lr) g->results = malloc((joins ? joins : 1) * sizeof(uint32_t));
     }
-    if (!g || !g->words || !g->ranks) {
+    if (!g || !g->words || !g->ranks || (lr && !g->results)) {
         tk_grid_free(g);
         free(dense);
         return NULL;
@@ -83,6 +90,7 @@ static tk_grid *tk_grid_pack(uint32_t *dense) {
             uint32_t rank = dense[64 * w + b];
             if (rank == TK_NO_RANK) continue;
             g->words[w].bits |= (uint64_t)1 << b;
+            if (lr) g->results[k] = lr[3 * (size_t)rank + 2];
             g->ranks[k++] = rank;
         }
     }
@@ -98,16 +106,21 @@ static inline unsigned tk_popcount64(uint64_t x) {
     return (unsigned)((x * 0x0101010101010101ull) >> 56);
 }
 
-/* 1 when `grid` (or NULL) answers the join of ids l and r: its rank, or TK_NO_RANK, in *rank. */
-static inline int tk_grid_get(const tk_grid *grid, uint32_t l, uint32_t r, uint32_t *rank) {
-    if (!grid || (l | r) >= TK_GRID_DIM) return 0;
+/* Where the grid keeps the join of ids l and r (both below TK_GRID_DIM): its index among the
+ * joining cells, or TK_NO_RANK when the cell does not join. */
+static inline uint32_t tk_grid_find(const tk_grid *grid, uint32_t l, uint32_t r) {
     size_t cell = (size_t)l * TK_GRID_DIM + r;
     const tk_grid_word *w = &grid->words[cell >> 6];
     uint64_t bits = w->bits;
     unsigned k = (unsigned)(cell & 63);
-    *rank = bits >> k & 1
-                ? grid->ranks[w->before + tk_popcount64(bits & (((uint64_t)1 << k) - 1))]
-                : TK_NO_RANK;
+    return bits >> k & 1 ? w->before + tk_popcount64(bits & (((uint64_t)1 << k) - 1)) : TK_NO_RANK;
+}
+
+/* 1 when `grid` (or NULL) answers the join of ids l and r: its rank, or TK_NO_RANK, in *rank. */
+static inline int tk_grid_get(const tk_grid *grid, uint32_t l, uint32_t r, uint32_t *rank) {
+    if (!grid || (l | r) >= TK_GRID_DIM) return 0;
+    uint32_t k = tk_grid_find(grid, l, r);
+    *rank = k == TK_NO_RANK ? TK_NO_RANK : grid->ranks[k];
     return 1;
 }
 
@@ -174,8 +187,7 @@ typedef struct {
     tk_pair_slot *slots;
     size_t mask;
     tk_bloom bloom;
-    tk_grid *grid;        /* the rank of pairs of ids below TK_GRID_DIM, or NULL */
-    const uint32_t *lr;   /* (left, right, result) by rank: a grid rank's result */
+    tk_grid *grid;        /* the rank and result of pairs of ids below TK_GRID_DIM, or NULL */
 } tk_pair_map;
 
 static int tk_pair_map_init(tk_pair_map *m, size_t n) {
