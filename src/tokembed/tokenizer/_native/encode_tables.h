@@ -35,7 +35,7 @@ typedef struct tk_letters tk_letters;
 typedef struct {
     uint64_t bits;   /* bit k: cell 64 * (this word's index) + k joins */
     uint32_t before; /* the joining cells before this word's */
-    uint32_t unused;
+    uint32_t unused; /* 16 bytes: four words to a line, a word and its count never split */
 } tk_grid_word;
 
 typedef struct {
