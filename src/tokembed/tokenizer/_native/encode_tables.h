@@ -393,7 +393,8 @@ static inline uint32_t tk_piece_map_get(const tk_piece_map *m, const unsigned ch
  * misses the CPU caches on nearly every lookup. A
  * collision overwrites, so it never grows. Tables with ranks of 2^21 - 1 or more do
  * without it. One per encoder (no locking). */
-#define TK_MEMO_SLOTS ((size_t)1 << 15)
+#define TK_MEMO_SLOT_BITS 15
+#define TK_MEMO_SLOTS ((size_t)1 << TK_MEMO_SLOT_BITS)
 #define TK_MEMO_BITS 21
 #define TK_MEMO_NONE ((1u << TK_MEMO_BITS) - 1) /* the packed "no rank" */
 
@@ -415,9 +416,8 @@ static inline uint64_t tk_memo_key(uint32_t l, uint32_t r) {
  * loads: splitmix64's finaliser here (two more multiplies) ran 2-3% slower cold on RusLit-40
  * with qwen and o200k, fresh processes interleaved, medians of 7. */
 static inline size_t tk_memo_index(uint64_t key) {
-    return (size_t)((key * 0x9e3779b97f4a7c15ull) >> (64 - 15));
+    return (size_t)((key * 0x9e3779b97f4a7c15ull) >> (64 - TK_MEMO_SLOT_BITS));
 }
-_Static_assert(TK_MEMO_SLOTS == (size_t)1 << 15, "tk_memo_index takes 15 bits");
 
 /* The hash of p[0..len) for tk_join_rank, its slot already loading, so that the lookups a
  * join makes wait on memory at once instead of one after the other (0 for two bytes: the

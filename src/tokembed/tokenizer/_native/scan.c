@@ -211,9 +211,10 @@ TK_INLINE size_t cyrillic_run(const Text *s, size_t i, unsigned mask) {
         if (left) return i + ((unsigned)__builtin_ctz(left) & ~1u); /* the first lane not taken */
         i += 16;
     }
-#endif
+#else
     (void)s;
     (void)mask;
+#endif
     return i;
 }
 
