@@ -11,7 +11,7 @@ SHA-256 of the flat id list); if not, it says so and exits with status 1.
 The two sides are not quite alike: this checkout against a worktree of the same commit read
 0.89 on SmolLM2 English (medians of 15), so a fresh-process ratio within ~10% of 1 decides
 nothing. A change behind a switch read when tables are made (``TOKEMBED_GRID``,
-``TOKEMBED_SEGMENT``, ``TOKEMBED_LETTERS``, ``TOKEMBED_BACKTRACK``, ``TOKEMBED_PAIRS``) is
+``TOKEMBED_SEGMENT``, ``TOKEMBED_PREJOIN``, ``TOKEMBED_BACKTRACK``, ``TOKEMBED_PAIRS``) is
 better measured on one build, alternating runs with the switch on and off.
 
 The base is another checkout with its compiled modules built in place, e.g. the commit before:

@@ -66,7 +66,7 @@ def rank_peer(name: str) -> Any:
 
 def switched_tables(monkeypatch: pytest.MonkeyPatch, variable: str, on: bool, data: bytes) -> Any:
     """A rank file's compiled tables with an encoder switch that is read when tables are made
-    (``TOKEMBED_SEGMENT``, ``TOKEMBED_LETTERS``: "0" is off) set on or off."""
+    (``TOKEMBED_SEGMENT``, ``TOKEMBED_PREJOIN``: "0" is off) set on or off."""
     monkeypatch.setenv(variable, "1" if on else "0")
     return encode_module().Tables.from_ranks(data)
 

@@ -525,7 +525,7 @@ static size_t parse_rank_file(tk_tables *t, const unsigned char *d, size_t n) {
     t->max_id = t->pieces.max_rank = t->max_rank;
     /* all three before `ranks` is sorted */
     t->pieces.grid = grid_of_ranks(t->blob, offs, lens, ranks, count);
-    t->pieces.letters = tk_letters_new(t->blob, offs, lens, ranks, count, t->pieces.two);
+    t->pieces.prejoin = tk_prejoin_new(t->blob, offs, lens, ranks, count, t->pieces.two);
     t->bt = backtrack_of_ranks(t, offs, lens, ranks, count);
     if (t->bt) t->seg = segments_of(t->blob, offs, lens, count, t->bt);
     backtrack_from(1, t->pairs.slots != NULL, t->bt_min); /* two-byte letters from 9 with pairs */
@@ -569,8 +569,8 @@ size_t tk_tables_cuts(const tk_tables *t, const unsigned char *d, size_t n, uint
     return t->seg ? tk_seg_cuts(t->seg, d, n, cuts) : 0;
 }
 
-size_t tk_tables_letters(const tk_tables *t, const unsigned char *d, size_t n, uint32_t *at) {
-    return tk_letters_in(t->pieces.letters, d, n, at); /* NULL (none) for merge tables */
+size_t tk_tables_prejoined(const tk_tables *t, const unsigned char *d, size_t n, uint32_t *at) {
+    return tk_prejoin_in(t->pieces.prejoin, d, n, at); /* NULL (none) for merge tables */
 }
 
 size_t tk_tables_grid(const tk_tables *t, uint32_t *cells) {

@@ -54,10 +54,10 @@ size_t tk_tables_backtrack_from(const tk_tables *t, size_t from[3]);
    these tables never cut (no backtracking, or TOKEMBED_SEGMENT=0 when they were made). */
 size_t tk_tables_cuts(const tk_tables *t, const unsigned char *d, size_t n, uint32_t *cuts);
 
-/* Where merging the chunk d[0..n) starts from two-byte letters rather than their bytes
-   (encode_letters.h): writes the letters' offsets to at (room for n / 2) and returns how many;
-   0 for merge tables, or TOKEMBED_LETTERS=0 when they were made. */
-size_t tk_tables_letters(const tk_tables *t, const unsigned char *d, size_t n, uint32_t *at);
+/* Where merging the chunk d[0..n) starts from byte pairs joined rather than their bytes
+   (encode_prejoin.h): writes the pairs' offsets to at (room for n / 2) and returns how many;
+   0 for merge tables, or TOKEMBED_PREJOIN=0 when they were made. */
+size_t tk_tables_prejoined(const tk_tables *t, const unsigned char *d, size_t n, uint32_t *at);
 
 /* The grid of pair ranks (encode_tables.h): its side dim, or 0 when these tables have none
    (fewer than TK_GRID_DIM ranks, no memory, or TOKEMBED_GRID=0). Where cells is not NULL its

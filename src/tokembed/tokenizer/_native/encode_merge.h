@@ -11,7 +11,7 @@
  * each merge removes one id and adds at most two pairs. */
 #ifndef TOKEMBED_ENCODE_MERGE_H
 #define TOKEMBED_ENCODE_MERGE_H
-#include "encode_letters.h"
+#include "encode_prejoin.h"
 
 /* Up to this many ids the rescanning loop is used (its worst case, 64^2 pair
  * checks, stays below the heap's constant costs). */
@@ -236,9 +236,9 @@ static size_t tk_rankbpe_small(const tk_piece_map *pieces, tk_memo *memo,
  * half, or UINT64_MAX; a join then finds the leftmost lowest rank as the smallest key, a
  * branch-free pass over a contiguous array, where the list walk above waits on each part's
  * successor and mispredicts its compares (it was a third of merging 50,247 distinct RusLit-40
- * chunks on o200k). Two-byte letters start joined where encode_letters.h allows it (half the
- * joins of a Russian word; their first pairs then come from the memo or the piece table rather
- * than the two-byte table). Same contract as tk_rankbpe_small. */
+ * chunks on o200k). Byte pairs start joined where encode_prejoin.h allows it (half the joins
+ * of a new word, Russian or Latin; the pairs next to them then come from the grid, the memo or
+ * the piece table rather than the two-byte table). Same contract as tk_rankbpe_small. */
 #define TK_TINY 32
 
 static inline uint64_t tk_pair_key(uint32_t rank, int32_t at) {
@@ -250,10 +250,10 @@ static size_t tk_rankbpe_tiny(const tk_piece_map *pieces, tk_memo *memo,
     uint32_t *id = s->ids;
     int32_t *nxt = s->nxt, *prv = s->prv;
     uint64_t key[TK_TINY];
-    const tk_letters *letters = pieces->letters;
-    int joined = 0; /* a two-byte letter was joined before merging (encode_letters.h) */
+    const tk_prejoin *first = pieces->prejoin;
+    int joined = 0; /* a pair was joined before merging (encode_prejoin.h) */
     for (int32_t i = 0, last = -1; i < (int32_t)n; last = i, i = nxt[i]) {
-        uint32_t r = tk_letter_join(letters, data, (size_t)i, n);
+        uint32_t r = tk_prejoin_at(first, data, (size_t)i, n);
         prv[i] = last;
         nxt[i] = i + 1 + (r != TK_NO_RANK);
         if (r != TK_NO_RANK) {

@@ -246,8 +246,8 @@ static PyObject *Tables_cuts(TablesObject *self, PyObject *arg) {
     return offsets_of(self, arg, tk_tables_cuts);
 }
 
-static PyObject *Tables_letters(TablesObject *self, PyObject *arg) {
-    return offsets_of(self, arg, tk_tables_letters);
+static PyObject *Tables_prejoined(TablesObject *self, PyObject *arg) {
+    return offsets_of(self, arg, tk_tables_prejoined);
 }
 
 static PyObject *Tables_grid(TablesObject *self, PyObject *unused) {
@@ -286,8 +286,8 @@ static PyMethodDef Tables_methods[] = {
     {"rank_pairs", (PyCFunction)Tables_rank_pairs, METH_NOARGS,
      "rank_pairs() -> bytes | None: a rank file's pair table, every split of a piece into two "
      "pieces, as native uint32 (left, right, joined) triples in no order; None without one."},
-    {"letters", (PyCFunction)Tables_letters, METH_O,
-     "letters(chunk: bytes) -> list[int]: the offsets of the two-byte letters that merging the "
+    {"prejoined", (PyCFunction)Tables_prejoined, METH_O,
+     "prejoined(chunk: bytes) -> list[int]: the offsets of the byte pairs that merging the "
      "chunk starts from, joined, instead of their bytes (the ids are the same); [] for merge "
      "tables."},
     {NULL}};

@@ -9,7 +9,7 @@
 
 #define TK_NO_RANK UINT32_MAX
 
-typedef struct tk_letters tk_letters;
+typedef struct tk_prejoin tk_prejoin;
 
 /* Pairs of two ids below TK_GRID_DIM are answered from a grid of their merge rank, without
  * hashing, Bloom filter or a slot of the pair or piece table: ids and ranks follow BPE's
@@ -286,7 +286,7 @@ typedef struct {
     uint32_t *two; /* rank of every two-byte string (65536 entries): the first lookups of a chunk */
     tk_bloom bloom; /* of the pieces' tk_hash_bytes */
     uint32_t max_rank;
-    tk_letters *letters; /* two-byte letters joined before merging (encode_letters.h), or NULL */
+    tk_prejoin *prejoin; /* pairs joined before merging (encode_prejoin.h), or NULL */
     tk_grid *grid;       /* the rank of the join of pieces a, b < TK_GRID_DIM, or NULL */
 } tk_piece_map;
 
@@ -300,7 +300,7 @@ static int tk_piece_map_init(tk_piece_map *m, size_t n, const unsigned char *blo
     size_t cap = tk_capacity_for(n);
     m->slots = tk_table_alloc(cap * sizeof(tk_piece_slot));
     m->entries = NULL; /* made on the first FAR piece */
-    m->letters = NULL;
+    m->prejoin = NULL;
     m->grid = NULL;
     m->two = malloc(65536 * sizeof(uint32_t));
     if (!m->slots || !m->two || tk_bloom_init(&m->bloom, n) < 0) return -1;
@@ -315,7 +315,7 @@ static void tk_piece_map_free(tk_piece_map *m) {
     free(m->entries);
     free(m->two);
     free(m->bloom.words);
-    free(m->letters);
+    free(m->prejoin);
     tk_grid_free(m->grid);
 }
 
