@@ -1,26 +1,38 @@
 """Byte pairs joined before merging (``_native/encode_prejoin.h``).
 
-For a rank file, the compiled encoder merges a short new chunk starting from pairs of its bytes
-already joined (two-byte letters such as Cyrillic ones, frequent ASCII pairs such as "in")
-where three conditions on the vocabulary and the pair's neighbours say that BPE from the bytes
-makes the same ids. Checked three ways: the pairs ``Tables.prejoined`` joins are exactly those
-an exact-set Python version of the conditions allows; BPE from those pairs equals BPE from the
-bytes, in Python, on real chunks and on crafted vocabularies built to break the conditions;
-and the encoder's ids equal tiktoken's on real text and on the crafted vocabularies, with
-joining on and off.
+The compiled encoder merges a short new chunk starting from pairs of its bytes already joined
+(two-byte letters such as Cyrillic ones, frequent ASCII pairs such as "in") where three
+conditions on the vocabulary and the pair's neighbours say that BPE from the bytes makes the
+same ids: for rank files, on token ranks; for merge lists, on merge ranks. Checked three ways:
+the pairs ``Tables.prejoined`` joins are exactly those an exact-set Python version of the
+conditions allows; BPE from those pairs equals BPE from the bytes, in Python, on real chunks and
+on crafted vocabularies built to break the conditions; and the encoder's ids equal tiktoken's
+(rank files), HF tokenizers' and the reference encoder's (merge lists) on real text and on the
+crafted vocabularies, with joining on and off.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from typing import Any
 
 import pytest
-from _core_data import encode_module, rank_file_of, rank_peer, rank_vocab, switched_tables
+from _core_data import (
+    encode_module,
+    hf_peer,
+    rank_file_of,
+    rank_peer,
+    rank_vocab,
+    switched_tables,
+)
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from conftest import pud_text
-from tokembed.tokenizer.compiled import CompiledEncoder
+from conftest import data_path, pud_text
+from tokembed.tokenizer import BPETables, Pretokenizer
+from tokembed.tokenizer.compiled import CompiledEncoder, compiled_tables
+from tokembed.tokenizer.encode import encode_ordinary_reference
 
 RANK_FILES = ("o200k_base", "cl100k_base", "qwen")
 # PUD languages with two-byte letters, alone or among ASCII ones, and English
@@ -32,6 +44,18 @@ TINY = 32  # TK_TINY: longer chunks are backtracked, not merged
 
 def _lead(c: int) -> bool:
     return 0xC2 <= c <= 0xDF
+
+
+def _left_to_right(joins: Callable[[bytes, int], bool], c: bytes) -> list[int]:
+    """The offsets of the pairs joined first: each offset where ``joins`` holds, left to
+    right, the byte after a joined pair skipped."""
+    out, p = [], 0
+    while p < len(c):
+        if joins(c, p):
+            out.append(p)
+            p += 1
+        p += 1
+    return out
 
 
 class _Rule:
@@ -66,13 +90,7 @@ class _Rule:
         )
 
     def pairs(self, c: bytes) -> list[int]:
-        out, p = [], 0
-        while p < len(c):
-            if self.joins(c, p):
-                out.append(p)
-                p += 1
-            p += 1
-        return out
+        return _left_to_right(self.joins, c)
 
 
 def _bpe(c: bytes, ranks: dict[bytes, int], start: list[int]) -> tuple[list[int], int]:
@@ -142,12 +160,6 @@ def test_rank_files_with_and_without_pairs_first_equal_tiktoken(
         tables = switched_tables(monkeypatch, "TOKEMBED_PREJOIN", on, data)
         assert bool(tables.prejoined(" сказал".encode())) == on
         assert CompiledEncoder(tables, pre, threads=1).encode(text) == expected, on
-
-
-def test_merge_tables_join_nothing() -> None:
-    module = encode_module()
-    tables = module.Tables.from_merges([*range(256)], [(208, 190, 256)])
-    assert tables.prejoined("оо".encode()) == []
 
 
 # ---- crafted vocabularies ---------------------------------------------------------------
@@ -250,3 +262,163 @@ def test_the_switch_turns_joining_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOKEMBED_PREJOIN", "0")
     assert module.Tables.from_ranks(data).prejoined(" сказал".encode()) == []
     assert module.Tables.from_ranks(data).prejoined(b" being") == []
+
+
+# ---- merge lists --------------------------------------------------------------------------
+class _MergeRule:
+    """The same, for a merge list, with exact sets: the two bytes' ids have a merge of rank r
+    below 2^16 - 1, making z; every merge with z as a part ranks above r; every merge of a part
+    ending with byte x (the byte before the pair) and a's id ranks above r, and every merge of
+    b's id and a part starting with byte y (the byte after it) at or above r."""
+
+    def __init__(self, tables: BPETables) -> None:
+        self.byte_ids = tables.byte_ids
+        self.rank = {(left, right): k for k, (left, right, _) in enumerate(tables.merges)}
+        self.made = {(left, right): z for left, right, z in tables.merges}
+        self.used: dict[int, int] = {}
+        self.tail: dict[tuple[int, int], int] = {}
+        self.head: dict[tuple[int, int], int] = {}
+        byte_of = {i: b for b, i in enumerate(tables.byte_ids) if i is not None}
+        for k, (left, right, _) in enumerate(tables.merges):
+            for part in (left, right):
+                self.used[part] = min(k, self.used.get(part, NONE))
+            if right in byte_of:
+                key = (tables.pieces[left][-1], byte_of[right])
+                self.tail[key] = min(k, self.tail.get(key, NONE))
+            if left in byte_of:
+                key = (byte_of[left], tables.pieces[right][0])
+                self.head[key] = min(k, self.head.get(key, NONE))
+
+    def joins(self, c: bytes, p: int) -> bool:
+        if p + 1 >= len(c):
+            return False
+        pair = (self.byte_ids[c[p]], self.byte_ids[c[p + 1]])
+        r = self.rank.get(pair, NONE)  # type: ignore[arg-type]
+        return (
+            r < SIXTEEN
+            and r < self.used.get(self.made[pair], NONE)  # type: ignore[index]
+            and (p == 0 or r < self.tail.get((c[p - 1], c[p]), NONE))
+            and (p + 2 == len(c) or r <= self.head.get((c[p + 1], c[p + 2]), NONE))
+        )
+
+    def pairs(self, c: bytes) -> list[int]:
+        return _left_to_right(self.joins, c)
+
+    def bpe(self, c: bytes, start: list[int]) -> tuple[list[int], int]:
+        """HF's rule (join the leftmost pair of the lowest merge rank) from the bytes' ids, with
+        the pairs at ``start`` joined first; the ids and the joins made."""
+        parts: list[int] = []
+        p = 0
+        while p < len(c):
+            ids = (self.byte_ids[c[p]], self.byte_ids[c[p + 1]]) if p in start else None
+            parts.append(self.made[ids] if ids else self.byte_ids[c[p]])  # type: ignore[index,arg-type]
+            p += 2 if ids else 1
+        made = 0
+        while len(parts) > 1:
+            ranks = [self.rank.get((parts[i], parts[i + 1]), NONE) for i in range(len(parts) - 1)]
+            best = min(ranks)
+            if best == NONE:
+                break
+            i = ranks.index(best)
+            parts[i : i + 2] = [self.made[(parts[i], parts[i + 1])]]
+            made += 1
+        return parts, made
+
+
+def _merge_tables(tables: BPETables, on: bool) -> Any:
+    """Compiled tables of a merge list, made with joining first on or off."""
+    encode_module()
+    before = os.environ.get("TOKEMBED_PREJOIN")
+    os.environ["TOKEMBED_PREJOIN"] = "1" if on else "0"
+    try:
+        return compiled_tables(tables)
+    finally:
+        if before is None:
+            os.environ.pop("TOKEMBED_PREJOIN")
+        else:
+            os.environ["TOKEMBED_PREJOIN"] = before
+
+
+@pytest.mark.parametrize("name", ["smollm2-135m", "gpt2-hf"])
+def test_merge_lists_join_the_rules_pairs_and_equal_hf(name: str) -> None:
+    from tokembed.tokenizer.formats import load_tokenizer
+
+    tok = load_tokenizer(data_path("tokenizers", name))
+    rule = _MergeRule(tok.tables)
+    compiled = _merge_tables(tok.tables, True)
+    saved = joins = 0
+    for lang in LANGS:
+        chunks = sorted({c.encode() for c in tok.pretokenizer.split(pud_text(lang))})
+        chunks = [c for c in chunks if 2 <= len(c) <= 64]
+        for c in chunks:
+            assert compiled.prejoined(c) == rule.pairs(c), (lang, c)
+        for c in chunks[:: max(1, len(chunks) // 200)]:
+            ids, made = rule.bpe(c, rule.pairs(c))
+            expected, all_joins = rule.bpe(c, [])
+            assert ids == expected, (lang, c)
+            saved += all_joins - made
+            joins += all_joins
+    assert saved > 0.3 * joins, (saved, joins)
+    text = "".join(pud_text(lang) for lang in LANGS)
+    expected_ids = hf_peer(name).encode(text, add_special_tokens=False).ids
+    for on in (True, False):
+        tables = _merge_tables(tok.tables, on)
+        assert bool(tables.prejoined(b" being")) == on
+        assert CompiledEncoder(tables, tok.pretokenizer, threads=1).encode(text) == expected_ids
+
+
+@st.composite
+def _crafted_merges(draw: st.DrawFn) -> tuple[BPETables, list[str]]:
+    """Up to 30 merges over three letters and what they made, in any order a list may hold
+    (a merge may use a part a later merge makes), and chunks of up to 20 letters."""
+    ids = [97, 98, 105]  # a b i
+    merges: list[tuple[int, int]] = []
+    for _ in range(draw(st.integers(0, 30))):
+        pair = (draw(st.sampled_from(ids)), draw(st.sampled_from(ids)))
+        if pair not in merges:
+            merges.append(pair)
+            ids.append(255 + len(merges))
+    order = draw(st.permutations(range(len(merges))))
+    chunks = draw(st.lists(st.text("abi", min_size=1, max_size=20), min_size=1, max_size=6))
+    built = BPETables.byte_level(merges=merges)  # results keep their ids; ranks are shuffled
+    return BPETables(pieces=built.pieces, merges=[built.merges[k] for k in order]), chunks
+
+
+@settings(max_examples=300, deadline=None)
+@given(_crafted_merges())
+@example(
+    (
+        BPETables.byte_level(merges=[(105, 105), (97, 105), (256, 105)]),
+        ["iii", "aiii", "iiii", "aiiii"],
+    )
+)
+def test_crafted_merge_lists_join_the_rules_pairs_and_equal_the_reference(
+    case: tuple[BPETables, list[str]],
+) -> None:
+    tables, chunks = case
+    rule = _MergeRule(tables)
+    compiled = _merge_tables(tables, True)
+    pre = Pretokenizer.preset(r"[^\n]+")
+    for c in chunks:
+        b = c.encode()
+        assert compiled.prejoined(b) == rule.pairs(b), c
+        assert rule.bpe(b, rule.pairs(b))[0] == rule.bpe(b, [])[0], c
+        assert CompiledEncoder(compiled, pre, threads=1).encode(c) == encode_ordinary_reference(
+            tables, pre, c
+        ), c
+
+
+def test_a_pair_whose_token_a_lower_merge_uses_is_not_joined_first() -> None:
+    """Here the merge of "ab" with "c" ranks below the merge making "ab" (a list BPE training
+    would not write): the pair a b is never joined first, since a merge of what it makes ranks
+    below it, and a chunk's ids stay the reference's."""
+    tables = BPETables(
+        pieces={**BPETables.byte_level(merges=[]).pieces, 256: b"ab", 257: b"abc"},
+        merges=[(256, 99, 257), (97, 98, 256)],
+    )
+    compiled = _merge_tables(tables, True)
+    assert compiled.prejoined(b"abc") == []  # "ab" is used by a merge below its own
+    pre = Pretokenizer.preset(r"[^\n]+")
+    for c in ("abc", "abab", "cab"):
+        expected = encode_ordinary_reference(tables, pre, c)
+        assert CompiledEncoder(compiled, pre, threads=1).encode(c) == expected, c

@@ -302,6 +302,8 @@ tk_tables *tk_tables_from_merges(const int64_t byte_id[256], const uint32_t *mer
         if (lr[2] > t->max_id) t->max_id = lr[2];
     }
     t->pairs.grid = tk_grid_pack(grid, t->merge_lr);
+    t->pairs.prejoin = tk_prejoin_of_merges(t->byte_id, t->merge_lr, n, (size_t)t->max_id + 1,
+                                            &t->pairs);
     t->bt = backtrack_of_merges(t, &t->seg);
     return t;
 }
@@ -320,7 +322,7 @@ static int merges_rebuild(const tk_tables *t, tk_scratch *s, const unsigned char
         if ((s->ids[i] = t->byte_id[p[i]]) == UINT32_MAX) return 0; /* never reached */
     size_t m;
     if (len <= TK_SMALL)
-        m = tk_merge_small(&t->pairs, s, len);
+        m = tk_merge_small(&t->pairs, NULL, p, s, len);
     else if (tk_merge_heap(&t->pairs, t->merge_lr, s, len, &m) < 0)
         return -1;
     return m == 1 && s->ids[0] == id;
@@ -570,7 +572,7 @@ size_t tk_tables_cuts(const tk_tables *t, const unsigned char *d, size_t n, uint
 }
 
 size_t tk_tables_prejoined(const tk_tables *t, const unsigned char *d, size_t n, uint32_t *at) {
-    return tk_prejoin_in(t->pieces.prejoin, d, n, at); /* NULL (none) for merge tables */
+    return tk_prejoin_in(t->rank_mode ? t->pieces.prejoin : t->pairs.prejoin, d, n, at);
 }
 
 size_t tk_tables_grid(const tk_tables *t, uint32_t *cells) {
@@ -1048,7 +1050,7 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
             return -1;
     } else if (!merged) {
         if (n <= TK_SMALL)
-            m = tk_merge_small(&t->pairs, s, n);
+            m = tk_merge_small(&t->pairs, t->pairs.prejoin, data, s, n);
         else if (tk_merge_heap(&t->pairs, t->merge_lr, s, n, &m) < 0)
             return -1;
     }

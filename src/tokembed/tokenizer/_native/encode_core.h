@@ -56,7 +56,7 @@ size_t tk_tables_cuts(const tk_tables *t, const unsigned char *d, size_t n, uint
 
 /* Where merging the chunk d[0..n) starts from byte pairs joined rather than their bytes
    (encode_prejoin.h): writes the pairs' offsets to at (room for n / 2) and returns how many;
-   0 for merge tables, or TOKEMBED_PREJOIN=0 when they were made. */
+   0 with TOKEMBED_PREJOIN=0 when the tables were made. */
 size_t tk_tables_prejoined(const tk_tables *t, const unsigned char *d, size_t n, uint32_t *at);
 
 /* The grid of pair ranks (encode_tables.h): its side dim, or 0 when these tables have none

@@ -115,11 +115,26 @@ static inline void tk_pair_lookup(const tk_pair_map *pairs, uint32_t l, uint32_t
     *res = slot ? slot->result : 0;
 }
 
-/* s->ids[0..n) in, the merged ids out in s->ids; returns their count.
- * Each step joins the leftmost pair of the smallest rank and looks up only the two
- * pairs it creates. */
-static size_t tk_merge_small(const tk_pair_map *pairs, tk_scratch *s, size_t n) {
+/* s->ids[0..n) in (the ids of the bytes data[0..n)), the merged ids out in s->ids; returns
+ * their count. Byte pairs start joined where encode_prejoin.h allows it (`first`, or NULL).
+ * Each step joins the leftmost pair of the smallest rank and looks up only the two pairs it
+ * creates. */
+static size_t tk_merge_small(const tk_pair_map *pairs, const tk_prejoin *first,
+                             const unsigned char *data, tk_scratch *s, size_t n) {
     uint32_t *ids = s->ids, *rank = s->rank, *res = s->res;
+    if (first) { /* ids[w] is written only once ids[i] and ids[i + 1] (i >= w) were read */
+        size_t w = 0;
+        for (size_t i = 0; i < n; i++, w++) {
+            if (tk_prejoin_at(first, data, i, n) == TK_NO_RANK) {
+                ids[w] = ids[i];
+                continue;
+            }
+            uint32_t r;
+            tk_pair_lookup(pairs, ids[i], ids[i + 1], &r, &ids[w]);
+            i++;
+        }
+        n = w;
+    }
     for (size_t i = 0; i + 1 < n; i++) tk_pair_lookup(pairs, ids[i], ids[i + 1], &rank[i], &res[i]);
     while (n > 1) {
         size_t i = 0;

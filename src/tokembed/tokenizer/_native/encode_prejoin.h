@@ -5,8 +5,9 @@
  * Greek, Arabic, accented Latin; RusLit-40's new chunks on o200k, 17 bytes each, ~11 joins)
  * or a frequent pair of ASCII letters ("in", "er", " t"). Each join asks for two new pairs, most
  * of them a byte and a neighbour that no token holds. Starting from such pairs gives the same ids
- * with fewer joins where it is safe, and this header decides where that is. Rank files only:
- * tiktoken's rule ranks byte strings, which the conditions below speak of.
+ * with fewer joins where it is safe, and this header decides where that is: for rank files
+ * (tiktoken's rule ranks byte strings, which the conditions below speak of) and, read with
+ * merges for tokens, for merge lists (tk_prejoin_of_merges).
  *
  * Let a pair L = (a, b) sit at byte p of a chunk (a at p, b at p+1) and have rank r(L). BPE run
  * from the bytes (S) and BPE run with L already joined (M) give the same ids when
@@ -40,7 +41,10 @@
  * in-process medians of 7 fresh encoders over four interleaved rounds: those six languages on
  * cl100k 42.4 -> 46.4 MB/s, on qwen 40.0 -> 45.7, 13 PUD languages on cl100k 56.1 -> 59.3;
  * fresh processes, medians of 15: 13 languages cl100k 51.5 -> 54.9, qwen 44.2 -> 45.9; PUD
- * English on o200k (of 7) 50.4 -> 54.1; RusLit-40 on qwen (of 5) 73.6 -> 75.7. */
+ * English on o200k (of 7) 50.4 -> 54.1; RusLit-40 on qwen (of 5) 73.6 -> 75.7. Merge lists,
+ * which joined nothing first before: in-process as above, the six languages on SmolLM2's list
+ * 43.8 -> 53.1 MB/s, GPT-2's 45.7 -> 51.1, PUD English on SmolLM2's 96.0 -> 101.6; fresh
+ * processes, 13 languages, SmolLM2 (of 9) 52.6 -> 56.4, GPT-2 (of 11) 50.3 -> 55.8. */
 #ifndef TOKEMBED_ENCODE_PREJOIN_H
 #define TOKEMBED_ENCODE_PREJOIN_H
 #include "encode_tables.h"
@@ -89,6 +93,88 @@ static tk_prejoin *tk_prejoin_new(const unsigned char *blob, const uint32_t *off
     for (size_t c = 0; c < 65536; c++) /* (1) and (3) */
         if (two[c] < holding[c] && two[c] < TK_PREJOIN_NONE) j->rank[c] = (uint16_t)two[c];
     free(holding);
+    return j;
+}
+
+/* The same tables for a merge list (merge k: merge_lr[3k] + merge_lr[3k+1] -> merge_lr[3k+2],
+ * byte b's id byte_id[b] or UINT32_MAX; the first merge of a pair is its merge, as in `pairs`).
+ * There a pair joins by its merge's rank, and the conditions read: (1) the two bytes' ids have
+ * a merge, of rank r, making z; (2) every merge of a part ending with byte a (its last byte x)
+ * and a's id ranks above r, and every merge of b's id and a part starting with byte y at or
+ * above it; (3) every merge with z as a part ranks above r (BPE's lists make z before any merge
+ * of it; a list that does not gets no join of that pair). The argument above holds with merges
+ * for tokens. A part's first and last bytes follow from the merges (a merge may use a part a
+ * later merge makes); parts no bytes make are never met. NULL without memory, with
+ * TOKEMBED_PREJOIN=0, or for a list that is not BPE's (two bytes of one id, an id made of two
+ * byte strings). */
+static tk_prejoin *tk_prejoin_of_merges(const uint32_t byte_id[256], const uint32_t *merge_lr,
+                                        size_t n, size_t n_ids, const tk_pair_map *pairs) {
+    const char *v = getenv("TOKEMBED_PREJOIN");
+    if (v && strcmp(v, "0") == 0) return NULL;
+    tk_prejoin *j = malloc(sizeof *j);
+    uint16_t *ends = malloc(n_ids * sizeof(uint16_t)); /* first byte << 8 | last, or none */
+    uint16_t *byte_of = malloc(n_ids * sizeof(uint16_t)); /* the byte an id stands for */
+    uint32_t *used = malloc(n_ids * sizeof(uint32_t)); /* lowest rank of a merge of the id */
+    uint8_t *known = calloc(n_ids, 1);
+    if (!j || !ends || !byte_of || !used || !known) {
+        free(j);
+        j = NULL;
+        goto done;
+    }
+    memset(j, 0xff, sizeof *j);
+    memset(byte_of, 0xff, n_ids * sizeof(uint16_t));
+    memset(used, 0xff, n_ids * sizeof(uint32_t));
+    for (unsigned b = 0; b < 256; b++) {
+        if (byte_id[b] >= n_ids) continue;
+        if (known[byte_id[b]]) { /* two bytes, one id: a part's bytes are not its ids' */
+            free(j);
+            j = NULL;
+            goto done;
+        }
+        known[byte_id[b]] = 1;
+            byte_of[byte_id[b]] = (uint16_t)b;
+        ends[byte_id[b]] = (uint16_t)(b << 8 | b);
+    }
+    /* every part's first and last bytes: a merge may use a part a later merge makes, so the
+     * list is read until nothing new is made */
+    for (int more = 1; more;) {
+        more = 0;
+        for (size_t k = 0; k < n; k++) {
+            uint32_t l = merge_lr[3 * k], r = merge_lr[3 * k + 1], z = merge_lr[3 * k + 2];
+            if (l >= n_ids || r >= n_ids || z >= n_ids || !known[l] || !known[r]) continue;
+            uint16_t e = (uint16_t)((ends[l] & 0xff00) | (ends[r] & 0xff));
+            if (known[z] && ends[z] != e) { /* one id, two byte strings: not BPE's list */
+                free(j);
+                j = NULL;
+                goto done;
+            }
+            more |= !known[z];
+            known[z] = 1;
+            ends[z] = e;
+        }
+    }
+    for (size_t k = 0; k < n; k++) {
+        uint32_t l = merge_lr[3 * k], r = merge_lr[3 * k + 1], z = merge_lr[3 * k + 2];
+        const tk_pair_slot *first = tk_pair_map_get(pairs, l, r);
+        if (l >= n_ids || r >= n_ids || z >= n_ids || !first || first->rank != k) continue;
+        if (k < used[l]) used[l] = (uint32_t)k;
+        if (k < used[r]) used[r] = (uint32_t)k;
+        if (!known[l] || !known[r]) continue; /* a part no bytes make: never met */
+        if (byte_of[r] != 0xffff) tk_lower16(&j->tail[(ends[l] & 0xff) << 8 | byte_of[r]], (uint32_t)k);
+        if (byte_of[l] != 0xffff) tk_lower16(&j->head[byte_of[l] << 8 | ends[r] >> 8], (uint32_t)k);
+    }
+    for (size_t k = 0; k < n && k < TK_PREJOIN_NONE; k++) { /* (1) and (3) */
+        uint32_t l = merge_lr[3 * k], r = merge_lr[3 * k + 1], z = merge_lr[3 * k + 2];
+        const tk_pair_slot *first = tk_pair_map_get(pairs, l, r);
+        if (l >= n_ids || r >= n_ids || z >= n_ids || !first || first->rank != k) continue;
+        if (byte_of[l] != 0xffff && byte_of[r] != 0xffff && used[z] > k)
+            j->rank[byte_of[l] << 8 | byte_of[r]] = (uint16_t)k;
+    }
+done:
+    free(ends);
+    free(byte_of);
+    free(used);
+    free(known);
     return j;
 }
 

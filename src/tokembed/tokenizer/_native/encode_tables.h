@@ -188,6 +188,7 @@ typedef struct {
     size_t mask;
     tk_bloom bloom;
     tk_grid *grid;        /* the rank and result of pairs of ids below TK_GRID_DIM, or NULL */
+    tk_prejoin *prejoin;  /* a merge list's pairs joined before merging, or NULL */
 } tk_pair_map;
 
 static int tk_pair_map_init(tk_pair_map *m, size_t n) {
@@ -203,6 +204,7 @@ static void tk_pair_map_free(tk_pair_map *m) {
     free(m->slots);
     free(m->bloom.words);
     tk_grid_free(m->grid);
+    free(m->prejoin);
 }
 
 /* 0 inserted, 1 the pair was already there (the first insertion wins). */
