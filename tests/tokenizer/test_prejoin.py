@@ -13,7 +13,6 @@ crafted vocabularies, with joining on and off.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -328,15 +327,9 @@ class _MergeRule:
 def _merge_tables(tables: BPETables, on: bool) -> Any:
     """Compiled tables of a merge list, made with joining first on or off."""
     encode_module()
-    before = os.environ.get("TOKEMBED_PREJOIN")
-    os.environ["TOKEMBED_PREJOIN"] = "1" if on else "0"
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TOKEMBED_PREJOIN", "1" if on else "0")
         return compiled_tables(tables)
-    finally:
-        if before is None:
-            os.environ.pop("TOKEMBED_PREJOIN")
-        else:
-            os.environ["TOKEMBED_PREJOIN"] = before
 
 
 @pytest.mark.parametrize("name", ["smollm2-135m", "gpt2-hf"])

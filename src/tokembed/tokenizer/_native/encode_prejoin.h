@@ -61,15 +61,19 @@ static inline void tk_lower16(uint16_t *slot, uint32_t rank) {
     if (rank < *slot) *slot = (uint16_t)rank;
 }
 
+/* 1 when TOKEMBED_PREJOIN is "0" in the environment when tables are made (tests and A/B
+ * measurements of one build): no tables, merging starts from the bytes. */
+static int tk_prejoin_off(void) {
+    const char *v = getenv("TOKEMBED_PREJOIN");
+    return v && strcmp(v, "0") == 0;
+}
+
 /* The tables of n tokens (token k: blob + off[k], len[k] bytes, rank rank[k]), two[] the rank
- * of every two-byte string; NULL without memory or when TOKEMBED_PREJOIN is "0" in the
- * environment when tables are made (tests and A/B measurements of one build). Free with
- * free(). */
+ * of every two-byte string; NULL without memory or with tk_prejoin_off(). Free with free(). */
 static tk_prejoin *tk_prejoin_new(const unsigned char *blob, const uint32_t *off,
                                   const uint32_t *len, const uint32_t *rank, size_t n,
                                   const uint32_t *two) {
-    const char *v = getenv("TOKEMBED_PREJOIN");
-    if (v && strcmp(v, "0") == 0) return NULL;
+    if (tk_prejoin_off()) return NULL;
     tk_prejoin *j = malloc(sizeof *j);
     uint32_t *holding = malloc(65536 * sizeof(uint32_t)); /* lowest rank of >= 3 bytes holding */
     if (!j || !holding) {
@@ -109,30 +113,21 @@ static tk_prejoin *tk_prejoin_new(const unsigned char *blob, const uint32_t *off
  * byte strings). */
 static tk_prejoin *tk_prejoin_of_merges(const uint32_t byte_id[256], const uint32_t *merge_lr,
                                         size_t n, size_t n_ids, const tk_pair_map *pairs) {
-    const char *v = getenv("TOKEMBED_PREJOIN");
-    if (v && strcmp(v, "0") == 0) return NULL;
+    if (tk_prejoin_off()) return NULL;
     tk_prejoin *j = malloc(sizeof *j);
     uint16_t *ends = malloc(n_ids * sizeof(uint16_t)); /* first byte << 8 | last, or none */
     uint16_t *byte_of = malloc(n_ids * sizeof(uint16_t)); /* the byte an id stands for */
     uint32_t *used = malloc(n_ids * sizeof(uint32_t)); /* lowest rank of a merge of the id */
     uint8_t *known = calloc(n_ids, 1);
-    if (!j || !ends || !byte_of || !used || !known) {
-        free(j);
-        j = NULL;
-        goto done;
-    }
+    if (!j || !ends || !byte_of || !used || !known) goto fail;
     memset(j, 0xff, sizeof *j);
     memset(byte_of, 0xff, n_ids * sizeof(uint16_t));
     memset(used, 0xff, n_ids * sizeof(uint32_t));
     for (unsigned b = 0; b < 256; b++) {
         if (byte_id[b] >= n_ids) continue;
-        if (known[byte_id[b]]) { /* two bytes, one id: a part's bytes are not its ids' */
-            free(j);
-            j = NULL;
-            goto done;
-        }
+        if (known[byte_id[b]]) goto fail; /* two bytes, one id: a part's bytes are not its ids' */
         known[byte_id[b]] = 1;
-            byte_of[byte_id[b]] = (uint16_t)b;
+        byte_of[byte_id[b]] = (uint16_t)b;
         ends[byte_id[b]] = (uint16_t)(b << 8 | b);
     }
     /* every part's first and last bytes: a merge may use a part a later merge makes, so the
@@ -143,11 +138,7 @@ static tk_prejoin *tk_prejoin_of_merges(const uint32_t byte_id[256], const uint3
             uint32_t l = merge_lr[3 * k], r = merge_lr[3 * k + 1], z = merge_lr[3 * k + 2];
             if (l >= n_ids || r >= n_ids || z >= n_ids || !known[l] || !known[r]) continue;
             uint16_t e = (uint16_t)((ends[l] & 0xff00) | (ends[r] & 0xff));
-            if (known[z] && ends[z] != e) { /* one id, two byte strings: not BPE's list */
-                free(j);
-                j = NULL;
-                goto done;
-            }
+            if (known[z] && ends[z] != e) goto fail; /* one id, two byte strings: not BPE's */
             more |= !known[z];
             known[z] = 1;
             ends[z] = e;
@@ -163,13 +154,18 @@ static tk_prejoin *tk_prejoin_of_merges(const uint32_t byte_id[256], const uint3
         if (byte_of[r] != 0xffff) tk_lower16(&j->tail[(ends[l] & 0xff) << 8 | byte_of[r]], (uint32_t)k);
         if (byte_of[l] != 0xffff) tk_lower16(&j->head[byte_of[l] << 8 | ends[r] >> 8], (uint32_t)k);
     }
-    for (size_t k = 0; k < n && k < TK_PREJOIN_NONE; k++) { /* (1) and (3) */
+    for (size_t k = 0; k < n && k < TK_PREJOIN_NONE; k++) { /* (1) and (3), pairs of bytes */
         uint32_t l = merge_lr[3 * k], r = merge_lr[3 * k + 1], z = merge_lr[3 * k + 2];
+        if (l >= n_ids || r >= n_ids || z >= n_ids || byte_of[l] == 0xffff || byte_of[r] == 0xffff)
+            continue;
         const tk_pair_slot *first = tk_pair_map_get(pairs, l, r);
-        if (l >= n_ids || r >= n_ids || z >= n_ids || !first || first->rank != k) continue;
-        if (byte_of[l] != 0xffff && byte_of[r] != 0xffff && used[z] > k)
+        if (first && first->rank == k && used[z] > k)
             j->rank[byte_of[l] << 8 | byte_of[r]] = (uint16_t)k;
     }
+    goto done;
+fail:
+    free(j);
+    j = NULL;
 done:
     free(ends);
     free(byte_of);
