@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -69,6 +70,28 @@ def switched_tables(monkeypatch: pytest.MonkeyPatch, variable: str, on: bool, da
     (``TOKEMBED_SEGMENT``, ``TOKEMBED_PREJOIN``: "0" is off) set on or off."""
     monkeypatch.setenv(variable, "1" if on else "0")
     return encode_module().Tables.from_ranks(data)
+
+
+def assert_switch_keeps_ids(
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    variable: str,
+    text: str,
+    on: Callable[[Any], bool],
+) -> None:
+    """The encoder's ids of ``text`` on the shared rank file ``name`` equal tiktoken's with the
+    switch ``variable`` on and off; ``on(tables)`` tells the switch's state from the tables.
+    Each encoder runs the text twice: the second time most chunks come from its caches."""
+    from tokembed.tokenizer.compiled import CompiledEncoder
+
+    data, _, tok = rank_vocab(name)
+    expected = rank_peer(name).encode_ordinary(text)
+    for state in (True, False):
+        tables = switched_tables(monkeypatch, variable, state, data)
+        assert on(tables) == state
+        enc = CompiledEncoder(tables, tok.pretokenizer, threads=1)
+        assert enc.encode(text) == expected, state
+        assert enc.encode(text) == expected, state
 
 
 def rank_file_of(*longer: bytes, without: bytes = b"") -> bytes:

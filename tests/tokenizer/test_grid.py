@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _core_data import encode_module, hf_peer, rank_peer, rank_vocab, switched_tables
+from _core_data import assert_switch_keeps_ids, encode_module, hf_peer, rank_vocab, switched_tables
 
 from conftest import PUD_LANGS, data_path, pud_text
-from tokembed.tokenizer.compiled import CompiledEncoder, compiled_tables
+from tokembed.tokenizer.compiled import compiled_tables
 from tokembed.tokenizer.formats import load_tokenizer
 
 RANK_FILES = ["cl100k_base", "o200k_base", "qwen"]
@@ -73,14 +73,10 @@ def test_small_vocabularies_and_the_switch_have_no_grid(monkeypatch: pytest.Monk
 def test_rank_files_with_and_without_the_grid_equal_tiktoken(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    data, _, tok = rank_vocab(name)
     text = "".join(pud_text(lang) for lang in PUD_LANGS)
-    expected = rank_peer(name).encode_ordinary(text)
-    for on in (True, False):
-        tables = switched_tables(monkeypatch, "TOKEMBED_GRID", on, data)
-        assert (tables.grid() is not None) == on
-        enc = CompiledEncoder(tables, tok.pretokenizer, threads=1)
-        assert enc.encode(text) == expected, on
+    assert_switch_keeps_ids(
+        monkeypatch, name, "TOKEMBED_GRID", text, lambda tables: tables.grid() is not None
+    )
 
 
 @pytest.mark.parametrize("name", ["gpt2-hf", "smollm2-135m"])

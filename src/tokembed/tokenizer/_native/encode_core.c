@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "encode_atoms.h"
 #include "encode_backtrack.h"
 #include "encode_front.h"
 #include "encode_merge.h"
@@ -34,6 +35,7 @@ struct tk_tables {
     uint32_t max_id; /* largest id either mode can output */
     tk_bt *bt;       /* backtracking's trie and histories; NULL: chunks are merged */
     tk_seg *seg;     /* where long chunks may be cut (encode_segment.h); NULL: never */
+    tk_atoms *atoms; /* rank files: their parts merged from letters (encode_atoms.h); or NULL */
     size_t bt_min[3]; /* shorter chunks are merged, by their first letter (see backtrack_from) */
 };
 
@@ -210,6 +212,7 @@ void tk_tables_free(tk_tables *t) {
     free(t->blob);
     tk_bt_free(t->bt);
     tk_seg_free(t->seg);
+    tk_atoms_free(t->atoms);
     free(t);
 }
 
@@ -530,6 +533,7 @@ static size_t parse_rank_file(tk_tables *t, const unsigned char *d, size_t n) {
     t->pieces.prejoin = tk_prejoin_new(t->blob, offs, lens, ranks, count, t->pieces.two);
     t->bt = backtrack_of_ranks(t, offs, lens, ranks, count);
     if (t->bt) t->seg = segments_of(t->blob, offs, lens, count, t->bt);
+    if (t->seg) t->atoms = tk_atoms_new(t->blob, offs, lens, ranks, count, &t->pieces, t->byte_id);
     backtrack_from(1, t->pairs.slots != NULL, t->bt_min); /* two-byte letters from 9 with pairs */
     qsort(ranks, count, sizeof(uint32_t), cmp_u32);
     for (size_t k = 1; k < count; k++)
@@ -596,6 +600,25 @@ int tk_tables_rank_pairs(const tk_tables *t, uint32_t *out, size_t *count) {
         n++;
     }
     *count = n;
+    return 1;
+}
+
+int tk_tables_atoms(const tk_tables *t, uint32_t *letters, uint32_t *joins, size_t *count) {
+    const tk_atoms *a = t->atoms;
+    if (!a) return 0;
+    if (letters) memcpy(letters, a->letter, sizeof a->letter);
+    size_t c = 0;
+    for (size_t i = 0; i <= a->mask; i++) {
+        uint64_t v = a->joins[i];
+        if (v == UINT64_MAX) continue;
+        if (joins) {
+            joins[3 * c] = (uint32_t)(v >> (2 * TK_MEMO_BITS));
+            joins[3 * c + 1] = (uint32_t)(v >> TK_MEMO_BITS) & TK_MEMO_NONE;
+            joins[3 * c + 2] = (uint32_t)v & TK_MEMO_NONE;
+        }
+        c++;
+    }
+    *count = c;
     return 1;
 }
 
@@ -921,6 +944,16 @@ static inline int builds_itself(const tk_tables *t, uint32_t id) {
  * single letters, each an extra front lookup, where backtracking the whole word is as cheap. */
 #define TK_CUT_LEAD 0xe3
 
+/* 1 when the chunk d[0..n) is cut: TK_CUT_MIN bytes or more, its first character's lead byte
+ * from TK_CUT_LEAD, or else its second's (one character before the letters: a leading space,
+ * or a mark such as an opening quote, which qwen's and cl100k's patterns put before a word). */
+static inline int cut_worthy(const unsigned char *d, size_t n) {
+    if (n < TK_CUT_MIN) return 0;
+    if (d[0] >= TK_CUT_LEAD) return 1;
+    size_t w = d[0] < 0x80 ? 1 : d[0] < 0xe0 ? 2 : d[0] < 0xf0 ? 3 : 4;
+    return d[w] >= TK_CUT_LEAD;
+}
+
 /* Parts whose front slots are asked for ahead of the one being encoded: most parts are repeats
  * (81% of qwen's on PUD Chinese), their slots lines of a 4 MiB table; without asking ahead,
  * cutting gained nothing. A ring, so a chunk of a million parts ("中" * 10**6) holds 16 keys,
@@ -937,14 +970,83 @@ static void key_part(tk_encoder *e, const unsigned char *data, size_t avail, siz
     __builtin_prefetch(&e->front[key->index]);
 }
 
-/* Ids of data[0..n) appended to e->out part by part when the chunk has cuts (encode_segment.h);
- * 2 (nothing appended) when it has none. */
+/* One part of a cut chunk, data[at..at+len): the front cache's slot for `key` (NULL: the part
+ * has none), else merged. */
+static int encode_part(tk_encoder *e, const unsigned char *data, size_t at, size_t len,
+                       size_t avail, size_t *bad, tk_front_slot *front, const tk_front_key *key) {
+    int rc;
+    if (front && key) {
+        const tk_front_slot *hit = tk_front_get(front, key, len);
+        rc = hit ? out_front(e, hit) : merge_chunk(e, data + at, len, avail - at, bad, front, key, 1);
+    } else {
+        rc = merge_chunk(e, data + at, len, avail - at, bad, NULL, NULL, 1);
+    }
+    if (rc == TK_MISSING_BYTE) *bad += at;
+    return rc;
+}
+
+/* A part of encode_atom_chunk, d[at..at+len), its letters' ranks at e->out + e->out_len
+ * (n of them): merged there when `atoms` (encode_atoms.h allows it), else as encode_part. */
+static int atom_part(tk_encoder *e, const unsigned char *d, size_t at, size_t len, size_t n,
+                     int atoms, size_t avail, size_t *bad) {
+    if (atoms) {
+        e->out_len += tk_atoms_merge(e->tables->atoms, e->out + e->out_len, n);
+        return 0;
+    }
+    tk_front_slot *front = front_of(e);
+    if (!front || len > TK_FRONT_KEY) return encode_part(e, d, at, len, avail, bad, NULL, NULL);
+    tk_front_key key;
+    tk_front_key_of(d + at, len, avail - at, &key);
+    return encode_part(e, d, at, len, avail, bad, front, &key);
+}
+
+/* encode_cut where the tables have atoms, for a chunk of three-byte letters (after a leading
+ * byte or more of others): cut and merged in one pass over its letters, each part from its
+ * letters where encode_atoms.h allows (most: no cache lookup), else as encode_part. The cuts
+ * are tk_seg_cuts'. 2 (nothing appended) for any other chunk. */
+static int encode_atom_chunk(tk_encoder *e, const unsigned char *d, size_t n, size_t avail,
+                             size_t *bad) {
+    const tk_atoms *a = e->tables->atoms;
+    const tk_seg *s = e->tables->seg;
+    size_t first = 0;
+    while (first + 3 <= n && !tk_seg_letter(d + first)) first++;
+    if (first + 3 > n || (n - first) % 3) return 2;
+    for (size_t i = first; i < n; i += 3)
+        if (!tk_seg_letter(d + i)) return 2;
+    /* room for every part's ids, each at most its bytes, and for the letters of any part */
+    if (tk_reserve((void **)&e->out, &e->out_cap, e->out_len + n, sizeof(uint32_t)) < 0) return -1;
+    size_t at = 0, k = 0; /* the part's first byte, its letters so far */
+    int atoms = first == 0; /* a part with other bytes is merged as before */
+    for (size_t i = first; i < n; i += 3) {
+        if (i > first) {
+            int partial = tk_seg_partial(s, d + i);
+            if (!partial && !tk_seg_paired(s, d + i)) {
+                int rc = atom_part(e, d, at, i - at, k, atoms, avail, bad);
+                if (rc) return rc;
+                at = i, k = 0, atoms = 1;
+            }
+            atoms &= !partial;
+        }
+        uint32_t r = a->letter[tk_atom_code(d + i)];
+        atoms &= r != TK_NO_RANK && k < TK_ATOM_MAX;
+        e->out[e->out_len + k++] = r;
+    }
+    return atom_part(e, d, at, n - at, k, atoms, avail, bad);
+}
+
+/* Ids of data[0..n) appended to e->out part by part when the chunk has cuts (encode_segment.h)
+ * or is all letters and the tables have atoms; 2 (nothing appended) when neither. */
 static int encode_cut(tk_encoder *e, const unsigned char *data, size_t n, size_t avail,
                       size_t *bad) {
+    const tk_tables *t = e->tables;
     if (tk_reserve((void **)&e->cuts, &e->cuts_cap, n / 3 + 1, sizeof(uint32_t)) < 0 ||
         tk_reserve((void **)&e->keys, &e->keys_cap, TK_PART_AHEAD, sizeof(tk_front_key)) < 0)
         return -1;
-    size_t m = tk_seg_cuts(e->tables->seg, data, n, e->cuts);
+    if (t->atoms) {
+        int rc = encode_atom_chunk(e, data, n, avail, bad);
+        if (rc != 2) return rc;
+    }
+    size_t m = tk_seg_cuts(t->seg, data, n, e->cuts);
     if (m == 0) return 2;
     e->cuts[m] = (uint32_t)n;
     tk_front_slot *front = front_of(e);
@@ -953,18 +1055,9 @@ static int encode_cut(tk_encoder *e, const unsigned char *data, size_t n, size_t
         size_t len = e->cuts[k] - at;
         tk_front_key key = e->keys[k % TK_PART_AHEAD];
         if (front && k + TK_PART_AHEAD <= m) key_part(e, data, avail, k + TK_PART_AHEAD);
-        int rc;
-        if (front && len <= TK_FRONT_KEY) {
-            const tk_front_slot *hit = tk_front_get(front, &key, len);
-            rc = hit ? out_front(e, hit)
-                     : merge_chunk(e, data + at, len, avail - at, bad, front, &key, 1);
-        } else {
-            rc = merge_chunk(e, data + at, len, avail - at, bad, NULL, NULL, 1);
-        }
-        if (rc) {
-            if (rc == TK_MISSING_BYTE) *bad += at;
-            return rc;
-        }
+        int has_key = front && len <= TK_FRONT_KEY;
+        int rc = encode_part(e, data, at, len, avail, bad, has_key ? front : NULL, has_key ? &key : NULL);
+        if (rc) return rc;
     }
     return 0;
 }
@@ -973,12 +1066,13 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
                        size_t *bad, tk_front_slot *front, const tk_front_key *key, int part) {
     const tk_tables *t = e->tables;
     int keep = 1; /* 0: a part that is a token its bytes may not build: merged, kept nowhere */
-    uint64_t h = n <= TK_CACHED_CHUNK || t->whole ? tk_hash_bytes(data, n) : 0;
+    int piece = t->whole && tk_piece_may_be(&t->pieces, data, n);
+    uint64_t h = piece ? tk_hash_bytes(data, n) : 0;
     /* A chunk that is a piece: one lookup, before the cache, which then holds only chunks
      * that merge (most words of English text are pieces: o200k on PUD English 9.5 -> 19.6
      * MB/s cold; looking in the cache first was slower, 16.1). A byte without an id fails
      * whatever the chunk, as in the reference's check. */
-    if (t->whole && (t->all_bytes || has_every_byte(t, data, n))) {
+    if (piece && (t->all_bytes || has_every_byte(t, data, n))) {
         uint32_t id = tk_piece_map_get(&t->pieces, data, n, h);
         int itself = id != TK_NO_RANK && builds_itself(t, id);
         if (id != TK_NO_RANK && (!part || itself)) {
@@ -987,7 +1081,7 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
         }
         keep = id == TK_NO_RANK;
     }
-    if (!part && t->seg && n >= TK_CUT_MIN && (data[0] == ' ' ? data[1] : data[0]) >= TK_CUT_LEAD) {
+    if (!part && t->seg && cut_worthy(data, n)) {
         size_t start = e->out_len;
         int rc = encode_cut(e, data, n, avail, bad);
         if (rc != 2) {
@@ -995,6 +1089,7 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
             return rc;
         }
     }
+    if (!piece && n <= TK_CACHED_CHUNK) h = tk_hash_bytes(data, n);
     tk_cache *cache = &e->cache;
     pthread_mutex_t *lock = NULL;
     if (e->shared && n <= TK_CACHED_CHUNK) {

@@ -69,6 +69,11 @@ size_t tk_tables_grid(const tk_tables *t, uint32_t *cells);
    with its size in *count and, where out is not NULL, (left, right, joined) triples in out. */
 int tk_tables_rank_pairs(const tk_tables *t, uint32_t *out, size_t *count);
 
+/* A rank file's atoms (encode_atoms.h): 0 when it has none, else 1 with the count of its joins
+   in *count and, where not NULL, the rank of every three-byte letter by its 16 payload bits in
+   letters (65536 entries, UINT32_MAX: no atom) and (left, right, joined) triples in joins. */
+int tk_tables_atoms(const tk_tables *t, uint32_t *letters, uint32_t *joins, size_t *count);
+
 /* A chunk cache in shards, each with its own lock, holding about `limit` chunks in all. */
 tk_shared_cache *tk_shared_cache_new(size_t limit);
 void tk_shared_cache_free(tk_shared_cache *c);

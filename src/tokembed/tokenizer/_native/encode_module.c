@@ -268,6 +268,20 @@ static PyObject *Tables_rank_pairs(TablesObject *self, PyObject *unused) {
     return out;
 }
 
+static PyObject *Tables_atoms(TablesObject *self, PyObject *unused) {
+    size_t n;
+    if (!tk_tables_atoms(self->t, NULL, NULL, &n)) Py_RETURN_NONE;
+    PyObject *letters = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(65536 * 4));
+    PyObject *joins = letters ? PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * 12)) : NULL;
+    if (!joins) {
+        Py_XDECREF(letters);
+        return NULL;
+    }
+    tk_tables_atoms(self->t, (uint32_t *)PyBytes_AS_STRING(letters),
+                    (uint32_t *)PyBytes_AS_STRING(joins), &n);
+    return Py_BuildValue("(NN)", letters, joins);
+}
+
 static PyMethodDef Tables_methods[] = {
     {"from_merges", (PyCFunction)(void (*)(void))Tables_from_merges, METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      "from_merges(byte_ids, merges, *, pieces=None, ignore_merges=False): explicit merge tables "
@@ -286,6 +300,11 @@ static PyMethodDef Tables_methods[] = {
     {"rank_pairs", (PyCFunction)Tables_rank_pairs, METH_NOARGS,
      "rank_pairs() -> bytes | None: a rank file's pair table, every split of a piece into two "
      "pieces, as native uint32 (left, right, joined) triples in no order; None without one."},
+    {"atoms", (PyCFunction)Tables_atoms, METH_NOARGS,
+     "atoms() -> (letters, joins) | None: a rank file's three-byte letters that parts of a cut "
+     "chunk are merged from, as 65536 native uint32 ranks by the letter's low 4, 6 and 6 bits "
+     "(0xFFFFFFFF: not one), and the joins of whole-letter parts, native uint32 (left, right, "
+     "joined) triples in no order; None without them."},
     {"prejoined", (PyCFunction)Tables_prejoined, METH_O,
      "prejoined(chunk: bytes) -> list[int]: the offsets of the byte pairs that merging the "
      "chunk starts from, joined, instead of their bytes (the ids are the same); [] for merge "

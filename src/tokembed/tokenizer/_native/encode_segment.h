@@ -105,10 +105,20 @@ static void tk_seg_add(tk_seg *s, const unsigned char *t, size_t len) {
     }
 }
 
+/* 1 when a token holding part of a letter may cross the boundary at p (three-byte letters at
+ * p-3 and p): the boundary a part merged from its letters may not hold (encode_atoms.h). */
+static inline int tk_seg_partial(const tk_seg *s, const unsigned char *p) {
+    return tk_seg_bit(s->win, tk_seg_win_bit(p)) || tk_seg_bit(s->wild, tk_seg_wild_bit(p));
+}
+
+/* 1 when a token may hold both letters at p-3 and p whole (or a hash collision says so). */
+static inline int tk_seg_paired(const tk_seg *s, const unsigned char *p) {
+    return tk_seg_bit(s->pairs, tk_seg_pair_bit(p - 3, p));
+}
+
 /* 1 when the boundary at p (three-byte letters at p-3 and p) is crossed by no token. */
 static inline int tk_seg_open(const tk_seg *s, const unsigned char *p) {
-    return !tk_seg_bit(s->pairs, tk_seg_pair_bit(p - 3, p)) && !tk_seg_bit(s->win, tk_seg_win_bit(p)) &&
-           !tk_seg_bit(s->wild, tk_seg_wild_bit(p));
+    return !tk_seg_paired(s, p) && !tk_seg_partial(s, p);
 }
 
 /* The cuts of d[0..n): offsets 0 < c_1 < c_2 < ... < n written to cuts (room for n / 3), their

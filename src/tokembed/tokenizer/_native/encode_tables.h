@@ -290,7 +290,21 @@ typedef struct {
     uint32_t max_rank;
     tk_prejoin *prejoin; /* pairs joined before merging (encode_prejoin.h), or NULL */
     tk_grid *grid;       /* the rank of the join of pieces a, b < TK_GRID_DIM, or NULL */
+    uint32_t longest[256]; /* by tk_piece_lead: the longest piece (0: none) */
 } tk_piece_map;
+
+/* The byte a piece or chunk is filed under for tk_piece_map.longest: its first, or its second
+ * after a leading space. */
+static inline unsigned char tk_piece_lead(const unsigned char *p, size_t len) {
+    return p[0] == ' ' && len > 1 ? p[1] : p[0];
+}
+
+/* 0 when p[0..len) is longer than every piece filed under its lead, so is none of them: a
+ * sentence of Chinese (a chunk of 40-100 bytes, where qwen's Chinese pieces reach 33) is not
+ * hashed for the piece table. */
+static inline int tk_piece_may_be(const tk_piece_map *m, const unsigned char *p, size_t len) {
+    return len <= m->longest[tk_piece_lead(p, len)];
+}
 
 static inline uint64_t tk_head8(const unsigned char *p, size_t len) {
     uint64_t v = 0;
@@ -364,6 +378,8 @@ static int tk_piece_map_put(tk_piece_map *m, uint32_t off, uint32_t len, uint32_
     if (tk_piece_map_find(m, p, len, h, &i) != TK_NO_RANK) return 1;
     tk_bloom_add(&m->bloom, h);
     if (len == 2) m->two[(unsigned)p[0] << 8 | p[1]] = rank;
+    unsigned char lead = tk_piece_lead(p, len);
+    if (len > m->longest[lead]) m->longest[lead] = len;
     tk_piece_slot *s = &m->slots[i];
     s->head = tk_head8(p, len);
     if (len > 8 && len <= 24) tk_piece_tail(p, len, s->tail);
