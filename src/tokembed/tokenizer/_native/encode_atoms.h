@@ -3,8 +3,8 @@
  * A long chunk of CJK letters is cut into short parts (encode_segment.h), and each part was
  * then looked up in the front cache and, on a miss, in the piece table or backtracked: on PUD
  * Chinese with qwen, 19,852 parts (13,249 one letter long, 5,013 two), 4,742 distinct, each
- * new one a miss in the 4 MiB front cache and then in the 8 MiB piece table. Merging a part
- * from its letters instead asks two small tables: `letter`, by a letter's 16 payload bits,
+ * new one a miss in the 4 MiB front cache and then in the piece table (megabytes). Merging a
+ * part from its letters instead asks two small tables: `letter`, by a letter's 16 payload bits,
  * holds the letter's rank (256 KiB), and `joins` every join of two whole-letter parts BPE can
  * make (qwen 20,684 of them, 256 KiB), so a two-letter part costs two letter loads and one join.
  *

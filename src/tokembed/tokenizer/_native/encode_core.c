@@ -938,10 +938,11 @@ static inline int builds_itself(const tk_tables *t, uint32_t id) {
 
 /* Shortest chunk that is cut: three letters of three bytes. */
 #define TK_CUT_MIN 9
-/* The lowest lead byte of a chunk's first letter (after a leading space) for the chunk to be
- * cut: U+3000 on, kana, CJK and Hangul. Thai (lead 0xe0) lost 10% cut and Devanagari 1% (qwen,
- * PUD, in-process medians of 9 fresh encoders; Chinese gained 26%, Korean 16%): their parts are
- * single letters, each an extra front lookup, where backtracking the whole word is as cheap. */
+/* The lowest lead byte of a chunk's first letter (after one leading character, cut_worthy)
+ * for the chunk to be cut: U+3000 on, kana, CJK and Hangul. Thai (lead 0xe0) lost 10% cut and
+ * Devanagari 1% (qwen, PUD, in-process medians of 9 fresh encoders; Chinese gained 26%, Korean
+ * 16%): their parts are single letters, each an extra front lookup, where backtracking the
+ * whole word is as cheap. */
 #define TK_CUT_LEAD 0xe3
 
 /* 1 when the chunk d[0..n) is cut: TK_CUT_MIN bytes or more, its first character's lead byte

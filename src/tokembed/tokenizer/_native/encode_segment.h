@@ -23,8 +23,10 @@
  * hashed or packed and never miss a token (a collision only keeps a boundary), so a cut is
  * safe on any bytes, UTF-8 or not; the tests check the cuts against the vocabulary itself.
  *
- * The encoder cuts only chunks that start with a letter from U+3000 on (kana, CJK, Hangul;
- * TK_CUT_LEAD in encode_core.c): Thai and Devanagari words measured no faster cut.
+ * The encoder cuts only chunks that start with a letter from U+3000 on (kana, CJK, Hangul),
+ * or whose second character does (after a space or a mark: cut_worthy in encode_core.c):
+ * Thai and Devanagari words measured no faster cut. Where a rank file's tables have atoms
+ * (encode_atoms.h) most parts are then merged from their letters instead of looked up.
  *
  * A part equal to a token BPE does not build from its own bytes must be merged: the rule that
  * a whole chunk that is a token is that token (tiktoken's, HF's ignore_merges) is about whole
