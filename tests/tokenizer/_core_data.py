@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from functools import cache
+from itertools import pairwise
 from typing import Any
 
 import pytest
 
 from conftest import PUD_LANGS, data_path, pud_text
 from tokembed.tokenizer import Tokenizer, TrainConfig, train
+
+NO_TOKEN = 1 << 40  # the rank of a byte string that is no token: above every rank
 
 
 @cache
@@ -92,6 +95,36 @@ def assert_switch_keeps_ids(
         enc = CompiledEncoder(tables, tok.pretokenizer, threads=1)
         assert enc.encode(text) == expected, state
         assert enc.encode(text) == expected, state
+
+
+def three_byte_letter(b: bytes, i: int) -> bool:
+    """Whether b[i:i+3] is a three-byte UTF-8 letter's bytes: a lead 0xE0-0xEF and two
+    continuation bytes (CJK, kana, Hangul, Thai, Devanagari...)."""
+    return (
+        i + 3 <= len(b)
+        and 0xE0 <= b[i] <= 0xEF
+        and 0x80 <= b[i + 1] <= 0xBF
+        and 0x80 <= b[i + 2] <= 0xBF
+    )
+
+
+def rank_bpe(
+    ranks: dict[bytes, int], parts: list[bytes], *, stop: int = 1
+) -> tuple[list[bytes], int]:
+    """tiktoken's rule over ``parts`` (join the leftmost adjacent pair whose bytes have the
+    lowest rank) until ``stop`` parts are left or no pair is a token: the parts and the number
+    of joins made."""
+    parts = list(parts)
+    made = 0
+    while len(parts) > stop:
+        joined = [ranks.get(a + b, NO_TOKEN) for a, b in pairwise(parts)]
+        best = min(joined)
+        if best == NO_TOKEN:
+            break
+        i = joined.index(best)
+        parts[i : i + 2] = [parts[i] + parts[i + 1]]
+        made += 1
+    return parts, made
 
 
 def rank_file_of(*longer: bytes, without: bytes = b"") -> bytes:

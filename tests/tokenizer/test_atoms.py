@@ -13,11 +13,18 @@ ranked below their letters, tokens holding part of a letter, bytes without an id
 from __future__ import annotations
 
 import array
-from itertools import pairwise
 from typing import Any
 
 import pytest
-from _core_data import assert_switch_keeps_ids, encode_module, rank_file_of, rank_vocab
+from _core_data import (
+    NO_TOKEN,
+    assert_switch_keeps_ids,
+    encode_module,
+    rank_bpe,
+    rank_file_of,
+    rank_vocab,
+    three_byte_letter,
+)
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -25,22 +32,12 @@ from conftest import pud_text
 
 RANK_FILES = ("qwen", "o200k_base", "cl100k_base")
 LANGS = ("zh", "ko", "th", "hi")  # PUD languages written in three-byte letters
-NONE = 1 << 40  # no token: above every rank
 NO_ATOM = 0xFFFFFFFF
-
-
-def _letter(b: bytes, i: int) -> bool:
-    return (
-        i + 3 <= len(b)
-        and 0xE0 <= b[i] <= 0xEF
-        and 0x80 <= b[i + 1] <= 0xBF
-        and 0x80 <= b[i + 2] <= 0xBF
-    )
 
 
 def _letters(t: bytes) -> list[bytes] | None:
     """The three-byte letters ``t`` is made of, or None."""
-    if len(t) % 3 or not all(_letter(t, i) for i in range(0, len(t), 3)):
+    if len(t) % 3 or not all(three_byte_letter(t, i) for i in range(0, len(t), 3)):
         return None
     return [t[i : i + 3] for i in range(0, len(t), 3)]
 
@@ -49,27 +46,14 @@ def _code(c: bytes) -> int:
     return (c[0] & 15) << 12 | (c[1] & 63) << 6 | (c[2] & 63)
 
 
-def _bpe(ranks: dict[bytes, int], parts: list[bytes], *, stop: int = 1) -> list[bytes]:
-    """tiktoken's rule (the leftmost lowest-ranked pair joins) over ``parts`` until ``stop``
-    parts are left or no pair is a token."""
-    parts = list(parts)
-    while len(parts) > stop:
-        found = [(ranks.get(a + b, NONE), i) for i, (a, b) in enumerate(pairwise(parts))]
-        rank, i = min(found)
-        if rank == NONE:
-            break
-        parts[i : i + 2] = [parts[i] + parts[i + 1]]
-    return parts
-
-
 def _rule(ranks: dict[bytes, int]) -> tuple[dict[int, int], set[tuple[int, int, int]]]:
     """The atoms (letter code -> rank) and joins (left, right, joined) the header's conditions
     allow, with exact sets."""
     own: dict[bytes, int] = {}  # the later of the two joins that make a letter
     for t, r in ranks.items():
         whole = len(t) == 3 and _letters(t) and all(bytes([b]) in ranks for b in t)
-        if whole and _bpe(ranks, [bytes([b]) for b in t]) == [t]:
-            own[t] = max(r, min(ranks.get(t[:2], NONE), ranks.get(t[1:], NONE)))
+        if whole and rank_bpe(ranks, [bytes([b]) for b in t])[0] == [t]:
+            own[t] = max(r, min(ranks.get(t[:2], NO_TOKEN), ranks.get(t[1:], NO_TOKEN)))
     atoms = dict(own)
     multi = {t: r for t, r in ranks.items() if len(t) > 3 and _letters(t)}
     for t, r in multi.items():
@@ -80,7 +64,7 @@ def _rule(ranks: dict[bytes, int]) -> tuple[dict[int, int], set[tuple[int, int, 
     for t, r in multi.items():
         letters = _letters(t) or []
         if all(c in atoms for c in letters):
-            split = _bpe(ranks, letters, stop=2)
+            split, _ = rank_bpe(ranks, letters, stop=2)
             if len(split) == 2:
                 joins.add((ranks[split[0]], ranks[split[1]], r))
     return {_code(c): ranks[c] for c in atoms}, joins

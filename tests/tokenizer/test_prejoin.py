@@ -18,9 +18,11 @@ from typing import Any
 
 import pytest
 from _core_data import (
+    NO_TOKEN,
     assert_switch_keeps_ids,
     encode_module,
     hf_peer,
+    rank_bpe,
     rank_file_of,
     rank_vocab,
 )
@@ -35,7 +37,6 @@ from tokembed.tokenizer.encode import encode_ordinary_reference
 RANK_FILES = ("o200k_base", "cl100k_base", "qwen")
 # PUD languages with two-byte letters, alone or among ASCII ones, and English
 LANGS = ("ru", "ar", "de", "en", "es", "fi", "fr", "tr")
-NONE = 1 << 40  # no token: above every rank
 SIXTEEN = 0xFFFF  # ranks are kept in 16 bits: a pair of this rank or above is never joined
 TINY = 32  # TK_TINY: longer chunks are backtracked, not merged
 
@@ -71,20 +72,20 @@ class _Rule:
         for t, r in ranks.items():
             if len(t) < 2:
                 continue
-            self.tail[t[-2:]] = min(r, self.tail.get(t[-2:], NONE))
-            self.head[t[:2]] = min(r, self.head.get(t[:2], NONE))
+            self.tail[t[-2:]] = min(r, self.tail.get(t[-2:], NO_TOKEN))
+            self.head[t[:2]] = min(r, self.head.get(t[:2], NO_TOKEN))
             for i in range(len(t) - 1) if len(t) > 2 else ():
-                self.holding[t[i : i + 2]] = min(r, self.holding.get(t[i : i + 2], NONE))
+                self.holding[t[i : i + 2]] = min(r, self.holding.get(t[i : i + 2], NO_TOKEN))
 
     def joins(self, c: bytes, p: int) -> bool:
         if p + 1 >= len(c):
             return False
-        r = self.ranks.get(c[p : p + 2], NONE)
+        r = self.ranks.get(c[p : p + 2], NO_TOKEN)
         return (
             r < SIXTEEN
-            and r < self.holding.get(c[p : p + 2], NONE)
-            and (p == 0 or r < self.tail.get(c[p - 1 : p + 1], NONE))
-            and (p + 2 == len(c) or r <= self.head.get(c[p + 1 : p + 3], NONE))
+            and r < self.holding.get(c[p : p + 2], NO_TOKEN)
+            and (p == 0 or r < self.tail.get(c[p - 1 : p + 1], NO_TOKEN))
+            and (p + 2 == len(c) or r <= self.head.get(c[p + 1 : p + 3], NO_TOKEN))
         )
 
     def pairs(self, c: bytes) -> list[int]:
@@ -92,24 +93,16 @@ class _Rule:
 
 
 def _bpe(c: bytes, ranks: dict[bytes, int], start: list[int]) -> tuple[list[int], int]:
-    """tiktoken's rule (join the leftmost pair of lowest rank) from the bytes, with the two
-    bytes at each offset in ``start`` joined first; the ids and the joins made."""
+    """tiktoken's rule from the bytes, with the two bytes at each offset in ``start`` joined
+    first; the ids and the joins made."""
     parts: list[bytes] = []
     p = 0
     while p < len(c):
         w = 2 if p in start else 1
         parts.append(c[p : p + w])
         p += w
-    made = 0
-    while len(parts) > 1:
-        joined = [ranks.get(parts[i] + parts[i + 1], NONE) for i in range(len(parts) - 1)]
-        best = min(joined)
-        if best == NONE:
-            break
-        i = joined.index(best)
-        parts[i : i + 2] = [parts[i] + parts[i + 1]]
-        made += 1
-    return [ranks[t] for t in parts], made
+    merged, made = rank_bpe(ranks, parts)
+    return [ranks[t] for t in merged], made
 
 
 def _short_chunks(name: str, text: str) -> list[bytes]:
@@ -276,24 +269,24 @@ class _MergeRule:
         byte_of = {i: b for b, i in enumerate(tables.byte_ids) if i is not None}
         for k, (left, right, _) in enumerate(tables.merges):
             for part in (left, right):
-                self.used[part] = min(k, self.used.get(part, NONE))
+                self.used[part] = min(k, self.used.get(part, NO_TOKEN))
             if right in byte_of:
                 key = (tables.pieces[left][-1], byte_of[right])
-                self.tail[key] = min(k, self.tail.get(key, NONE))
+                self.tail[key] = min(k, self.tail.get(key, NO_TOKEN))
             if left in byte_of:
                 key = (byte_of[left], tables.pieces[right][0])
-                self.head[key] = min(k, self.head.get(key, NONE))
+                self.head[key] = min(k, self.head.get(key, NO_TOKEN))
 
     def joins(self, c: bytes, p: int) -> bool:
         if p + 1 >= len(c):
             return False
         pair = (self.byte_ids[c[p]], self.byte_ids[c[p + 1]])
-        r = self.rank.get(pair, NONE)  # type: ignore[arg-type]
+        r = self.rank.get(pair, NO_TOKEN)  # type: ignore[arg-type]
         return (
             r < SIXTEEN
-            and r < self.used.get(self.made[pair], NONE)  # type: ignore[index]
-            and (p == 0 or r < self.tail.get((c[p - 1], c[p]), NONE))
-            and (p + 2 == len(c) or r <= self.head.get((c[p + 1], c[p + 2]), NONE))
+            and r < self.used.get(self.made[pair], NO_TOKEN)  # type: ignore[index]
+            and (p == 0 or r < self.tail.get((c[p - 1], c[p]), NO_TOKEN))
+            and (p + 2 == len(c) or r <= self.head.get((c[p + 1], c[p + 2]), NO_TOKEN))
         )
 
     def pairs(self, c: bytes) -> list[int]:
@@ -310,9 +303,11 @@ class _MergeRule:
             p += 2 if ids else 1
         made = 0
         while len(parts) > 1:
-            ranks = [self.rank.get((parts[i], parts[i + 1]), NONE) for i in range(len(parts) - 1)]
+            ranks = [
+                self.rank.get((parts[i], parts[i + 1]), NO_TOKEN) for i in range(len(parts) - 1)
+            ]
             best = min(ranks)
-            if best == NONE:
+            if best == NO_TOKEN:
                 break
             i = ranks.index(best)
             parts[i : i + 2] = [self.made[(parts[i], parts[i + 1])]]

@@ -16,7 +16,14 @@ from collections import defaultdict
 from typing import Any
 
 import pytest
-from _core_data import assert_switch_keeps_ids, encode_module, hf_peer, rank_file_of, rank_vocab
+from _core_data import (
+    assert_switch_keeps_ids,
+    encode_module,
+    hf_peer,
+    rank_file_of,
+    rank_vocab,
+    three_byte_letter,
+)
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -37,15 +44,11 @@ def _cont(c: int) -> bool:
     return 0x80 <= c <= 0xBF
 
 
-def _letter(b: bytes, i: int) -> bool:
-    return i + 3 <= len(b) and _lead(b[i]) and _cont(b[i + 1]) and _cont(b[i + 2])
-
-
 def _boundaries(chunk: bytes) -> list[int]:
     """Offsets between two three-byte letters, scanning as the encoder does."""
     out, after, i = [], 0, 0
     while i + 3 <= len(chunk):
-        if not _letter(chunk, i):
+        if not three_byte_letter(chunk, i):
             i += 1
             continue
         if after == i and i > 0:
@@ -69,7 +72,7 @@ class _Rule:
                     continue
                 if q + 1 < len(t) and not _cont(t[q + 1]):
                     continue
-                if q >= 3 and _letter(t, q - 3) and _letter(t, q):
+                if q >= 3 and three_byte_letter(t, q - 3) and three_byte_letter(t, q):
                     self.pairs.add(t[q - 3 : q + 3])
                 elif q + 1 < len(t):
                     self.win.add(t[q - 1 : q + 2])

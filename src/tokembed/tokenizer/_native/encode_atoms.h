@@ -75,12 +75,9 @@ static inline uint32_t tk_atoms_join(const tk_atoms *a, uint32_t l, uint32_t r) 
     }
 }
 
-/* 1 when p[0..len) is two or more three-byte letters (len a multiple of 3). */
-static int tk_atoms_all_letters(const unsigned char *p, size_t len) {
-    if (len < 6 || len % 3) return 0;
-    for (size_t i = 0; i < len; i += 3)
-        if (!tk_seg_letter(p + i)) return 0;
-    return 1;
+/* 1 when p[0..len) is two or more three-byte letters: a token the joins may make. */
+static inline int tk_atoms_word(const unsigned char *p, size_t len) {
+    return len >= 6 && tk_seg_letters(p, len);
 }
 
 /* BPE over the letters of p[0..len) (k of them, all atoms), stopped when two parts are left:
@@ -132,7 +129,7 @@ static tk_atoms *tk_atoms_new(const unsigned char *blob, const uint32_t *off, co
     }
     for (size_t k = 0; k < n; k++) { /* (2) */
         const unsigned char *p = blob + off[k];
-        if (!tk_atoms_all_letters(p, len[k])) continue;
+        if (!tk_atoms_word(p, len[k])) continue;
         multi++;
         for (size_t i = 0; i < len[k]; i += 3)
             if (a->letter[tk_atom_code(p + i)] != TK_NO_RANK && rank[k] <= own[tk_atom_code(p + i)])
@@ -145,7 +142,7 @@ static tk_atoms *tk_atoms_new(const unsigned char *blob, const uint32_t *off, co
     memset(a->joins, 0xff, (a->mask + 1) * sizeof(uint64_t));
     for (size_t k = 0; k < n; k++) {
         const unsigned char *p = blob + off[k];
-        if (!tk_atoms_all_letters(p, len[k])) continue;
+        if (!tk_atoms_word(p, len[k])) continue;
         int atoms = 1;
         for (size_t i = 0; i < len[k] && atoms; i += 3) atoms = a->letter[tk_atom_code(p + i)] != TK_NO_RANK;
         size_t cut = atoms ? tk_atoms_split(pieces, p, len[k] / 3, end) : 0;

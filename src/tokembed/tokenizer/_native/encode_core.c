@@ -974,14 +974,10 @@ static void key_part(tk_encoder *e, const unsigned char *data, size_t avail, siz
 /* One part of a cut chunk, data[at..at+len): the front cache's slot for `key` (NULL: the part
  * has none), else merged. */
 static int encode_part(tk_encoder *e, const unsigned char *data, size_t at, size_t len,
-                       size_t avail, size_t *bad, tk_front_slot *front, const tk_front_key *key) {
-    int rc;
-    if (front && key) {
-        const tk_front_slot *hit = tk_front_get(front, key, len);
-        rc = hit ? out_front(e, hit) : merge_chunk(e, data + at, len, avail - at, bad, front, key, 1);
-    } else {
-        rc = merge_chunk(e, data + at, len, avail - at, bad, NULL, NULL, 1);
-    }
+                       size_t avail, size_t *bad, const tk_front_key *key) {
+    const tk_front_slot *hit = key ? tk_front_get(e->front, key, len) : NULL;
+    int rc = hit ? out_front(e, hit)
+                 : merge_chunk(e, data + at, len, avail - at, bad, key ? e->front : NULL, key, 1);
     if (rc == TK_MISSING_BYTE) *bad += at;
     return rc;
 }
@@ -994,11 +990,10 @@ static int atom_part(tk_encoder *e, const unsigned char *d, size_t at, size_t le
         e->out_len += tk_atoms_merge(e->tables->atoms, e->out + e->out_len, n);
         return 0;
     }
-    tk_front_slot *front = front_of(e);
-    if (!front || len > TK_FRONT_KEY) return encode_part(e, d, at, len, avail, bad, NULL, NULL);
+    if (!front_of(e) || len > TK_FRONT_KEY) return encode_part(e, d, at, len, avail, bad, NULL);
     tk_front_key key;
     tk_front_key_of(d + at, len, avail - at, &key);
-    return encode_part(e, d, at, len, avail, bad, front, &key);
+    return encode_part(e, d, at, len, avail, bad, &key);
 }
 
 /* encode_cut where the tables have atoms, for a chunk of three-byte letters (after a leading
@@ -1011,9 +1006,7 @@ static int encode_atom_chunk(tk_encoder *e, const unsigned char *d, size_t n, si
     const tk_seg *s = e->tables->seg;
     size_t first = 0;
     while (first + 3 <= n && !tk_seg_letter(d + first)) first++;
-    if (first + 3 > n || (n - first) % 3) return 2;
-    for (size_t i = first; i < n; i += 3)
-        if (!tk_seg_letter(d + i)) return 2;
+    if (first + 3 > n || !tk_seg_letters(d + first, n - first)) return 2;
     /* room for every part's ids, each at most its bytes, and for the letters of any part */
     if (tk_reserve((void **)&e->out, &e->out_cap, e->out_len + n, sizeof(uint32_t)) < 0) return -1;
     size_t at = 0, k = 0; /* the part's first byte, its letters so far */
@@ -1056,8 +1049,8 @@ static int encode_cut(tk_encoder *e, const unsigned char *data, size_t n, size_t
         size_t len = e->cuts[k] - at;
         tk_front_key key = e->keys[k % TK_PART_AHEAD];
         if (front && k + TK_PART_AHEAD <= m) key_part(e, data, avail, k + TK_PART_AHEAD);
-        int has_key = front && len <= TK_FRONT_KEY;
-        int rc = encode_part(e, data, at, len, avail, bad, has_key ? front : NULL, has_key ? &key : NULL);
+        int rc = encode_part(e, data, at, len, avail, bad,
+                             front && len <= TK_FRONT_KEY ? &key : NULL);
         if (rc) return rc;
     }
     return 0;

@@ -70,6 +70,14 @@ static inline int tk_seg_letter(const unsigned char *p) {
     return tk_seg_lead(p[0]) && tk_is_cont(p[1]) && tk_is_cont(p[2]);
 }
 
+/* 1 when p[0..len) is whole three-byte letters, one after the other (len a multiple of 3). */
+static inline int tk_seg_letters(const unsigned char *p, size_t len) {
+    if (len % 3) return 0;
+    for (size_t i = 0; i < len; i += 3)
+        if (!tk_seg_letter(p + i)) return 0;
+    return 1;
+}
+
 static inline size_t tk_seg_pair_bit(const unsigned char *a, const unsigned char *b) {
     uint64_t ka = (uint64_t)(a[0] & 15) << 12 | (uint64_t)(a[1] & 63) << 6 | (a[2] & 63);
     uint64_t kb = (uint64_t)(b[0] & 15) << 12 | (uint64_t)(b[1] & 63) << 6 | (b[2] & 63);
