@@ -1186,7 +1186,7 @@ static void probe_chunk(tk_encoder *e, const unsigned char *p, size_t n, const t
     uint64_t h = tk_hash_bytes(p, n);
     if (t->whole && n > 2) {
         __builtin_prefetch(tk_bloom_block(&t->pieces.bloom, h));
-        __builtin_prefetch(&t->pieces.slots[h & t->pieces.mask]);
+        __builtin_prefetch(&t->pieces.slots[tk_piece_home(&t->pieces, h)]);
     }
     if (!door_knows(e, h)) return; /* never merged here: not in the cache */
     const tk_cache *c = &e->cache;

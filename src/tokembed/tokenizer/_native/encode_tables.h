@@ -1,7 +1,8 @@
 /* Lookup tables of the BPE encoder core (no Python): pair -> (rank, result) for explicit
  * merge lists, byte string -> rank for tiktoken rank files, and the chunk -> ids
  * cache. Open addressing with linear probing; capacities are powers of two kept
- * at most half full, so a probe ends after ~1.5 slots on average. */
+ * at most half full, so a probe ends after ~1.5 slots on average, except the piece table
+ * (two-thirds full, of any size: see tk_piece_capacity). */
 #ifndef TOKEMBED_ENCODE_TABLES_H
 #define TOKEMBED_ENCODE_TABLES_H
 #include "common.h"
@@ -14,7 +15,7 @@ typedef struct tk_prejoin tk_prejoin;
 /* Pairs of two ids below TK_GRID_DIM are answered from a grid of their merge rank, without
  * hashing, Bloom filter or a slot of the pair or piece table: ids and ranks follow BPE's
  * training order, so the tokens most words are merged through come first. A word met for the
- * first time (a fresh process, rare words) otherwise asks its joins of a table of 2-16 MB out
+ * first time (a fresh process, rare words) otherwise asks its joins of a table of 2-9 MiB out
  * of every CPU cache. Merging PUD fr / de / fi on cl100k, 73 / 72 / 79% of the joins the memo
  * did not know and that are pieces have both parts below 1024. TOKEMBED_GRID=0 in the
  * environment when tables are made leaves it out (A/B measurements of one build).
@@ -141,7 +142,7 @@ static size_t tk_capacity_for(size_t n) {
 /* Most keys the encoder looks up are in no table (Russian on o200k: 459k of 873k lookups
  * of 3 or more bytes find no piece). The filter, 8 bits per key in 64-byte blocks, answers
  * ~95% of those from one cache line that stays in L2 (256 KiB for o200k's pieces, 64 KiB
- * for GPT-2's merges) instead of a probe of the table (16 MB, 2 MB). Cold, in-process A/B
+ * for GPT-2's merges) instead of a probe of the table (then 16 MB, 2 MB). Cold, in-process A/B
  * medians of 5: SmolLM2 on Russian 18.3 -> 21.6 MB/s, qwen on CJK 5.1 -> 7.1, o200k on 13
  * languages 9.9 -> 12.9. A table's slot takes the hash's low bits and the cache shard its
  * top 6; the filter takes bits 20-37 and 40 up. */
@@ -283,7 +284,7 @@ typedef struct {
 typedef struct {
     tk_piece_slot *slots;
     tk_piece_entry *entries; /* by slot index, for FAR pieces only */
-    size_t mask;
+    size_t cap; /* slots */
     const unsigned char *blob;
     uint32_t *two; /* rank of every two-byte string (65536 entries): the first lookups of a chunk */
     tk_bloom bloom; /* of the pieces' tk_hash_bytes */
@@ -312,15 +313,26 @@ static inline uint64_t tk_head8(const unsigned char *p, size_t len) {
     return v;
 }
 
+/* Slots for n pieces: two-thirds full, any count (tk_piece_home). A rank file's table is the
+ * largest an encoder probes, and a fresh process's lookups miss the CPU caches unless it fits
+ * their share of L3, which on a shared host changes from run to run: random reads of a 16 MiB
+ * table cost 31-125 ns across runs of one program here, of 8 MiB 17-24 ns. The power of two at
+ * least twice the pieces made qwen's and o200k's tables 16 MiB (a third full); this makes them
+ * 7.0 and 9.2 MiB (cl100k 8 -> 4.6). One thread, fresh processes interleaved, the 13 PUD
+ * languages on qwen cold: runs at full speed (48-50 MB/s; the others near half) 21 of 34 with
+ * this, 10 of 34 before; all fast in a quiet period, 49.9-50.9 against 48.2-49.7 MB/s. A probe
+ * that finds its piece reads ~2 slots, about as many lines as before (two slots a line). */
+static size_t tk_piece_capacity(size_t n) { return n + n / 2 + 16; }
+
 static int tk_piece_map_init(tk_piece_map *m, size_t n, const unsigned char *blob) {
-    size_t cap = tk_capacity_for(n);
+    size_t cap = tk_piece_capacity(n);
     m->slots = tk_table_alloc(cap * sizeof(tk_piece_slot));
     m->entries = NULL; /* made on the first FAR piece */
     m->prejoin = NULL;
     m->grid = NULL;
     m->two = malloc(65536 * sizeof(uint32_t));
     if (!m->slots || !m->two || tk_bloom_init(&m->bloom, n) < 0) return -1;
-    m->mask = cap - 1;
+    m->cap = cap;
     m->blob = blob;
     memset(m->two, 0xff, 65536 * sizeof(uint32_t));
     return 0;
@@ -355,13 +367,19 @@ static inline int tk_piece_slot_is(const tk_piece_map *m, size_t i, const unsign
     return ((tail[0] ^ s->tail[0]) | (tail[1] ^ s->tail[1])) == 0;
 }
 
+/* The slot where a piece of hash h is first looked for: the high half of its low 32 bits times
+ * the slot count (any count, where a mask needs a power of two). */
+static inline size_t tk_piece_home(const tk_piece_map *m, uint64_t h) {
+    return (size_t)(((h & 0xffffffffu) * (uint64_t)m->cap) >> 32);
+}
+
 /* The rank of p[0..len) (h its tk_hash_bytes), or TK_NO_RANK; *slot is where it is or
  * would go. */
 static inline uint32_t tk_piece_map_find(const tk_piece_map *m, const unsigned char *p, size_t len,
                                          uint64_t h, size_t *slot) {
     uint64_t head = tk_head8(p, len);
-    size_t i = h & m->mask;
-    for (; m->slots[i].meta != 0; i = (i + 1) & m->mask)
+    size_t i = tk_piece_home(m, h);
+    for (; m->slots[i].meta != 0; i = i + 1 == m->cap ? 0 : i + 1)
         if (tk_piece_slot_is(m, i, p, len, head)) {
             *slot = i;
             return m->slots[i].rank;
@@ -388,7 +406,7 @@ static int tk_piece_map_put(tk_piece_map *m, uint32_t off, uint32_t len, uint32_
         s->meta = len << 24 | off; /* never 0: len >= 1 */
         return 0;
     }
-    if (!m->entries && !(m->entries = calloc(m->mask + 1, sizeof(tk_piece_entry)))) return -1;
+    if (!m->entries && !(m->entries = calloc(m->cap, sizeof(tk_piece_entry)))) return -1;
     m->entries[i] = (tk_piece_entry){off, len};
     s->meta = TK_PIECE_FAR;
     return 0;
@@ -407,7 +425,7 @@ static inline uint32_t tk_piece_map_get(const tk_piece_map *m, const unsigned ch
 /* Two parts always join to the same bytes, so this memo of byte-string lookups is
  * exact. A slot is one u64 (left, right and the joined rank in 21 bits each), the table
  * direct-mapped and of fixed size, TK_MEMO_SLOTS x 8 bytes = 256 KiB, so it stays in a
- * core's L2 cache: a hit costs a few nanoseconds, where the piece table (16 MB for o200k)
+ * core's L2 cache: a hit costs a few nanoseconds, where the piece table (9 MiB for o200k)
  * misses the CPU caches on nearly every lookup. A
  * collision overwrites, so it never grows. Tables with ranks of 2^21 - 1 or more do
  * without it. One per encoder (no locking). */
@@ -445,7 +463,7 @@ static inline uint64_t tk_piece_prefetch(const tk_piece_map *pieces, const unsig
     if (len <= 2) return 0;
     uint64_t h = tk_hash_bytes(p, len);
     __builtin_prefetch(tk_bloom_block(&pieces->bloom, h));
-    __builtin_prefetch(&pieces->slots[h & pieces->mask]);
+    __builtin_prefetch(&pieces->slots[tk_piece_home(pieces, h)]);
     return h;
 }
 
