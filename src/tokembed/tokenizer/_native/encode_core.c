@@ -848,12 +848,10 @@ static int has_every_byte(const tk_tables *t, const unsigned char *data, size_t 
     return 1;
 }
 
-/* Read one byte of every line of p[0..bytes) (p may be NULL). */
-static uint64_t warm_lines(const void *p, size_t bytes) {
+/* Read one byte of every line of p[0..bytes) (p may be NULL); volatile, so the reads stay. */
+static void warm_lines(const void *p, size_t bytes) {
     const volatile unsigned char *c = p;
-    uint64_t acc = 0;
-    for (size_t i = 0; p && i < bytes; i += 64) acc += c[i];
-    return acc;
+    for (size_t i = 0; p && i < bytes; i += 64) (void)c[i];
 }
 
 /* The tables an encoder reads, brought into the CPU caches when an encoder starts (its first
@@ -870,35 +868,34 @@ static uint64_t warm_lines(const void *p, size_t bytes) {
 static void warm_tables(const tk_tables *t) {
     const char *v = getenv("TOKEMBED_WARM");
     if (v && strcmp(v, "0") == 0) return;
-    uint64_t acc = 0;
     if (t->bt) {
-        acc += warm_lines(t->bt->nodes, t->bt->n_nodes * sizeof(tk_bt_node));
-        acc += warm_lines(t->bt->tok, t->bt->n_ids * sizeof(tk_bt_tok));
+        warm_lines(t->bt->nodes, t->bt->n_nodes * sizeof(tk_bt_node));
+        warm_lines(t->bt->tok, t->bt->n_ids * sizeof(tk_bt_tok));
     }
-    if (t->pairs.slots) acc += warm_lines(t->pairs.slots, (t->pairs.mask + 1) * sizeof(tk_pair_slot));
-    if (t->pieces.slots) acc += warm_lines(t->pieces.slots, t->pieces.cap * sizeof(tk_piece_slot));
+    if (t->pairs.slots) warm_lines(t->pairs.slots, (t->pairs.mask + 1) * sizeof(tk_pair_slot));
+    if (t->pieces.slots) warm_lines(t->pieces.slots, t->pieces.cap * sizeof(tk_piece_slot));
     if (t->atoms) {
-        acc += warm_lines(t->atoms->letter, sizeof t->atoms->letter);
-        acc += warm_lines(t->atoms->joins, (t->atoms->mask + 1) * sizeof(uint64_t));
+        warm_lines(t->atoms->letter, sizeof t->atoms->letter);
+        warm_lines(t->atoms->joins, (t->atoms->mask + 1) * sizeof(uint64_t));
     }
     if (t->seg) {
-        acc += warm_lines(t->seg, sizeof *t->seg);
-        acc += warm_lines(t->seg->whole, (t->seg->n_ids / 64 + 1) * sizeof(uint64_t));
+        warm_lines(t->seg, sizeof *t->seg);
+        warm_lines(t->seg->whole, (t->seg->n_ids / 64 + 1) * sizeof(uint64_t));
     }
     const tk_grid *g = t->rank_mode ? t->pieces.grid : t->pairs.grid;
     if (g) {
         const tk_grid_word *last = &g->words[TK_GRID_WORDS - 1];
         size_t joins = last->before + tk_popcount64(last->bits);
-        acc += warm_lines(g->words, TK_GRID_WORDS * sizeof(tk_grid_word));
-        acc += warm_lines(g->ranks, joins * sizeof(uint32_t));
-        acc += warm_lines(g->results, g->results ? joins * sizeof(uint32_t) : 0);
+        warm_lines(g->words, TK_GRID_WORDS * sizeof(tk_grid_word));
+        warm_lines(g->ranks, joins * sizeof(uint32_t));
+        warm_lines(g->results, g->results ? joins * sizeof(uint32_t) : 0);
     }
-    if (t->pieces.bloom.words) acc += warm_lines(t->pieces.bloom.words, (t->pieces.bloom.blocks_mask + 1) * 64);
-    if (t->pairs.bloom.words) acc += warm_lines(t->pairs.bloom.words, (t->pairs.bloom.blocks_mask + 1) * 64);
-    acc += warm_lines(t->pieces.two, 65536 * sizeof(uint32_t));
+    const tk_bloom *blooms[2] = {&t->pieces.bloom, &t->pairs.bloom};
+    for (int k = 0; k < 2; k++)
+        if (blooms[k]->words) warm_lines(blooms[k]->words, (blooms[k]->blocks_mask + 1) * 64);
+    warm_lines(t->pieces.two, 65536 * sizeof(uint32_t));
     const tk_prejoin *j = t->rank_mode ? t->pieces.prejoin : t->pairs.prejoin;
-    acc += warm_lines(j, sizeof(*j));
-    (void)acc;
+    warm_lines(j, sizeof(*j));
 }
 
 static tk_front_slot *front_of(tk_encoder *e) {

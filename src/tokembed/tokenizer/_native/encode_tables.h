@@ -144,8 +144,8 @@ static size_t tk_capacity_for(size_t n) {
  * ~95% of those from one cache line that stays in L2 (256 KiB for o200k's pieces, 64 KiB
  * for GPT-2's merges) instead of a probe of the table (then 16 MB, 2 MB). Cold, in-process A/B
  * medians of 5: SmolLM2 on Russian 18.3 -> 21.6 MB/s, qwen on CJK 5.1 -> 7.1, o200k on 13
- * languages 9.9 -> 12.9. A table's slot takes the hash's low bits and the cache shard its
- * top 6; the filter takes bits 20-37 and 40 up. */
+ * languages 9.9 -> 12.9. The piece table's slot takes the hash's low 32 bits (tk_piece_home),
+ * the chunk cache's its low bits and its shard the top 6; the filter takes bits 20-37 and 40 up. */
 typedef struct {
     uint64_t *words; /* 8 per block */
     size_t blocks_mask;
