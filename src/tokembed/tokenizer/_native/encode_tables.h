@@ -320,8 +320,9 @@ static inline uint64_t tk_head8(const unsigned char *p, size_t len) {
  * least twice the pieces made qwen's and o200k's tables 16 MiB (a third full); this makes them
  * 7.0 and 9.2 MiB (cl100k 8 -> 4.6). One thread, fresh processes interleaved, the 13 PUD
  * languages on qwen cold: runs at full speed (48-50 MB/s; the others near half) 21 of 34 with
- * this, 10 of 34 before; all fast in a quiet period, 49.9-50.9 against 48.2-49.7 MB/s. A probe
- * that finds its piece reads ~2 slots, about as many lines as before (two slots a line). */
+ * qwen's table at 8 MiB (a power of two, 58% full), 10 of 34 at 16 MiB; at 7.0 MiB in a quiet
+ * period every run was fast, 49.9-50.9 against 48.2-49.7 MB/s at 16. A probe that finds its
+ * piece reads ~2 slots, about as many lines as before (two slots a line). */
 static size_t tk_piece_capacity(size_t n) { return n + n / 2 + 16; }
 
 static int tk_piece_map_init(tk_piece_map *m, size_t n, const unsigned char *blob) {
