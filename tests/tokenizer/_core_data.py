@@ -14,6 +14,7 @@ from conftest import PUD_LANGS, data_path, pud_text
 from tokembed.tokenizer import Tokenizer, TrainConfig, train
 
 NO_TOKEN = 1 << 40  # the rank of a byte string that is no token: above every rank
+LETTER_LANGS = ("zh", "ko", "th", "hi")  # PUD languages written in three-byte letters
 
 
 @cache

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from _core_data import (
+    LETTER_LANGS,
     NO_TOKEN,
     assert_switch_keeps_ids,
     encode_module,
@@ -31,7 +32,6 @@ from hypothesis import strategies as st
 from conftest import pud_text
 
 RANK_FILES = ("qwen", "o200k_base", "cl100k_base")
-LANGS = ("zh", "ko", "th", "hi")  # PUD languages written in three-byte letters
 NO_ATOM = 0xFFFFFFFF
 
 
@@ -90,7 +90,7 @@ def test_atoms_and_joins_are_the_rules(name: str) -> None:
 def test_rank_files_with_and_without_atoms_equal_tiktoken(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    text = "".join(pud_text(lang) for lang in LANGS)
+    text = "".join(pud_text(lang) for lang in LETTER_LANGS)
     assert_switch_keeps_ids(
         monkeypatch, name, "TOKEMBED_ATOMS", text, lambda tables: tables.atoms() is not None
     )

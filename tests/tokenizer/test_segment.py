@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from _core_data import (
+    LETTER_LANGS,
     assert_switch_keeps_ids,
     encode_module,
     hf_peer,
@@ -32,7 +33,6 @@ from tokembed.tokenizer import Tokenizer
 from tokembed.tokenizer.compiled import CompiledEncoder, compiled_tables
 
 RANK_FILES = ("qwen", "o200k_base", "cl100k_base")
-LANGS = ("zh", "ko", "th", "hi")  # PUD languages written in three-byte letters
 PAIR_BITS = 20  # TK_SEG_PAIR_BITS
 
 
@@ -119,7 +119,7 @@ def test_cuts_are_crossed_by_no_token_and_are_the_rules_on_real_text(name: str) 
     pieces = list(ranks)
     rule, heads = _Rule(pieces), _by_head(pieces)
     kept_by_hash = 1 - (1 - 2.0**-PAIR_BITS) ** len(rule.pairs)  # pair bits set
-    for lang in LANGS:
+    for lang in LETTER_LANGS:
         boundaries = 0
         allowed: set[bytes] = set()  # a cut depends only on the two letters' six bytes
         kept: set[bytes] = set()
@@ -141,7 +141,7 @@ def test_cuts_are_crossed_by_no_token_and_are_the_rules_on_real_text(name: str) 
 def test_rank_files_with_and_without_cuts_equal_tiktoken(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    text = "".join(pud_text(lang) for lang in LANGS)
+    text = "".join(pud_text(lang) for lang in LETTER_LANGS)
     chunk = "北京大学图书馆".encode()
     assert_switch_keeps_ids(
         monkeypatch, name, "TOKEMBED_SEGMENT", text, lambda tables: bool(tables.cuts(chunk))
@@ -153,7 +153,7 @@ def test_merge_lists_cut_and_equal_hf_tokenizers(name: str) -> None:
     from tokembed.tokenizer.formats import load_tokenizer
 
     tok = load_tokenizer(data_path("tokenizers", name))
-    text = "".join(pud_text(lang) for lang in LANGS)
+    text = "".join(pud_text(lang) for lang in LETTER_LANGS)
     encode_module()
     tables: Any = compiled_tables(tok.tables)
     cuts: list[int] = [len(tables.cuts(c)) for c in _long_chunks(tok, "zh")]
