@@ -138,6 +138,59 @@ def test_cyrillic_runs_end_at_every_character(run: str) -> None:
             assert c_split(text, preset, dialect) == pre.split(text), (preset, dialect, text)
 
 
+# Long texts of mostly ASCII: cl100k, qwen and the teaching preset read them 64 bytes at a time
+# (scan_bits.h), so every rule's case must meet every offset of a block and its end. Parts where
+# the rules branch (contractions in both cases, a space or a second mark before punctuation,
+# blank and CR/LF runs, digit runs past three), and a few non-ASCII characters that send a block
+# to the matcher (a Latin letter, the long s after an apostrophe, NBSP, an Arabic digit).
+_ASCII_PARTS = st.one_of(
+    st.text(alphabet="aAsSdDmMtTlLvVeErRxy'  \t\n\r\x0b\x0c.,(\"-/0123456789", max_size=20),
+    st.sampled_from(
+        [
+            *("'s", "'ll", "'VE", "'re ", " 'd", "\r\n", "  \n ", "\n\n  ", "1234567", ". \n"),
+            *(".\n\n", "  ", "   x", "''s", "x's", "(x", " (x", "\u00e9", "\u017f", "'\u017f"),
+            *("\u00a0", "\u0663"),
+        ]
+    ),
+)
+ASCII_TEXTS = st.lists(_ASCII_PARTS, min_size=1, max_size=60).map("".join)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(text=ASCII_TEXTS)
+def test_ascii_blocks(text: str) -> None:
+    for preset in ("teaching", "cl100k", "qwen"):
+        for dialect in DIALECTS:
+            pre = pretokenizer(preset, dialect)
+            assert c_split(text, preset, dialect) == pre.split(text), (preset, dialect)
+
+
+def test_ascii_block_edges() -> None:
+    """Each case of the block rules at every offset across the first block's end (and the
+    second's start): a filler of words before it, of 40 to 80 bytes, and after it."""
+    cases = [
+        "\n  \n  x",
+        "a 'll",
+        "x  y",
+        ".\n\n z",
+        "12345678",
+        " (x",
+        "\r\n \r\n ",
+        "'s'",
+        "  \t(",
+    ]
+    cases += [".\n\n", " 9 9", "''s", "x\t\n", "a.b", "  \n\n  \n", "    ", "\n\n\n"]
+    filler = "one two, three (four) five's 'six' 77 "
+    for case in cases:
+        texts = [(filler * 3)[:k] + case + filler for k in range(40, 81)]
+        texts += [(filler * 3)[:k] + case for k in range(40, 81)]  # the case ends the text
+        for preset in ("teaching", "cl100k", "qwen"):
+            for dialect in DIALECTS:
+                pre = pretokenizer(preset, dialect)
+                for text in texts:
+                    assert c_split(text, preset, dialect) == pre.split(text), (preset, text)
+
+
 def test_stop_early_and_empty() -> None:
     assert compiled_count().piece_ends(b"", 0, 0) == []
     assert c_split("x", "o200k", "tiktoken") == ["x"]

@@ -1292,9 +1292,10 @@ static void run_batch(tk_job *job, size_t m) {
  * start where the last one's ended. */
 static void scan_job(tk_job *job, int preset, int dialect) {
     size_t m;
+    tk_scan_state state = {0, 0};
     job->bound[0] = 0;
-    while (job->status == 0 && (m = tk_scan_some(preset, dialect, job->text, job->len,
-                                                 job->bound[0], job->bound + 1, TK_BATCH))) {
+    while (job->status == 0 && (m = tk_scan_run(preset, dialect, job->text, job->len,
+                                                job->bound[0], job->bound + 1, TK_BATCH, &state))) {
         run_batch(job, m);
         job->bound[0] = job->bound[m];
     }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "scan_bits.h"
 #include "scan_classes.h"
 
 #if defined(__SSE2__)
@@ -81,6 +82,7 @@ static inline uint64_t tk_word_in(uint64_t w, unsigned mask) {
 }
 
 static int tk_swar_ok; /* set by tk_scan_init: the table's ASCII classes are tk_word_in's */
+static int tk_bits_ok; /* set by tk_scan_init: the tables' ASCII classes are tk_bits_of's */
 static int tk_cyrillic_ok; /* set by tk_scan_init: the classes cyrillic_run assumes hold */
 
 /* Whether every code point in [lo, hi] has `mask` in both dialects' tables. */
@@ -106,6 +108,27 @@ void tk_scan_init(void) {
             ok &= in == ((tk_classes_huggingface[c] & masks[k]) != 0);
         }
     tk_swar_ok = ok;
+#ifdef TK_SCAN_BITS
+    unsigned char ascii[128];
+    tk_bits b[2];
+    for (unsigned c = 0; c < 128; c++) ascii[c] = (unsigned char)c;
+    tk_bits_of(ascii, &b[0]);
+    tk_bits_of(ascii + 64, &b[1]);
+    ok = 1;
+    for (unsigned c = 0; c < 128; c++) {
+        const tk_bits *h = &b[c / 64];
+        unsigned j = c % 64, want[3] = {TK_CL, TK_CN, TK_CS};
+        uint64_t got[3] = {h->L, h->N, h->S};
+        for (int k = 0; k < 3; k++) {
+            int in = (int)(got[k] >> j & 1);
+            ok &= in == ((tk_class_tiktoken[c] & want[k]) != 0);
+            ok &= in == ((tk_classes_huggingface[c] & want[k]) != 0);
+        }
+        ok &= (int)(h->C >> j & 1) == (c == '\r' || c == '\n');
+    }
+    ok &= tk_bits_high(ascii) == 0 && tk_bits_high(ascii + 64) == 0;
+    tk_bits_ok = ok;
+#endif
     tk_cyrillic_ok = all_in(0x400, 0x47f, TK_CL) && all_in(0x430, 0x45f, TK_CW);
 }
 
@@ -417,23 +440,116 @@ static size_t piece_o200k(const Text *s, size_t i) {
     }                                                                          \
     break
 
-size_t tk_scan_some(int preset, int dialect, const unsigned char *text, size_t n, size_t from,
-                    size_t *ends, size_t cap) {
+#ifdef TK_SCAN_BITS
+/* One block from i (scan_bits.h): its final piece ends into ends[k..cap); returns the new k,
+ * and in *at the last end written (i when none). *high: the offset past the block's last byte
+ * from 0x80 up, when it has one (nothing written then); *dense: more than 16 such bytes. Kept out of line, so that the
+ * matcher's loop in scan_cl100k_kin keeps its registers (inline, Russian scanned 10% slower). */
+static __attribute__((noinline)) size_t bits_block(const Text *s, size_t i, size_t *ends,
+                                                   size_t k, size_t cap, int cl100k, int qwen,
+                                                   size_t *at, size_t *high, int *dense) {
+    unsigned char tail[64];
+    const unsigned char *t = s->t + i;
+    unsigned w = 64;
+    int end = s->n - i <= 64;
+    *at = i;
+    *high = 0;
+    if (end) {
+        w = (unsigned)(s->n - i);
+        memset(tail, 0, sizeof tail);
+        memcpy(tail, t, w);
+        t = tail;
+    }
+    uint64_t hi = tk_bits_high(t) & tk_low_bits(w);
+    if (hi) {
+        *high = i + (size_t)tk_top_bit(hi) + 1;
+        *dense = __builtin_popcountll(hi) > 16;
+        return k;
+    }
+    tk_bits b;
+    tk_bits_of(t, &b);
+    int limit;
+    uint64_t st = tk_bits_starts(t, &b, w, end, cl100k, qwen, &limit) & ~1ull;
+    st = limit < 0 ? 0 : st & tk_low_bits((unsigned)limit + 1);
+    for (; st && k < cap; st &= st - 1) ends[k++] = *at = i + (size_t)__builtin_ctzll(st);
+    if (end && !st && k < cap) ends[k++] = *at = s->n;
+    return k;
+}
+#endif
+
+/* The matcher's pieces from i into ends[k..cap) until one ends at or past `stop`; returns the
+ * new k, the last end in *at. */
+TK_INLINE size_t match_cl100k_kin(const Text *s, size_t i, size_t *ends, size_t k, size_t cap,
+                                  size_t stop, int cl100k, int qwen, size_t *at) {
+    for (; k < cap && i < stop; k++) {
+        size_t e = piece_cl100k(s, i, cl100k, qwen);
+        if (e <= i) e = i + 1; /* cannot happen for valid input; never loop */
+        ends[k] = i = e;
+    }
+    *at = i;
+    return k;
+}
+
+/* cl100k's kin: ASCII a block at a time (bits_block), the matcher elsewhere; the pieces from
+ * i into ends[k..cap), returning the new k. After a block with a byte from 0x80 up the matcher
+ * reads past it, and past 64 bytes more for each such block in a row (1,024 at once after a
+ * block of mostly such bytes), up to 1,024: Russian or CJK text tries a block about once a
+ * kilobyte. `state` carries that across calls on one text. */
+TK_INLINE size_t scan_cl100k_kin(const Text *s, size_t i, size_t *ends, size_t k, size_t cap,
+                                 int cl100k, int qwen, tk_scan_state *state) {
+#ifdef TK_SCAN_BITS
+    while (tk_bits_ok && k < cap && i < s->n) {
+        size_t stop = state->retry;
+        if (i >= stop) {
+            size_t at, high;
+            int dense;
+            k = bits_block(s, i, ends, k, cap, cl100k, qwen, &at, &high, &dense);
+            if (at > i) {
+                i = at;
+                state->skip = 0;
+                continue;
+            }
+            stop = i + 1; /* no final start in the block: one piece by the matcher */
+            if (high) {
+                size_t skip = state->skip;
+                skip = dense ? 1024 : skip < 64 ? 64 : skip < 1024 ? skip * 2 : skip;
+                stop = i + skip > high ? i + skip : high;
+                state->skip = skip;
+            }
+            state->retry = stop;
+        }
+        k = match_cl100k_kin(s, i, ends, k, cap, stop < s->n ? stop : s->n, cl100k, qwen, &i);
+    }
+#else
+    (void)state;
+#endif
+    return match_cl100k_kin(s, i, ends, k, cap, s->n, cl100k, qwen, &i);
+}
+
+size_t tk_scan_run(int preset, int dialect, const unsigned char *text, size_t n, size_t from,
+                   size_t *ends, size_t cap, tk_scan_state *state) {
     Text s = {text, n, classes(dialect)};
     size_t i = from, k = 0;
     switch (preset) {
-    case TK_PRESET_TEACHING: TK_SCAN_LOOP(piece_cl100k(&s, i, 0, 0));
-    case TK_PRESET_CL100K: TK_SCAN_LOOP(piece_cl100k(&s, i, 1, 0));
-    case TK_PRESET_QWEN: TK_SCAN_LOOP(piece_cl100k(&s, i, 0, 1));
+    case TK_PRESET_TEACHING: return scan_cl100k_kin(&s, i, ends, 0, cap, 0, 0, state);
+    case TK_PRESET_CL100K: return scan_cl100k_kin(&s, i, ends, 0, cap, 1, 0, state);
+    case TK_PRESET_QWEN: return scan_cl100k_kin(&s, i, ends, 0, cap, 0, 1, state);
     case TK_PRESET_O200K: TK_SCAN_LOOP(piece_o200k(&s, i));
     default: TK_SCAN_LOOP(piece_r50k(&s, i));
     }
     return k;
 }
 
+size_t tk_scan_some(int preset, int dialect, const unsigned char *text, size_t n, size_t from,
+                    size_t *ends, size_t cap) {
+    tk_scan_state state = {0, 0};
+    return tk_scan_run(preset, dialect, text, n, from, ends, cap, &state);
+}
+
 int tk_scan(int preset, int dialect, const unsigned char *text, size_t n, tk_emit emit, void *ctx) {
     size_t ends[256];
-    for (size_t i = 0, m; (m = tk_scan_some(preset, dialect, text, n, i, ends, 256)) != 0;) {
+    tk_scan_state state = {0, 0};
+    for (size_t i = 0, m; (m = tk_scan_run(preset, dialect, text, n, i, ends, 256, &state)) != 0;) {
         for (size_t k = 0; k < m; i = ends[k++]) {
             int rc = emit(ctx, i, ends[k]);
             if (rc) return rc;

@@ -30,6 +30,14 @@ int tk_scan(int preset, int dialect, const unsigned char *text, size_t n, tk_emi
 size_t tk_scan_some(int preset, int dialect, const unsigned char *text, size_t n, size_t from,
                     size_t *ends, size_t cap);
 
+/* tk_scan_some across calls on one text (from never decreasing): `state` (zeroed before the
+   first call) keeps where the scanner reads ASCII blocks again after text that was not ASCII. */
+typedef struct {
+    size_t retry, skip;
+} tk_scan_state;
+size_t tk_scan_run(int preset, int dialect, const unsigned char *text, size_t n, size_t from,
+                   size_t *ends, size_t cap, tk_scan_state *state);
+
 /* The first byte offset p in [from, n) at which text can be cut into two texts, text[0:p) and
    text[p:n), whose pieces are together those of the whole text, for every preset and dialect;
    n when there is none. Such a p follows a line feed that follows a character other than
