@@ -19,6 +19,7 @@ __all__ = [
     "DIALECT_ID",
     "PRESETS",
     "PRESET_ID",
+    "STRESS_ALPHABET",
     "STRESS_TEXTS",
     "c_split",
     "compiled_count",
@@ -63,7 +64,7 @@ def c_split(text: str, preset: str, dialect: Dialect) -> list[str]:
 # whitespace here), and code points where the engines' tables differ from `regex`'s (U+0295,
 # U+0558, recent CJK U+323B0, U+3DEC5, U+3FC3F), and the ASCII bytes just outside the ranges of
 # letters and digits that runs read eight bytes at a time ('@', '[', '`', '{', ':').
-_ALPHABET = (
+STRESS_ALPHABET = (
     "aAzZsSdDmMtTlLvVeErRkK\u017f\u212a'\u2019 \t\n\r\x0b\x0c\x1c\x85\xa0\u2000\u2028\u3000"
     "@[`{:"
     '/.,!?-\u2014()"\u00e9\u0416\u0436\u01c5\u02b0\u00aa\u05d0\u0627\u4e2d\u0e01'
@@ -72,7 +73,7 @@ _ALPHABET = (
 )
 STRESS_TEXTS = st.lists(
     st.one_of(
-        st.text(alphabet=_ALPHABET, max_size=12),
+        st.text(alphabet=STRESS_ALPHABET, max_size=12),
         st.sampled_from(["'s", "'LL", "'Ve", "'\u017f", " 'd", "\r\n", "  \n ", "123456", "//\n/"]),
         st.text(max_size=4).filter(lambda t: not any(0xD800 <= ord(c) <= 0xDFFF for c in t)),
     ),

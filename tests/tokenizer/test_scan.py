@@ -15,6 +15,7 @@ from _scan_cases import (
     CASES,
     DIALECT_ID,
     PRESETS,
+    STRESS_ALPHABET,
     STRESS_TEXTS,
     c_split,
     compiled_count,
@@ -138,28 +139,36 @@ def test_cyrillic_runs_end_at_every_character(run: str) -> None:
             assert c_split(text, preset, dialect) == pre.split(text), (preset, dialect, text)
 
 
-# Long texts of mostly ASCII: cl100k, qwen and the teaching preset read them 64 bytes at a time
-# (scan_bits.h), so every rule's case must meet every offset of a block and its end. Parts where
-# the rules branch (contractions in both cases, a space or a second mark before punctuation,
-# blank and CR/LF runs, digit runs past three), and a few non-ASCII characters that send a block
-# to the matcher (a Latin letter, the long s after an apostrophe, NBSP, an Arabic digit).
+# Long texts of mostly ASCII: every preset but o200k reads them 64 bytes at a time
+# (scan_bits.h), a block taking up to 12 other characters (letters, punctuation), so every
+# rule's case must meet every offset of a block and its end. Parts where the rules branch
+# (contractions in both cases, a space or a second mark before punctuation, blank and CR/LF
+# runs, digit runs past three), Latin letters and punctuation of two or three bytes, marks, and
+# characters that send a block to the matcher (the long s after an apostrophe, NBSP, an Arabic
+# digit, the stress alphabet's numbers and whitespace).
 _ASCII_PARTS = st.one_of(
     st.text(alphabet="aAsSdDmMtTlLvVeErRxy'  \t\n\r\x0b\x0c.,(\"-/0123456789", max_size=20),
+    st.text(
+        alphabet=STRESS_ALPHABET
+        + "\u00e0\u00fc\u00df\u0131\u0141\u00ab\u00bb\u00bf\u00a7\u2026\u00ad",
+        max_size=3,
+    ),
     st.sampled_from(
         [
             *("'s", "'ll", "'VE", "'re ", " 'd", "\r\n", "  \n ", "\n\n  ", "1234567", ". \n"),
             *(".\n\n", "  ", "   x", "''s", "x's", "(x", " (x", "\u00e9", "\u017f", "'\u017f"),
-            *("\u00a0", "\u0663"),
+            *("\u00a0", "\u0663", " \u00abx", "\u00abx", "\u00ab\u00abx", "'\u00e9", "\u2019s"),
         ]
     ),
 )
 ASCII_TEXTS = st.lists(_ASCII_PARTS, min_size=1, max_size=60).map("".join)
+BLOCK_PRESETS = ("teaching", "cl100k", "qwen", "r50k", "gpt2-hf")
 
 
 @settings(max_examples=1000, deadline=None)
 @given(text=ASCII_TEXTS)
 def test_ascii_blocks(text: str) -> None:
-    for preset in ("teaching", "cl100k", "qwen"):
+    for preset in BLOCK_PRESETS:
         for dialect in DIALECTS:
             pre = pretokenizer(preset, dialect)
             assert c_split(text, preset, dialect) == pre.split(text), (preset, dialect)
@@ -179,12 +188,12 @@ def test_ascii_block_edges() -> None:
         "'s'",
         "  \t(",
     ]
-    cases += [".\n\n", " 9 9", "''s", "x\t\n", "a.b", "  \n\n  \n", "    ", "\n\n\n"]
+    cases += [".\n\n", " 9 9", "''s", "x\t\n", "a.b", "  \n\n  \n", "    ", "\n\n\n", " 'll", "'Sx"]
     filler = "one two, three (four) five's 'six' 77 "
     for case in cases:
         texts = [(filler * 3)[:k] + case + filler for k in range(40, 81)]
         texts += [(filler * 3)[:k] + case for k in range(40, 81)]  # the case ends the text
-        for preset in ("teaching", "cl100k", "qwen"):
+        for preset in BLOCK_PRESETS:
             for dialect in DIALECTS:
                 pre = pretokenizer(preset, dialect)
                 for text in texts:

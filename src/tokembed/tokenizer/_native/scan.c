@@ -361,7 +361,7 @@ TK_INLINE size_t piece_cl100k(const Text *s, size_t i, int cl100k, int qwen) {
 
 /* r50k and gpt2-hf: contractions, then ` ?` before a letter, number or "punctuation" run,
    then \s+(?!\S) and one whitespace character (\s++$ changes nothing after them). */
-static size_t piece_r50k(const Text *s, size_t i) {
+TK_INLINE size_t piece_r50k(const Text *s, size_t i) {
     unsigned char c0 = s->t[i];
     size_t len0, k;
     if (c0 == '\'' && (k = contraction(s, i + 1, 0))) return i + 1 + k;
@@ -440,14 +440,50 @@ static size_t piece_o200k(const Text *s, size_t i) {
     }                                                                          \
     break
 
+/* The patterns read a block at a time (scan_bits.h): cl100k's kin, and r50k's with Hugging
+ * Face's GPT-2 pattern. */
+enum { TK_KIN_TEACHING, TK_KIN_CL100K, TK_KIN_QWEN, TK_KIN_R50K };
+
 #ifdef TK_SCAN_BITS
+/* Most characters from 0x80 up a block can hold. */
+#define TK_BLOCK_WIDE_MAX 12
+
+/* The letters among the characters from 0x80 up of a block (bytes `hi` of t[0..w)) into b->L;
+ * the others are punctuation to the block's rules. 0 (the block goes to the matcher) when there
+ * are more than TK_BLOCK_WIDE_MAX of them, when one is a number or whitespace (a digit run is
+ * cut every third character, a blank run before its last character: the rules count bytes), or
+ * when the long s (U+017F) follows an apostrophe (it folds to s there: a contraction). */
+static int wide_classes(const Text *s, const unsigned char *t, unsigned w, uint64_t hi,
+                        tk_bits *b) {
+    uint64_t lead = hi & ~b->cont;
+    if (__builtin_popcountll(lead) > TK_BLOCK_WIDE_MAX) return 0;
+    for (; lead; lead &= lead - 1) {
+        unsigned j = (unsigned)__builtin_ctzll(lead);
+        unsigned char c = t[j];
+        unsigned len = c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+        uint32_t cp;
+        if (j + len > w) { /* cut by the block's end: its class only moves the limit */
+            b->L |= tk_low_bits(w - j) << j;
+            continue;
+        }
+        if (len == 2) cp = ((c & 0x1Fu) << 6) | (t[j + 1] & 0x3Fu);
+        else if (len == 3) cp = ((c & 0x0Fu) << 12) | ((t[j + 1] & 0x3Fu) << 6) | (t[j + 2] & 0x3Fu);
+        else cp = ((c & 0x07u) << 18) | ((t[j + 1] & 0x3Fu) << 12) | ((t[j + 2] & 0x3Fu) << 6) |
+                  (t[j + 3] & 0x3Fu);
+        unsigned bits = cp < TK_NCODE ? s->cls[cp] : 0;
+        if (bits & (TK_CN | TK_CS) || (cp == 0x17F && j > 0 && t[j - 1] == '\'')) return 0;
+        if (bits & TK_CL) b->L |= tk_low_bits(len) << j;
+    }
+    return 1;
+}
+
 /* One block from i (scan_bits.h): its final piece ends into ends[k..cap); returns the new k,
  * and in *at the last end written (i when none). *high: the offset past the block's last byte
  * from 0x80 up, when it has one (nothing written then); *dense: more than 16 such bytes. Kept out of line, so that the
  * matcher's loop in scan_cl100k_kin keeps its registers (inline, Russian scanned 10% slower). */
 static __attribute__((noinline)) size_t bits_block(const Text *s, size_t i, size_t *ends,
-                                                   size_t k, size_t cap, int cl100k, int qwen,
-                                                   size_t *at, size_t *high, int *dense) {
+                                                   size_t k, size_t cap, int kin, size_t *at,
+                                                   size_t *high, int *dense) {
     unsigned char tail[64];
     const unsigned char *t = s->t + i;
     unsigned w = 64;
@@ -461,15 +497,19 @@ static __attribute__((noinline)) size_t bits_block(const Text *s, size_t i, size
         t = tail;
     }
     uint64_t hi = tk_bits_high(t) & tk_low_bits(w);
-    if (hi) {
+    tk_bits b;
+    int many = __builtin_popcountll(hi) > 2 * TK_BLOCK_WIDE_MAX; /* too many even as pairs */
+    if (!many) tk_bits_of(t, &b);
+    if (many || (hi && !wide_classes(s, t, w, hi, &b))) {
         *high = i + (size_t)tk_top_bit(hi) + 1;
         *dense = __builtin_popcountll(hi) > 16;
         return k;
     }
-    tk_bits b;
-    tk_bits_of(t, &b);
     int limit;
-    uint64_t st = tk_bits_starts(t, &b, w, end, cl100k, qwen, &limit) & ~1ull;
+    uint64_t st = kin == TK_KIN_R50K
+                      ? tk_bits_starts_r50k(t, &b, w, end, &limit)
+                      : tk_bits_starts(t, &b, w, end, kin == TK_KIN_CL100K, kin == TK_KIN_QWEN, &limit);
+    st &= ~1ull;
     st = limit < 0 ? 0 : st & tk_low_bits((unsigned)limit + 1);
     for (; st && k < cap; st &= st - 1) ends[k++] = *at = i + (size_t)__builtin_ctzll(st);
     if (end && !st && k < cap) ends[k++] = *at = s->n;
@@ -477,53 +517,54 @@ static __attribute__((noinline)) size_t bits_block(const Text *s, size_t i, size
 }
 #endif
 
-/* The matcher's pieces from i into ends[k..cap) until one ends at or past `stop`; returns the
- * new k, the last end in *at. */
-TK_INLINE size_t match_cl100k_kin(const Text *s, size_t i, size_t *ends, size_t k, size_t cap,
-                                  size_t stop, int cl100k, int qwen, size_t *at) {
-    for (; k < cap && i < stop; k++) {
-        size_t e = piece_cl100k(s, i, cl100k, qwen);
-        if (e <= i) e = i + 1; /* cannot happen for valid input; never loop */
-        ends[k] = i = e;
-    }
-    *at = i;
-    return k;
+/* The matcher's piece from i (valid input never gives an empty one; never loop on one). */
+TK_INLINE size_t match_piece(const Text *s, size_t i, int kin) {
+    size_t e = kin == TK_KIN_R50K ? piece_r50k(s, i)
+                                  : piece_cl100k(s, i, kin == TK_KIN_CL100K, kin == TK_KIN_QWEN);
+    return e > i ? e : i + 1;
 }
 
-/* cl100k's kin: ASCII a block at a time (bits_block), the matcher elsewhere; the pieces from
- * i into ends[k..cap), returning the new k. After a block with a byte from 0x80 up the matcher
- * reads past it, and past 64 bytes more for each such block in a row (1,024 at once after a
- * block of mostly such bytes), up to 1,024: Russian or CJK text tries a block about once a
- * kilobyte. `state` carries that across calls on one text. */
-TK_INLINE size_t scan_cl100k_kin(const Text *s, size_t i, size_t *ends, size_t k, size_t cap,
-                                 int cl100k, int qwen, tk_scan_state *state) {
+/* A block at a time (bits_block), the matcher where a block cannot be read; the pieces from i
+ * into ends[0..cap), returning how many. After a block the matcher took, it reads past that
+ * block's last byte from 0x80 up, and 64 bytes more for each such block in a row (1,024 at once
+ * after a block of mostly such bytes), up to 1,024: Russian or CJK text tries a block about
+ * once a kilobyte. `state` carries that across calls on one text. The matcher's loop keeps its
+ * offset and count in registers (behind a pointer, or with the block's work inline, Hindi,
+ * Korean and Thai scanned ~8% slower). */
+TK_INLINE size_t scan_blocks(const Text *s, size_t i, size_t *ends, size_t cap, int kin,
+                             tk_scan_state *state) {
+    size_t k = 0, n = s->n;
 #ifdef TK_SCAN_BITS
-    while (tk_bits_ok && k < cap && i < s->n) {
-        size_t stop = state->retry;
-        if (i >= stop) {
-            size_t at, high;
-            int dense;
-            k = bits_block(s, i, ends, k, cap, cl100k, qwen, &at, &high, &dense);
-            if (at > i) {
-                i = at;
-                state->skip = 0;
-                continue;
+    if (tk_bits_ok) {
+        while (k < cap && i < n) {
+            if (i >= state->retry) {
+                size_t at, high;
+                int dense;
+                k = bits_block(s, i, ends, k, cap, kin, &at, &high, &dense);
+                if (at > i) {
+                    i = at;
+                    state->skip = 0;
+                    continue;
+                }
+                size_t stop = i + 1; /* no final start in the block: one piece by the matcher */
+                if (high) {
+                    size_t skip = state->skip;
+                    skip = dense ? 1024 : skip < 64 ? 64 : skip < 1024 ? skip * 2 : skip;
+                    stop = i + skip > high ? i + skip : high;
+                    state->skip = skip;
+                }
+                state->retry = stop;
             }
-            stop = i + 1; /* no final start in the block: one piece by the matcher */
-            if (high) {
-                size_t skip = state->skip;
-                skip = dense ? 1024 : skip < 64 ? 64 : skip < 1024 ? skip * 2 : skip;
-                stop = i + skip > high ? i + skip : high;
-                state->skip = skip;
-            }
-            state->retry = stop;
+            size_t stop = state->retry < n ? state->retry : n;
+            for (; k < cap && i < stop; k++) ends[k] = i = match_piece(s, i, kin);
         }
-        k = match_cl100k_kin(s, i, ends, k, cap, stop < s->n ? stop : s->n, cl100k, qwen, &i);
+        return k;
     }
 #else
     (void)state;
 #endif
-    return match_cl100k_kin(s, i, ends, k, cap, s->n, cl100k, qwen, &i);
+    for (; k < cap && i < n; k++) ends[k] = i = match_piece(s, i, kin);
+    return k;
 }
 
 size_t tk_scan_run(int preset, int dialect, const unsigned char *text, size_t n, size_t from,
@@ -531,11 +572,11 @@ size_t tk_scan_run(int preset, int dialect, const unsigned char *text, size_t n,
     Text s = {text, n, classes(dialect)};
     size_t i = from, k = 0;
     switch (preset) {
-    case TK_PRESET_TEACHING: return scan_cl100k_kin(&s, i, ends, 0, cap, 0, 0, state);
-    case TK_PRESET_CL100K: return scan_cl100k_kin(&s, i, ends, 0, cap, 1, 0, state);
-    case TK_PRESET_QWEN: return scan_cl100k_kin(&s, i, ends, 0, cap, 0, 1, state);
+    case TK_PRESET_TEACHING: return scan_blocks(&s, i, ends, cap, TK_KIN_TEACHING, state);
+    case TK_PRESET_CL100K: return scan_blocks(&s, i, ends, cap, TK_KIN_CL100K, state);
+    case TK_PRESET_QWEN: return scan_blocks(&s, i, ends, cap, TK_KIN_QWEN, state);
     case TK_PRESET_O200K: TK_SCAN_LOOP(piece_o200k(&s, i));
-    default: TK_SCAN_LOOP(piece_r50k(&s, i));
+    default: return scan_blocks(&s, i, ends, cap, TK_KIN_R50K, state);
     }
     return k;
 }

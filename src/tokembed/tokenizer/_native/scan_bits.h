@@ -1,15 +1,20 @@
-/* ASCII text read 64 bytes at a time for cl100k's pattern and its kin (teaching, qwen): every
- * piece boundary of a block found with word operations on class bitmaps, where scan.c's
+/* Text of mostly ASCII read 64 bytes at a time for cl100k's pattern and its kin (teaching,
+ * qwen), and for r50k's and Hugging Face's GPT-2 pattern (tk_bits_starts_r50k, at the end):
+ * every piece boundary of a block found with word operations on class bitmaps, where scan.c's
  * matcher decides piece by piece (a branch on the piece's kind, and a mispredicted one where a
  * run ends: 6.7 ns a piece of PUD English, a third of a warm encode).
  *
  * A block starts at a piece's start p. The pieces from p are those of the text text[p:] alone
  * (a match never looks behind), so the block is read as if the text began at p. Bit j of each
- * mask is the byte at p + j: L letters, N digits, S whitespace, C CR and LF, B blanks
- * (whitespace but CR and LF), SP the space, AP the apostrophe, P everything else. The regex's
- * alternatives, taken in order at each start, make these starts (bit 0, p, is one):
- * - a letter run starts a piece unless the byte before it is its prefix: a blank, or a lone
- *   punctuation byte (no punctuation before it) that no space takes (below);
+ * mask is the byte at p + j, a character's class on each of its bytes: L letters, N digits, S
+ * whitespace, C CR and LF, B blanks (whitespace but CR and LF), SP the space, AP the
+ * apostrophe, P everything else. tk_bits_of classifies ASCII; the letters among up to 12
+ * characters from 0x80 up come from the dialect's table (scan.c, wide_classes), the rest of
+ * them being punctuation, and a block with a number or whitespace from 0x80 up goes to the
+ * matcher (the rules below count digits and blanks as bytes). The regex's alternatives, taken
+ * in order at each start, make these starts (bit 0, p, is one):
+ * - a letter run starts a piece unless the character before it is its prefix: a blank, or a
+ *   punctuation run of one character that no space takes (below);
  * - a punctuation run starts a piece unless a space comes right before it, which then starts
  *   the piece (` ?[^\s\p{L}\p{N}]++`); its piece goes on over the CRs and LFs right after it;
  * - a digit run starts a piece, and so does every third digit of it (qwen: every digit);
@@ -19,16 +24,17 @@
  *   last starts a piece (`\s+(?!\S)`) that goes on to the word or punctuation after it, or is
  *   alone; a run that ends the text is not cut after its last CR or LF by cl100k (`\s++$`);
  * - an apostrophe that starts a piece and is followed by s, d, m, t or by ll, ve, re (any
- *   case) is a piece with those letters, and the letters after them start the next.
+ *   case) is a piece with those letters, and the letters after them start the next (the long
+ *   s, which folds to s, sends its block to the matcher).
  * A start is decided by the bytes before it and by the ends of runs that end before it, so the
  * starts of a block are final up to the byte before its last run (which may go on past the
- * block); the next block begins at the last start taken. A block with a byte from 0x80 up is
- * left to the matcher (scan.c, scan_cl100k_kin). The classes are checked against both
- * dialects' tables at tk_scan_init (tk_bits_ok): a table that disagreed would turn this off.
+ * block); the next block begins at the last start taken. The ASCII classes are checked against
+ * both dialects' tables at tk_scan_init (tk_bits_ok): a table that disagreed turns this off.
  *
- * Scanning alone, fastest of 30 passes, ns a piece, matcher -> blocks: PUD English 6.7 -> 3.5,
- * Indonesian 7.0 -> 3.8, German 8.4 -> 8.3; the other PUD languages and RusLit-40 within 3%
- * (they try a block about once a kilobyte). */
+ * Scanning alone, fastest of 30 passes, ns a piece, matcher -> blocks: PUD English 6.5 -> 3.6,
+ * Indonesian 7.0 -> 4.1, German 8.3 -> 4.4, Spanish 8.3 -> 4.1, French 9.5 -> 4.3, Finnish
+ * 10.9 -> 5.5, Turkish 13.4 -> 5.9; Arabic, Hindi, Korean, Thai, Chinese, Russian and
+ * RusLit-40 within 2% (they try a block about once a kilobyte). */
 #ifndef TOKEMBED_SCAN_BITS_H
 #define TOKEMBED_SCAN_BITS_H
 #include <stddef.h>
@@ -40,7 +46,7 @@
 #define TK_SCAN_BITS 1
 
 typedef struct {
-    uint64_t L, N, S, C, SP, AP;
+    uint64_t L, N, S, C, SP, AP, cont; /* cont: UTF-8 continuation bytes */
 } tk_bits;
 
 /* The bytes from 0x80 up of the 64 at t. */
@@ -77,6 +83,9 @@ static inline void tk_bits_of(const unsigned char *t, tk_bits *b) {
         b->C |= tk_lanes(c, k);
         b->SP |= tk_lanes(sp, k);
         b->AP |= tk_lanes(_mm_cmpeq_epi8(x, _mm_set1_epi8('\'')), k);
+        b->cont |= tk_lanes(_mm_cmpeq_epi8(_mm_and_si128(x, _mm_set1_epi8((char)0xC0)),
+                                           _mm_set1_epi8((char)0x80)),
+                            k);
     }
 }
 
@@ -98,8 +107,12 @@ static inline uint64_t tk_bits_starts(const unsigned char *t, const tk_bits *b, 
     const uint64_t B = S & ~C, P = valid & ~(L | N | S);
     const uint64_t Ps = P & ~(P << 1), Ls = L & ~(L << 1), Ss = S & ~(S << 1);
     const uint64_t taken = Ps & (b->SP << 1); /* punctuation runs a space takes */
+    /* the byte after each punctuation run of two characters or more, and after each that a
+     * space takes: a carry from a run's inner character start (or its first byte) runs through
+     * the run to the byte after it */
+    const uint64_t longer = (P + (P & ~Ps & ~b->cont)) & ~P, took = (P + taken) & ~P;
     uint64_t st = 1;
-    st |= Ls & ~((B << 1) | ((Ps & ~taken) << 1)); /* letter runs without a prefix */
+    st |= Ls & ~((B << 1) | ((P << 1) & ~longer & ~took)); /* letter runs without a prefix */
     st |= Ps & ~taken;
     if (one_digit) {
         st |= N;
@@ -140,6 +153,42 @@ static inline uint64_t tk_bits_starts(const unsigned char *t, const tk_bits *b, 
     if (end) {
         *limit = (int)w - 1;
     } else { /* final up to the byte before the block's last run */
+        uint64_t change = (L ^ (L >> 1)) | (N ^ (N >> 1)) | (S ^ (S >> 1)) | (P ^ (P >> 1));
+        *limit = tk_top_bit(change & (valid >> 1));
+    }
+    return st;
+}
+
+/* tk_bits_starts for r50k's pattern and Hugging Face's GPT-2 pattern (scan.c's piece_r50k):
+ * a letter, digit or punctuation run starts a piece unless a space comes right before it
+ * (` ?\p{L}+` and the like: that space starts the piece; punctuation is never a prefix), a
+ * whitespace run starts one, and so does its last character when it has two or more and the
+ * text goes on (`\s+(?!\S)`); an apostrophe that starts a piece, followed by s, d, m, t, ll,
+ * ve or re (lower case only), is a piece with those letters. */
+static inline uint64_t tk_bits_starts_r50k(const unsigned char *t, const tk_bits *b, unsigned w,
+                                           int end, int *limit) {
+    const uint64_t valid = tk_low_bits(w);
+    const uint64_t L = b->L & valid, N = b->N & valid, S = b->S & valid;
+    const uint64_t P = valid & ~(L | N | S);
+    const uint64_t runs = (L & ~(L << 1)) | (N & ~(N << 1)) | (P & ~(P << 1));
+    uint64_t st = 1 | (runs & ~(b->SP << 1)) | (S & ~(S << 1));
+    st |= S & (S << 1) & ((valid & ~S) >> 1);
+    for (uint64_t m = b->AP & st & (L >> 1); m; m &= m - 1) {
+        unsigned q = (unsigned)__builtin_ctzll(m);
+        unsigned char c1 = t[q + 1], c2 = q + 2 < w ? t[q + 2] : 0;
+        unsigned after = 0;
+        if (c1 == 's' || c1 == 'd' || c1 == 'm' || c1 == 't')
+            after = q + 2;
+        else if ((c1 == 'l' && c2 == 'l') || (c1 == 'v' && c2 == 'e') || (c1 == 'r' && c2 == 'e'))
+            after = q + 3;
+        if (!after) continue;
+        st &= ~(1ull << (q + 1)); /* the letters are the contraction's */
+        if (after < 64 && (L >> after & 1)) st |= 1ull << after;
+    }
+    st &= valid;
+    if (end) {
+        *limit = (int)w - 1;
+    } else {
         uint64_t change = (L ^ (L >> 1)) | (N ^ (N >> 1)) | (S ^ (S >> 1)) | (P ^ (P >> 1));
         *limit = tk_top_bit(change & (valid >> 1));
     }
