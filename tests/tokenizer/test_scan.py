@@ -189,6 +189,7 @@ def test_ascii_block_edges() -> None:
         "  \t(",
     ]
     cases += [".\n\n", " 9 9", "''s", "x\t\n", "a.b", "  \n\n  \n", "    ", "\n\n\n", " 'll", "'Sx"]
+    cases += ["x'll", "a're", "\u00abx", "x(\u00ab", "\u00e9\u00e9"]
     filler = "one two, three (four) five's 'six' 77 "
     for case in cases:
         texts = [(filler * 3)[:k] + case + filler for k in range(40, 81)]

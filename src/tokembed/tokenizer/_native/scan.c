@@ -453,26 +453,21 @@ enum { TK_KIN_TEACHING, TK_KIN_CL100K, TK_KIN_QWEN, TK_KIN_R50K };
  * are more than TK_BLOCK_WIDE_MAX of them, when one is a number or whitespace (a digit run is
  * cut every third character, a blank run before its last character: the rules count bytes), or
  * when the long s (U+017F) follows an apostrophe (it folds to s there: a contraction). */
-static int wide_classes(const Text *s, const unsigned char *t, unsigned w, uint64_t hi,
-                        tk_bits *b) {
+static int wide_classes(const Text *s, const unsigned char *t, uint64_t hi, tk_bits *b) {
     uint64_t lead = hi & ~b->cont;
     if (__builtin_popcountll(lead) > TK_BLOCK_WIDE_MAX) return 0;
     for (; lead; lead &= lead - 1) {
         unsigned j = (unsigned)__builtin_ctzll(lead);
         unsigned char c = t[j];
         unsigned len = c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-        uint32_t cp;
-        if (j + len > w) { /* cut by the block's end: its class only moves the limit */
-            b->L |= tk_low_bits(w - j) << j;
-            continue;
-        }
+        uint32_t cp; /* a character the block's end cuts is read whole: the text goes on */
         if (len == 2) cp = ((c & 0x1Fu) << 6) | (t[j + 1] & 0x3Fu);
         else if (len == 3) cp = ((c & 0x0Fu) << 12) | ((t[j + 1] & 0x3Fu) << 6) | (t[j + 2] & 0x3Fu);
         else cp = ((c & 0x07u) << 18) | ((t[j + 1] & 0x3Fu) << 12) | ((t[j + 2] & 0x3Fu) << 6) |
                   (t[j + 3] & 0x3Fu);
         unsigned bits = cp < TK_NCODE ? s->cls[cp] : 0;
         if (bits & (TK_CN | TK_CS) || (cp == 0x17F && j > 0 && t[j - 1] == '\'')) return 0;
-        if (bits & TK_CL) b->L |= tk_low_bits(len) << j;
+        if (bits & TK_CL) b->L |= tk_low_bits(len) << j; /* bits past 63 fall off */
     }
     return 1;
 }
@@ -500,17 +495,15 @@ static __attribute__((noinline)) size_t bits_block(const Text *s, size_t i, size
     tk_bits b;
     int many = __builtin_popcountll(hi) > 2 * TK_BLOCK_WIDE_MAX; /* too many even as pairs */
     if (!many) tk_bits_of(t, &b);
-    if (many || (hi && !wide_classes(s, t, w, hi, &b))) {
+    if (many || (hi && !wide_classes(s, t, hi, &b))) {
         *high = i + (size_t)tk_top_bit(hi) + 1;
         *dense = __builtin_popcountll(hi) > 16;
         return k;
     }
-    int limit;
     uint64_t st = kin == TK_KIN_R50K
-                      ? tk_bits_starts_r50k(t, &b, w, end, &limit)
-                      : tk_bits_starts(t, &b, w, end, kin == TK_KIN_CL100K, kin == TK_KIN_QWEN, &limit);
+                      ? tk_bits_starts_r50k(t, &b, w, end)
+                      : tk_bits_starts(t, &b, w, end, kin == TK_KIN_CL100K, kin == TK_KIN_QWEN);
     st &= ~1ull;
-    st = limit < 0 ? 0 : st & tk_low_bits((unsigned)limit + 1);
     for (; st && k < cap; st &= st - 1) ends[k++] = *at = i + (size_t)__builtin_ctzll(st);
     if (end && !st && k < cap) ends[k++] = *at = s->n;
     return k;

@@ -26,9 +26,12 @@
  * - an apostrophe that starts a piece and is followed by s, d, m, t or by ll, ve, re (any
  *   case) is a piece with those letters, and the letters after them start the next (the long
  *   s, which folds to s, sends its block to the matcher).
- * A start is decided by the bytes before it and by the ends of runs that end before it, so the
- * starts of a block are final up to the byte before its last run (which may go on past the
- * block); the next block begins at the last start taken. The ASCII classes are checked against
+ * Every start a block finds is final: a start is decided by the bytes before it, by the three
+ * after it at most (read past the block's end where the text goes on, as is a character the
+ * end cuts) and by the ends of runs that end inside the block; the one start that waits on a
+ * run's end past the block (after a CR or LF, in a run of blanks that reaches the block's
+ * end) is not taken, and as it is the block's last, the next block, which begins at the last
+ * start taken, finds it. The ASCII classes are checked against
  * both dialects' tables at tk_scan_init (tk_bits_ok): a table that disagreed turns this off.
  *
  * Scanning alone, fastest of 30 passes, ns a piece, matcher -> blocks: PUD English 6.5 -> 3.6,
@@ -96,12 +99,11 @@ static inline int tk_fold_is(unsigned char c, char lower) { return (c | 0x20) ==
 /* The highest bit of m below 64, or -1. */
 static inline int tk_top_bit(uint64_t m) { return m ? 63 - __builtin_clzll(m) : -1; }
 
-/* Piece starts in the block of w bytes at t (1 <= w <= 64, t readable for 64 bytes; `end`:
- * the text ends after them) as a mask (bit 0 set), and in *limit the highest bit up to which
- * they are final (w - 1 at the text's end, else -1 or more). `eot_run`: a whitespace run that
+/* Piece starts in the block of w bytes at t (1 <= w <= 64; `end`: the text ends after them,
+ * else w is 64 and t[64] is text too) as a mask (bit 0 set). `eot_run`: a whitespace run that
  * ends the text is one piece (cl100k); `one_digit`: every digit is a piece (qwen). */
 static inline uint64_t tk_bits_starts(const unsigned char *t, const tk_bits *b, unsigned w,
-                                      int end, int eot_run, int one_digit, int *limit) {
+                                      int end, int eot_run, int one_digit) {
     const uint64_t valid = tk_low_bits(w);
     const uint64_t L = b->L & valid, N = b->N & valid, S = b->S & valid, C = b->C & valid;
     const uint64_t B = S & ~C, P = valid & ~(L | N | S);
@@ -133,13 +135,15 @@ static inline uint64_t tk_bits_starts(const unsigned char *t, const tk_bits *b, 
     for (uint64_t m = B & (C << 1); m; m &= m - 1) {  /* blanks after a CR or LF */
         unsigned k = (unsigned)__builtin_ctzll(m);
         unsigned e = k + (unsigned)__builtin_ctzll(~(B >> k)); /* the byte after them */
-        if (e < w ? !(C >> e & 1) : !(end && eot_run)) inner |= 1ull << k;
+        /* past the block: a start only where the text ends there (unknown, it is left to the
+         * next block, which begins at or before this run) */
+        if (e < w ? !(C >> e & 1) : end && !eot_run) inner |= 1ull << k;
     }
     st |= inner;
     /* contractions: an apostrophe that starts a piece, then s d m t or ll ve re */
     for (uint64_t m = b->AP & Ps & ~taken & (L >> 1); m; m &= m - 1) {
         unsigned q = (unsigned)__builtin_ctzll(m);
-        unsigned char c1 = t[q + 1], c2 = q + 2 < w ? t[q + 2] : 0;
+        unsigned char c1 = t[q + 1], c2 = q + 2 < w || !end ? t[q + 2] : 0; /* t[64] is text */
         unsigned after = 0;
         if (tk_fold_is(c1, 's') || tk_fold_is(c1, 'd') || tk_fold_is(c1, 'm') || tk_fold_is(c1, 't'))
             after = q + 2;
@@ -149,14 +153,7 @@ static inline uint64_t tk_bits_starts(const unsigned char *t, const tk_bits *b, 
             after = q + 3;
         if (after && after < 64 && (L >> after & 1)) st |= 1ull << after;
     }
-    st &= valid;
-    if (end) {
-        *limit = (int)w - 1;
-    } else { /* final up to the byte before the block's last run */
-        uint64_t change = (L ^ (L >> 1)) | (N ^ (N >> 1)) | (S ^ (S >> 1)) | (P ^ (P >> 1));
-        *limit = tk_top_bit(change & (valid >> 1));
-    }
-    return st;
+    return st & valid;
 }
 
 /* tk_bits_starts for r50k's pattern and Hugging Face's GPT-2 pattern (scan.c's piece_r50k):
@@ -166,7 +163,7 @@ static inline uint64_t tk_bits_starts(const unsigned char *t, const tk_bits *b, 
  * text goes on (`\s+(?!\S)`); an apostrophe that starts a piece, followed by s, d, m, t, ll,
  * ve or re (lower case only), is a piece with those letters. */
 static inline uint64_t tk_bits_starts_r50k(const unsigned char *t, const tk_bits *b, unsigned w,
-                                           int end, int *limit) {
+                                           int end) {
     const uint64_t valid = tk_low_bits(w);
     const uint64_t L = b->L & valid, N = b->N & valid, S = b->S & valid;
     const uint64_t P = valid & ~(L | N | S);
@@ -175,7 +172,7 @@ static inline uint64_t tk_bits_starts_r50k(const unsigned char *t, const tk_bits
     st |= S & (S << 1) & ((valid & ~S) >> 1);
     for (uint64_t m = b->AP & st & (L >> 1); m; m &= m - 1) {
         unsigned q = (unsigned)__builtin_ctzll(m);
-        unsigned char c1 = t[q + 1], c2 = q + 2 < w ? t[q + 2] : 0;
+        unsigned char c1 = t[q + 1], c2 = q + 2 < w || !end ? t[q + 2] : 0; /* t[64] is text */
         unsigned after = 0;
         if (c1 == 's' || c1 == 'd' || c1 == 'm' || c1 == 't')
             after = q + 2;
@@ -185,14 +182,7 @@ static inline uint64_t tk_bits_starts_r50k(const unsigned char *t, const tk_bits
         st &= ~(1ull << (q + 1)); /* the letters are the contraction's */
         if (after < 64 && (L >> after & 1)) st |= 1ull << after;
     }
-    st &= valid;
-    if (end) {
-        *limit = (int)w - 1;
-    } else {
-        uint64_t change = (L ^ (L >> 1)) | (N ^ (N >> 1)) | (S ^ (S >> 1)) | (P ^ (P >> 1));
-        *limit = tk_top_bit(change & (valid >> 1));
-    }
-    return st;
+    return st & valid;
 }
 #endif
 #endif
