@@ -448,12 +448,14 @@ enum { TK_KIN_TEACHING, TK_KIN_CL100K, TK_KIN_QWEN, TK_KIN_R50K };
 /* Most characters from 0x80 up a block can hold. */
 #define TK_BLOCK_WIDE_MAX 12
 
-/* The letters among the characters from 0x80 up of a block (bytes `hi` of t[0..w)) into b->L;
- * the others are punctuation to the block's rules. 0 (the block goes to the matcher) when there
- * are more than TK_BLOCK_WIDE_MAX of them, when one is a number or whitespace (a digit run is
- * cut every third character, a blank run before its last character: the rules count bytes), or
- * when the long s (U+017F) follows an apostrophe (it folds to s there: a contraction). */
-static int wide_classes(const Text *s, const unsigned char *t, uint64_t hi, tk_bits *b) {
+/* The letters among the characters from 0x80 up of a block (its bytes `hi`; `avail` bytes from
+ * t may be read) into b->L; the others are punctuation to the block's rules. 0 (the block goes
+ * to the matcher) when there are more than TK_BLOCK_WIDE_MAX of them, when one is a number or
+ * whitespace (a digit run is cut every third character, a blank run before its last character:
+ * the rules count bytes), when the long s (U+017F) follows an apostrophe (it folds to s there:
+ * a contraction), or when a sequence runs past the text (the matcher reads it as U+FFFD). */
+static int wide_classes(const Text *s, const unsigned char *t, size_t avail, uint64_t hi,
+                        tk_bits *b) {
     uint64_t lead = hi & ~b->cont;
     if (__builtin_popcountll(lead) > TK_BLOCK_WIDE_MAX) return 0;
     for (; lead; lead &= lead - 1) {
@@ -461,10 +463,9 @@ static int wide_classes(const Text *s, const unsigned char *t, uint64_t hi, tk_b
         unsigned char c = t[j];
         unsigned len = c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
         uint32_t cp; /* a character the block's end cuts is read whole: the text goes on */
-        if (len == 2) cp = ((c & 0x1Fu) << 6) | (t[j + 1] & 0x3Fu);
-        else if (len == 3) cp = ((c & 0x0Fu) << 12) | ((t[j + 1] & 0x3Fu) << 6) | (t[j + 2] & 0x3Fu);
-        else cp = ((c & 0x07u) << 18) | ((t[j + 1] & 0x3Fu) << 12) | ((t[j + 2] & 0x3Fu) << 6) |
-                  (t[j + 3] & 0x3Fu);
+        if (j + len > avail) return 0;
+        cp = c & (0x7Fu >> len); /* the lead's bits, then six from each continuation byte */
+        for (unsigned m = 1; m < len; m++) cp = cp << 6 | (t[j + m] & 0x3Fu);
         unsigned bits = cp < TK_NCODE ? s->cls[cp] : 0;
         if (bits & (TK_CN | TK_CS) || (cp == 0x17F && j > 0 && t[j - 1] == '\'')) return 0;
         if (bits & TK_CL) b->L |= tk_low_bits(len) << j; /* bits past 63 fall off */
@@ -472,10 +473,11 @@ static int wide_classes(const Text *s, const unsigned char *t, uint64_t hi, tk_b
     return 1;
 }
 
-/* One block from i (scan_bits.h): its final piece ends into ends[k..cap); returns the new k,
- * and in *at the last end written (i when none). *high: the offset past the block's last byte
- * from 0x80 up, when it has one (nothing written then); *dense: more than 16 such bytes. Kept out of line, so that the
- * matcher's loop in scan_cl100k_kin keeps its registers (inline, Russian scanned 10% slower). */
+/* One block from i (scan_bits.h): its pieces' ends into ends[k..cap); returns the new k, and in
+ * *at the last end written (i when none). *high: the offset past the block's last byte from
+ * 0x80 up when the matcher is to read it (nothing written then); *dense: more than 16 such
+ * bytes. Out of line: with it inline, the matcher's loop in scan_blocks lost registers (Russian
+ * scanned 10% slower). */
 static __attribute__((noinline)) size_t bits_block(const Text *s, size_t i, size_t *ends,
                                                    size_t k, size_t cap, int kin, size_t *at,
                                                    size_t *high, int *dense) {
@@ -495,7 +497,7 @@ static __attribute__((noinline)) size_t bits_block(const Text *s, size_t i, size
     tk_bits b;
     int many = __builtin_popcountll(hi) > 2 * TK_BLOCK_WIDE_MAX; /* too many even as pairs */
     if (!many) tk_bits_of(t, &b);
-    if (many || (hi && !wide_classes(s, t, hi, &b))) {
+    if (many || (hi && !wide_classes(s, t, end ? w : s->n - i, hi, &b))) {
         *high = i + (size_t)tk_top_bit(hi) + 1;
         *dense = __builtin_popcountll(hi) > 16;
         return k;

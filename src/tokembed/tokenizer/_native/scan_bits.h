@@ -145,7 +145,8 @@ static inline uint64_t tk_bits_starts(const unsigned char *t, const tk_bits *b, 
         unsigned q = (unsigned)__builtin_ctzll(m);
         unsigned char c1 = t[q + 1], c2 = q + 2 < w || !end ? t[q + 2] : 0; /* t[64] is text */
         unsigned after = 0;
-        if (tk_fold_is(c1, 's') || tk_fold_is(c1, 'd') || tk_fold_is(c1, 'm') || tk_fold_is(c1, 't'))
+        if (tk_fold_is(c1, 's') || tk_fold_is(c1, 'd') || tk_fold_is(c1, 'm') ||
+            tk_fold_is(c1, 't'))
             after = q + 2;
         else if ((tk_fold_is(c1, 'l') && tk_fold_is(c2, 'l')) ||
                  (tk_fold_is(c1, 'v') && tk_fold_is(c2, 'e')) ||
