@@ -58,17 +58,29 @@ static inline uint64_t tk_hash_bytes(const unsigned char *p, size_t n) {
     return tk_mix64(h);
 }
 
-/* Memory of `bytes` (not zeroed) on huge pages: 2 MiB-aligned and asked to be backed by them
- * (Linux with transparent huge pages in "madvise" mode, the common default, honours the
- * request; elsewhere it is ignored). Free with free(). */
+/* Ask for the whole 2 MiB pages inside p[0..bytes) to be backed by huge pages when first
+ * touched (Linux with transparent huge pages in "madvise" mode, the common default, honours the
+ * request; elsewhere it is ignored). Advice only: the memory and its contents stay as they are,
+ * so it may be memory another allocator owns. */
+static inline void tk_advise_huge(void *p, size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1), b = ((uintptr_t)p + bytes) & ~(huge - 1);
+    if (b > a) madvise((void *)a, b - a, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
+/* Memory of `bytes` (not zeroed) on huge pages: 2 MiB-aligned, its pages advised huge
+ * (tk_advise_huge). Free with free(). */
 static inline void *tk_huge_alloc(size_t bytes) {
     const size_t huge = (size_t)2 << 20;
     size_t rounded = (bytes + huge - 1) & ~(huge - 1);
     if (rounded < bytes) return NULL;
     void *p = aligned_alloc(huge, rounded ? rounded : huge);
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (p) madvise(p, rounded, MADV_HUGEPAGE);
-#endif
+    if (p) tk_advise_huge(p, rounded);
     return p;
 }
 

@@ -16,8 +16,8 @@
  * id raises MissingByte(offset); callers check texts before they encode them. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <sys/mman.h>
 
+#include "common.h"
 #include "encode_core.h"
 #include "scan.h"
 
@@ -448,26 +448,16 @@ static int ensure_id_objects(TablesObject *t) {
 /* A long text's list of ids is item pointers Python takes fresh from the system (its array is
  * calloc'd, the pages not yet touched), and filling it faulted one 4 KiB page at a time: 1,036
  * faults for the 547,608 ids of the 13 PUD languages (qwen, a fresh process), ~2 us each on the
- * test machine, where the encoder's own output buffer is on huge pages (common.h). The whole
- * 2 MiB pages inside the array are advised huge before the first write (advice only: the
- * memory stays Python's): 525 faults. */
-static void advise_huge(void *p, size_t bytes) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    const uintptr_t huge = (uintptr_t)2 << 20;
-    uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1), b = ((uintptr_t)p + bytes) & ~(huge - 1);
-    if (b > a) madvise((void *)a, b - a, MADV_HUGEPAGE);
-#else
-    (void)p;
-    (void)bytes;
-#endif
-}
+ * test machine, where the encoder's own output buffer is on huge pages. The whole 2 MiB pages
+ * inside the array are advised huge before the first write (tk_advise_huge): 525 faults. */
+#define TK_LIST_HUGE_MIN (((size_t)4 << 20) / sizeof(PyObject *)) /* a whole huge page inside */
 
 static PyObject *ids_list(TablesObject *t, const uint32_t *ids, size_t n) {
     if (ensure_id_objects(t) < 0) return PyErr_NoMemory();
     PyObject *list = PyList_New((Py_ssize_t)n);
     if (!list) return NULL;
-    if (n >= ((size_t)4 << 20) / sizeof(PyObject *)) /* at least one whole huge page inside */
-        advise_huge(((PyListObject *)list)->ob_item, n * sizeof(PyObject *));
+    if (n >= TK_LIST_HUGE_MIN)
+        tk_advise_huge(((PyListObject *)list)->ob_item, n * sizeof(PyObject *));
     PyObject **objs = t->id_objs;
     for (size_t i = 0; i < n; i++) {
         PyObject *v;

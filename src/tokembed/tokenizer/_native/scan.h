@@ -31,7 +31,8 @@ size_t tk_scan_some(int preset, int dialect, const unsigned char *text, size_t n
                     size_t *ends, size_t cap);
 
 /* tk_scan_some across calls on one text (from never decreasing): `state` (zeroed before the
-   first call) keeps where the scanner reads ASCII blocks again after text that was not ASCII. */
+   first call) keeps where the scanner tries a 64-byte block again after one it could not read
+   (scan_bits.h). */
 typedef struct {
     size_t retry, skip;
 } tk_scan_state;

@@ -31,8 +31,8 @@
  * end cuts) and by the ends of runs that end inside the block; the one start that waits on a
  * run's end past the block (after a CR or LF, in a run of blanks that reaches the block's
  * end) is not taken, and as it is the block's last, the next block, which begins at the last
- * start taken, finds it. The ASCII classes are checked against
- * both dialects' tables at tk_scan_init (tk_bits_ok): a table that disagreed turns this off.
+ * start taken, finds it. The ASCII classes are checked against both dialects' tables at
+ * tk_scan_init (tk_bits_ok): a table that disagreed turns this off.
  *
  * Scanning alone, fastest of 30 passes, ns a piece, matcher -> blocks: PUD English 6.5 -> 3.6,
  * Indonesian 7.0 -> 4.1, German 8.3 -> 4.4, Spanish 8.3 -> 4.1, French 9.5 -> 4.3, Finnish
@@ -94,7 +94,14 @@ static inline void tk_bits_of(const unsigned char *t, tk_bits *b) {
 
 static inline uint64_t tk_low_bits(unsigned n) { return n >= 64 ? ~0ull : (1ull << n) - 1; }
 
-static inline int tk_fold_is(unsigned char c, char lower) { return (c | 0x20) == lower; }
+/* Letters a contraction takes after its apostrophe (s d m t: 1; ll ve re: 2), given the two
+ * bytes after it; 0 for none. `fold`: any case (cl100k's kin), else lower case only (r50k). */
+static inline unsigned tk_contraction_len(unsigned char c1, unsigned char c2, int fold) {
+    if (fold) c1 |= 0x20, c2 |= 0x20; /* under | 0x20 only A-Z become these lower-case letters */
+    if (c1 == 's' || c1 == 'd' || c1 == 'm' || c1 == 't') return 1;
+    if ((c1 == 'l' && c2 == 'l') || (c1 == 'v' && c2 == 'e') || (c1 == 'r' && c2 == 'e')) return 2;
+    return 0;
+}
 
 /* The highest bit of m below 64, or -1. */
 static inline int tk_top_bit(uint64_t m) { return m ? 63 - __builtin_clzll(m) : -1; }
@@ -143,16 +150,9 @@ static inline uint64_t tk_bits_starts(const unsigned char *t, const tk_bits *b, 
     /* contractions: an apostrophe that starts a piece, then s d m t or ll ve re */
     for (uint64_t m = b->AP & Ps & ~taken & (L >> 1); m; m &= m - 1) {
         unsigned q = (unsigned)__builtin_ctzll(m);
-        unsigned char c1 = t[q + 1], c2 = q + 2 < w || !end ? t[q + 2] : 0; /* t[64] is text */
-        unsigned after = 0;
-        if (tk_fold_is(c1, 's') || tk_fold_is(c1, 'd') || tk_fold_is(c1, 'm') ||
-            tk_fold_is(c1, 't'))
-            after = q + 2;
-        else if ((tk_fold_is(c1, 'l') && tk_fold_is(c2, 'l')) ||
-                 (tk_fold_is(c1, 'v') && tk_fold_is(c2, 'e')) ||
-                 (tk_fold_is(c1, 'r') && tk_fold_is(c2, 'e')))
-            after = q + 3;
-        if (after && after < 64 && (L >> after & 1)) st |= 1ull << after;
+        unsigned char c2 = q + 2 < w || !end ? t[q + 2] : 0; /* t[64] is text */
+        unsigned len = tk_contraction_len(t[q + 1], c2, 1), after = q + 1 + len;
+        if (len && after < 64 && (L >> after & 1)) st |= 1ull << after;
     }
     return st & valid;
 }
@@ -173,13 +173,9 @@ static inline uint64_t tk_bits_starts_r50k(const unsigned char *t, const tk_bits
     st |= S & (S << 1) & ((valid & ~S) >> 1);
     for (uint64_t m = b->AP & st & (L >> 1); m; m &= m - 1) {
         unsigned q = (unsigned)__builtin_ctzll(m);
-        unsigned char c1 = t[q + 1], c2 = q + 2 < w || !end ? t[q + 2] : 0; /* t[64] is text */
-        unsigned after = 0;
-        if (c1 == 's' || c1 == 'd' || c1 == 'm' || c1 == 't')
-            after = q + 2;
-        else if ((c1 == 'l' && c2 == 'l') || (c1 == 'v' && c2 == 'e') || (c1 == 'r' && c2 == 'e'))
-            after = q + 3;
-        if (!after) continue;
+        unsigned char c2 = q + 2 < w || !end ? t[q + 2] : 0; /* t[64] is text */
+        unsigned len = tk_contraction_len(t[q + 1], c2, 0), after = q + 1 + len;
+        if (!len) continue;
         st &= ~(1ull << (q + 1)); /* the letters are the contraction's */
         if (after < 64 && (L >> after & 1)) st |= 1ull << after;
     }
