@@ -99,14 +99,6 @@ static tk_grid *tk_grid_pack(uint32_t *dense, const uint32_t *lr) {
     return g;
 }
 
-/* Set bits of x (no popcnt instruction is assumed of the target). */
-static inline unsigned tk_popcount64(uint64_t x) {
-    x -= (x >> 1) & 0x5555555555555555ull;
-    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
-    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
-    return (unsigned)((x * 0x0101010101010101ull) >> 56);
-}
-
 /* Where the grid keeps the join of ids l and r (both below TK_GRID_DIM): its index among the
  * joining cells, or TK_NO_RANK when the cell does not join. */
 static inline uint32_t tk_grid_find(const tk_grid *grid, uint32_t l, uint32_t r) {

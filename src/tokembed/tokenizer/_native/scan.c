@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common.h"
 #include "scan_bits.h"
 #include "scan_classes.h"
 
@@ -444,7 +445,7 @@ enum { TK_KIN_TEACHING, TK_KIN_CL100K, TK_KIN_QWEN, TK_KIN_R50K };
 static int wide_classes(const Text *s, const unsigned char *t, size_t avail, uint64_t hi,
                         tk_bits *b) {
     uint64_t lead = hi & ~b->cont;
-    if (__builtin_popcountll(lead) > TK_BLOCK_WIDE_MAX) return 0;
+    if (tk_popcount64(lead) > TK_BLOCK_WIDE_MAX) return 0;
     for (; lead; lead &= lead - 1) {
         unsigned j = (unsigned)__builtin_ctzll(lead);
         unsigned char c = t[j];
@@ -482,11 +483,11 @@ static __attribute__((noinline)) size_t bits_block(const Text *s, size_t i, size
     }
     uint64_t hi = tk_bits_high(t) & tk_low_bits(w);
     tk_bits b;
-    int many = __builtin_popcountll(hi) > 2 * TK_BLOCK_WIDE_MAX; /* too many even as pairs */
+    int many = hi && tk_popcount64(hi) > 2 * TK_BLOCK_WIDE_MAX; /* too many even as pairs */
     if (!many) tk_bits_of(t, &b);
     if (many || (hi && !wide_classes(s, t, end ? w : s->n - i, hi, &b))) {
         *high = i + (size_t)tk_top_bit(hi) + 1;
-        *dense = __builtin_popcountll(hi) > 16;
+        *dense = tk_popcount64(hi) > 16;
         return k;
     }
     uint64_t st = kin == TK_KIN_R50K
