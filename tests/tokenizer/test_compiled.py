@@ -279,9 +279,10 @@ def _many_words(n: int, seed: int) -> list[str]:
 
 @pytest.mark.parametrize("name", ["o200k_base", "r50k_base"])
 def test_front_cache_conflicts_and_text_ends_keep_ids(name: str) -> None:
-    """The encoder's fixed front cache (65,536 one-line slots) keeps exact ids when more
-    distinct chunks than slots evict each other, when a chunk of up to 32 bytes (the front
-    key) ends the text or the slot is read past it, and around the key's size."""
+    """The encoder's front cache (65,536 one-line slots, 262,144 once a call has displaced a
+    quarter of them) keeps exact ids when more distinct chunks than slots evict each other,
+    across its growth, when a chunk of up to 32 bytes (the front key) ends the text or the
+    slot is read past it, and around the key's size."""
     peer, ranks, tok = _rank_file(name)
     words = _many_words(100_000, seed=7)
     import random
@@ -291,9 +292,17 @@ def test_front_cache_conflicts_and_text_ends_keep_ids(name: str) -> None:
     text = " ".join(order)
     by_rank, by_merge = _encoder(ranks), _encoder(compiled_tables(tok.tables))
     expected = peer.encode_ordinary(text)
-    for _ in range(2):  # the second pass meets the first's survivors and their rivals
+    assert by_rank.front_slots == by_merge.front_slots == 0  # made on the first chunk
+    # The first pass fills the front and displaces; the second starts by growing it (the
+    # first's survivors moved to new slots, the lost ones merged again); the third runs on it.
+    for slots in (1 << 16, 1 << 18, 1 << 18):
         assert _chunked(by_rank, tok.pretokenizer, text) == expected
         assert _chunked(by_merge, tok.pretokenizer, text) == expected
+        assert by_rank.front_slots == by_merge.front_slots == slots
+    short, head = _encoder(ranks), text[:20_000]
+    for _ in range(3):  # a text with few distinct chunks never grows it
+        assert _chunked(short, tok.pretokenizer, head) == peer.encode_ordinary(head)
+    assert short.front_slots == 1 << 16
     for n in (2, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 40):
         for word in ("x" * n, "я" * (n // 2) + "q" * (n % 2)):
             for end in ("", " tail", "!" * 40):  # the chunk ends the text, or bytes follow

@@ -7,7 +7,8 @@ carry ``ignore_merges``, as every rank file does) and gives the ids of checked t
 pre-tokenizer is one of the scanned patterns (:data:`~.patterns.SCANNED`), splitting
 happens in C too, and both run without the GIL; any other pre-tokenizer splits in Python
 and hands the chunks over. Each encoder answers repeated short chunks (up to 32 bytes and 7
-ids) from a fixed 4 MiB front cache of its own. Behind it, a sharded chunk → ids cache is
+ids) from a front cache of its own: 4 MiB, grown once to 16 MiB between calls when a text has
+more distinct short chunks than it holds. Behind it, a sharded chunk → ids cache is
 shared by the threads that encode with one tokenizer: a chunk merged by one is a hit for the
 others. A chunk enters that cache only when it is merged a second time, since the front holds
 most repeats and most other chunks (sentences of CJK or Thai, rare words) never come back.
@@ -68,7 +69,8 @@ __all__ = [
 # kept at most half full, plus an arena for chunks too long to sit in a slot that is cleared
 # beyond 64 bytes per entry, so 1M entries stay under ~200 MB at any chunk length. A chunk
 # enters on its second merge, so RusLit-40's first 4 MB leaves 6,548 entries (o200k). Each
-# thread's encoder adds a fixed 4 MiB front cache and 128 KiB of doorkeeper bits
+# thread's encoder adds a 4 MiB front cache (16 MiB once a call on text with more distinct
+# short chunks than it holds has displaced a quarter of them) and 128 KiB of doorkeeper bits
 # (_native/encode_front.h, encode_core.c), made on its first call.
 CACHE_LIMIT = 1 << 20
 # Texts shorter than this take one thread. Cutting costs tens of microseconds, but a cold

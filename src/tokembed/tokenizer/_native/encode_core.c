@@ -740,7 +740,10 @@ struct tk_encoder {
     tk_cache cache;
     tk_memo memo;
     uint64_t *seen; /* backtracking's pair answers (TK_BT_SEEN_SLOTS), made on first use */
-    tk_front_slot *front; /* TK_FRONT_SLOTS, made on first use; NULL without memory */
+    tk_front_slot *front; /* 2^front_bits slots, made on first use; NULL without memory */
+    unsigned front_bits;
+    size_t front_lost;  /* chunks displaced from the front since it was made (front_settle) */
+    size_t lost_before; /* front_lost when the last call started */
     uint64_t *door;       /* the chunk cache's doorkeeper (TK_DOOR_BITS), made on first use */
     size_t door_marks;    /* bits set in `door` since it was last cleared */
     tk_scratch scratch;
@@ -766,6 +769,8 @@ static void encoder_repair(tk_encoder *e) {
         memset(&e->memo, 0, sizeof e->memo);
         e->seen = NULL;
         e->front = NULL;
+        e->front_bits = TK_FRONT_MIN_BITS;
+        e->front_lost = e->lost_before = 0;
         e->door = NULL;
         e->door_marks = 0;
         memset(&e->scratch, 0, sizeof e->scratch);
@@ -787,6 +792,7 @@ tk_encoder *tk_encoder_new(const tk_tables *tables, tk_shared_cache *shared, siz
     pthread_mutex_init(&e->lock, NULL);
     e->tables = tables;
     e->shared = shared;
+    e->front_bits = TK_FRONT_MIN_BITS;
     if (!shared) e->cache.limit = cache_limit;
     return e;
 }
@@ -899,8 +905,45 @@ static void warm_tables(const tk_tables *t) {
 }
 
 static tk_front_slot *front_of(tk_encoder *e) {
-    if (!e->front && (e->front = tk_table_alloc(TK_FRONT_BYTES)) != NULL) warm_tables(e->tables);
+    if (!e->front && (e->front = tk_table_alloc(TK_FRONT_BYTES(e->front_bits))) != NULL)
+        warm_tables(e->tables);
     return e->front;
+}
+
+/* The front grows, at the start of a call, when the last call displaced a quarter of its slots'
+ * worth of chunks, or all calls since it was made as many chunks as it has slots: the text has
+ * more distinct short chunks than it holds, and the next text like it would merge again (or
+ * ask the chunk cache, a hash and a lock, for) the ones it lost. Never during a call, so a
+ * call on a new encoder costs what it did; a long text cut into parts for threads (or a batch
+ * into runs) is several calls, whose parts each displace too few to grow it. The 13 PUD
+ * languages (2.3 MB, 77,675 distinct chunks on qwen) displace 33,334 from 2^16 slots,
+ * RusLit-40's first 4 MB 25,437, PUD English 359 and PUD Chinese + Korean 814 (a direct-mapped
+ * replay of the pre-tokenizer's chunks). 2^18 slots (16 MiB), one thread, qwen, five calls on
+ * one text in fresh processes, the last three's MB/s over three processes, fixed -> grown: the
+ * 13 languages 121-139 -> 139-180, RusLit-40 236-251 -> 275-293 (the second call, which grows
+ * it, ~3 ms more; on a VM whose host backs fresh huge pages lazily, up to ~150 ms once); PUD
+ * English and zh + ko never grow. At most that: 16 MiB per thread is the most one encoder
+ * keeps here. */
+#define TK_FRONT_GROW_SHIFT 2
+
+static void front_settle(tk_encoder *e) {
+    size_t last = e->front_lost - e->lost_before, slots = (size_t)1 << e->front_bits;
+    e->lost_before = e->front_lost;
+    if (!e->front || e->front_bits >= TK_FRONT_MAX_BITS ||
+        (last < slots >> TK_FRONT_GROW_SHIFT && e->front_lost < slots >> 1))
+        return;
+    tk_front_slot *grown = tk_front_grown(e->front, e->front_bits, TK_FRONT_MAX_BITS);
+    if (!grown) return; /* no memory: the front stays as it is */
+    free(e->front);
+    e->front = grown;
+    e->front_bits = TK_FRONT_MAX_BITS;
+    e->front_lost = e->lost_before = 0;
+}
+
+/* tk_front_put, counting the chunks it displaces. */
+static inline void front_put(tk_encoder *e, tk_front_slot *front, const tk_front_key *key,
+                             size_t n, const uint32_t *ids, size_t m) {
+    e->front_lost += (size_t)tk_front_put(front, key, n, ids, m);
 }
 
 static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_t avail,
@@ -967,7 +1010,7 @@ static int encode_chunk(tk_encoder *e, const unsigned char *data, size_t n, size
     tk_front_slot *front = n <= TK_FRONT_KEY ? front_of(e) : NULL;
     if (!front) return merge_chunk(e, data, n, avail, bad, NULL, NULL, 0);
     tk_front_key key;
-    tk_front_key_of(data, n, avail, &key);
+    tk_front_key_of(data, n, avail, e->front_bits, &key);
     return encode_keyed(e, data, n, avail, bad, &key);
 }
 
@@ -1017,7 +1060,7 @@ static void key_part(tk_encoder *e, const unsigned char *data, size_t avail, siz
     size_t at = k ? e->cuts[k - 1] : 0, len = e->cuts[k] - at;
     if (len > TK_FRONT_KEY) return;
     tk_front_key *key = &e->keys[k % TK_PART_AHEAD];
-    tk_front_key_of(data + at, len, avail - at, key);
+    tk_front_key_of(data + at, len, avail - at, e->front_bits, key);
     __builtin_prefetch(&e->front[key->index]);
 }
 
@@ -1042,7 +1085,7 @@ static int atom_part(tk_encoder *e, const unsigned char *d, size_t at, size_t le
     }
     if (!front_of(e) || len > TK_FRONT_KEY) return encode_part(e, d, at, len, avail, bad, NULL);
     tk_front_key key;
-    tk_front_key_of(d + at, len, avail - at, &key);
+    tk_front_key_of(d + at, len, avail - at, e->front_bits, &key);
     return encode_part(e, d, at, len, avail, bad, &key);
 }
 
@@ -1120,7 +1163,7 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
         uint32_t id = tk_piece_map_get(&t->pieces, data, n, h);
         int itself = id != TK_NO_RANK && builds_itself(t, id);
         if (id != TK_NO_RANK && (!part || itself)) {
-            if (front && itself) tk_front_put(front, key, n, &id, 1);
+            if (front && itself) front_put(e, front, key, n, &id, 1);
             return out_append(e, &id, 1);
         }
         keep = id == TK_NO_RANK;
@@ -1129,7 +1172,7 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
         size_t start = e->out_len;
         int rc = encode_cut(e, data, n, avail, bad);
         if (rc != 2) {
-            if (rc == 0 && front) tk_front_put(front, key, n, e->out + start, e->out_len - start);
+            if (rc == 0 && front) front_put(e, front, key, n, e->out + start, e->out_len - start);
             return rc;
         }
     }
@@ -1148,7 +1191,7 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
         int rc = 0;
         if (slot) {
             const uint32_t *ids = tk_cache_ids(cache, slot);
-            if (front) tk_front_put(front, key, n, ids, slot->vlen);
+            if (front) front_put(e, front, key, n, ids, slot->vlen);
             rc = out_append(e, ids, slot->vlen);
         }
         if (lock) pthread_mutex_unlock(lock);
@@ -1199,7 +1242,7 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
         if (lock) pthread_mutex_unlock(lock);
         if (rc < 0) return -1;
     }
-    if (front && keep) tk_front_put(front, key, n, s->ids, m);
+    if (front && keep) front_put(e, front, key, n, s->ids, m);
     return out_append(e, s->ids, m);
 }
 
@@ -1225,7 +1268,7 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
 static int key_chunk(tk_encoder *e, const unsigned char *p, size_t n, size_t avail,
                      tk_front_key *key) {
     if (n < 2 || n > TK_FRONT_KEY || !front_of(e)) return 0;
-    tk_front_key_of(p, n, avail, key);
+    tk_front_key_of(p, n, avail, e->front_bits, key);
     __builtin_prefetch(&e->front[key->index]);
     return 1;
 }
@@ -1308,6 +1351,7 @@ int tk_encode_pieces(tk_encoder *e, const unsigned char *text, const size_t *len
     for (size_t i = 0; i < n_pieces; i++) total += lens[i];
     encoder_repair(e);
     pthread_mutex_lock(&e->lock);
+    front_settle(e);
     out_start(e, total);
     for (size_t i = 0; i < n_pieces && status == 0; i++) {
         if (lens[i] == 0) continue;
@@ -1324,6 +1368,7 @@ int tk_encode_text(tk_encoder *e, int preset, int dialect, const unsigned char *
     tk_job job = {.enc = e, .text = text, .len = n};
     encoder_repair(e);
     pthread_mutex_lock(&e->lock);
+    front_settle(e);
     out_start(e, n);
     scan_job(&job, preset, dialect);
     pthread_mutex_unlock(&e->lock);
@@ -1338,6 +1383,7 @@ int tk_encode_texts(tk_encoder *e, int preset, int dialect, const unsigned char 
     size_t total = 0;
     for (size_t i = 0; i < n_texts; i++) total += lens[i];
     pthread_mutex_lock(&e->lock);
+    front_settle(e);
     out_start(e, total);
     for (size_t i = 0; i < n_texts && job.status == 0; i++) {
         job.text = texts[i];
@@ -1362,6 +1408,7 @@ int tk_encode_lines(tk_encoder *e, int preset, int dialect, const unsigned char 
     tk_job job = {.enc = e};
     encoder_repair(e);
     pthread_mutex_lock(&e->lock);
+    front_settle(e);
     out_start(e, n);
     size_t start = 0;
     while (job.status == 0) {
@@ -1391,12 +1438,16 @@ const uint32_t *tk_encoder_output(const tk_encoder *e, size_t *n) {
 
 size_t tk_encoder_cache_size(const tk_encoder *e) { return e->cache.used; }
 uint64_t tk_encoder_cache_clears(const tk_encoder *e) { return e->cache.clears; }
+size_t tk_encoder_front_slots(const tk_encoder *e) {
+    return e->front ? (size_t)1 << e->front_bits : 0;
+}
 
 void tk_encoder_clear_cache(tk_encoder *e) {
     encoder_repair(e);
     pthread_mutex_lock(&e->lock);
     tk_cache_clear(&e->cache);
-    if (e->front) memset(e->front, 0, TK_FRONT_BYTES);
+    if (e->front) memset(e->front, 0, TK_FRONT_BYTES(e->front_bits));
+    e->front_lost = e->lost_before = 0;
     if (e->door) memset(e->door, 0, TK_DOOR_BITS / 8);
     e->door_marks = 0;
     pthread_mutex_unlock(&e->lock);

@@ -105,6 +105,8 @@ int tk_encode_lines(tk_encoder *e, int preset, int dialect, const unsigned char 
 const uint32_t *tk_encoder_output(const tk_encoder *e, size_t *n);
 size_t tk_encoder_cache_size(const tk_encoder *e);
 uint64_t tk_encoder_cache_clears(const tk_encoder *e);
+/* Slots of the encoder's front cache (0 before its first chunk); it grows between calls. */
+size_t tk_encoder_front_slots(const tk_encoder *e);
 void tk_encoder_clear_cache(tk_encoder *e);
 
 /* Install the fork handler that lets a forked child repair encoders' and caches' locks. Call

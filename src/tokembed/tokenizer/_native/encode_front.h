@@ -5,11 +5,12 @@
  * differ, PUD English 21,448 of which 5,938 differ. Each repeat used to cost a hash of the
  * chunk, a Bloom filter block, the piece table (then 8 MB for o200k) and a slot of the growing
  * chunk cache behind a shard lock: two or three lines from L3 or memory, ~80 ns warm. The
- * front cache is direct-mapped, fixed and private to one encoder (no lock): TK_FRONT_SLOTS
- * slots of one 64-byte line each, and a chunk of up to TK_FRONT_KEY bytes with up to
- * TK_FRONT_IDS ids is one line there. A slot holds the chunk's bytes zero-padded beside its
- * length, so a hit compares four words and is exact; a new chunk overwrites whatever shared
- * its slot, so the cache never grows.
+ * front cache is direct-mapped and private to one encoder (no lock): 2^TK_FRONT_MIN_BITS slots
+ * of one 64-byte line each, 2^TK_FRONT_MAX_BITS once grown (between calls, encode_core.c's
+ * front_settle), and a chunk of up to TK_FRONT_KEY bytes with up to TK_FRONT_IDS ids is one
+ * line there. A slot holds the chunk's bytes zero-padded beside its length, so a hit compares
+ * four words and is exact; a new chunk overwrites whatever shared its slot, so the cache never
+ * grows past its slots.
  *
  * Size: it was 8,192 slots (512 KiB, inside a core's L2). The 13 PUD languages (283,418
  * chunks, 77,805 distinct on cl100k) overflowed it: 94,000 chunks a call fell through to the
@@ -32,9 +33,11 @@
 #define TOKEMBED_ENCODE_FRONT_H
 #include "common.h"
 
-#define TK_FRONT_BITS 16
-#define TK_FRONT_SLOTS ((size_t)1 << TK_FRONT_BITS)
-#define TK_FRONT_BYTES (TK_FRONT_SLOTS * 64)
+/* Slots: 2^16 at first, 2^18 once the front is seen to lose the chunks a text repeats
+ * (tk_front_grown). */
+#define TK_FRONT_MIN_BITS 16
+#define TK_FRONT_MAX_BITS 18
+#define TK_FRONT_BYTES(bits) (((size_t)64) << (bits))
 #define TK_FRONT_KEY 32
 #define TK_FRONT_IDS 7
 
@@ -65,7 +68,14 @@ static const unsigned char tk_front_ones[64] = {
  * stays in a register until it is stored: masking a local array that the compiler then read
  * back as 16-byte vectors made every chunk wait on a failed store-to-load forward (41% of the
  * batch loop's samples on a warm French stream; fixing it alone: 168 -> 178 MB/s). */
-static inline void tk_front_key_of(const unsigned char *p, size_t n, size_t avail,
+/* The slot index of a chunk of n bytes whose zero-padded words are w, in a front of 2^bits. */
+static inline size_t tk_front_index(const uint64_t w[4], size_t n, unsigned bits) {
+    uint64_t h = (w[0] * 0x9e3779b97f4a7c15ull) ^ (w[1] * 0xc2b2ae3d27d4eb4full) ^
+                 (w[2] * 0x165667b19e3779f9ull) ^ (w[3] * 0xd6e8feb86659fd93ull) ^ n;
+    return (size_t)(tk_mix64(h) >> (64 - bits));
+}
+
+static inline void tk_front_key_of(const unsigned char *p, size_t n, size_t avail, unsigned bits,
                                    tk_front_key *k) {
     uint64_t w[4];
     if (avail >= TK_FRONT_KEY) {
@@ -76,10 +86,8 @@ static inline void tk_front_key_of(const unsigned char *p, size_t n, size_t avai
         memcpy(buf, p, n);
         for (int j = 0; j < 4; j++) w[j] = tk_load64(buf + 8 * j);
     }
-    uint64_t h = (w[0] * 0x9e3779b97f4a7c15ull) ^ (w[1] * 0xc2b2ae3d27d4eb4full) ^
-                 (w[2] * 0x165667b19e3779f9ull) ^ (w[3] * 0xd6e8feb86659fd93ull) ^ n;
     for (int j = 0; j < 4; j++) k->w[j] = w[j];
-    k->index = (size_t)(tk_mix64(h) >> (64 - TK_FRONT_BITS));
+    k->index = tk_front_index(w, n, bits);
 }
 
 /* The slot holding the chunk of `k` (n bytes), or NULL. */
@@ -93,14 +101,30 @@ static inline const tk_front_slot *tk_front_get(const tk_front_slot *slots, cons
                : NULL;
 }
 
-/* Remember the m ids of the chunk of `k` (n bytes), when they fit a slot. */
-static inline void tk_front_put(tk_front_slot *slots, const tk_front_key *k, size_t n,
-                                const uint32_t *ids, size_t m) {
-    if (m > TK_FRONT_IDS) return;
+/* Remember the m ids of the chunk of `k` (n bytes), when they fit a slot (a chunk the slot
+ * does not hold: put after a miss). Returns 1 when that displaced another chunk. */
+static inline int tk_front_put(tk_front_slot *slots, const tk_front_key *k, size_t n,
+                               const uint32_t *ids, size_t m) {
+    if (m > TK_FRONT_IDS) return 0;
     tk_front_slot *s = &slots[k->index];
+    int displaced = s->len != 0;
     memcpy(s->w, k->w, sizeof s->w);
     s->len = (uint8_t)n;
     s->n_ids = (uint8_t)m;
     memcpy(s->ids, ids, m * sizeof(uint32_t));
+    return displaced;
+}
+
+/* A front of 2^bits slots holding the chunks of `old` (2^old_bits slots, bits > old_bits), or
+ * NULL without memory (`old` is kept then). Two chunks that meet in one new slot keep the later
+ * in `old`'s order; the rest are lost, as any chunk a new one displaces. A key made for the
+ * old front names one of the first 2^old_bits slots of the new: asked there, it misses, or is
+ * put where it is never asked; never a wrong answer, since a hit compares the whole chunk. */
+static tk_front_slot *tk_front_grown(const tk_front_slot *old, unsigned old_bits, unsigned bits) {
+    tk_front_slot *slots = tk_table_alloc(TK_FRONT_BYTES(bits));
+    if (!slots) return NULL;
+    for (size_t i = 0; i < (size_t)1 << old_bits; i++)
+        if (old[i].len) slots[tk_front_index(old[i].w, old[i].len, bits)] = old[i];
+    return slots;
 }
 #endif

@@ -738,6 +738,10 @@ static PyObject *Encoder_get_cache_clears(EncoderObject *self, void *c) {
     return PyLong_FromUnsignedLongLong(self->e ? tk_encoder_cache_clears(self->e) : 0);
 }
 
+static PyObject *Encoder_get_front_slots(EncoderObject *self, void *c) {
+    return PyLong_FromSize_t(self->e ? tk_encoder_front_slots(self->e) : 0);
+}
+
 static PyObject *Encoder_get_tables(EncoderObject *self, void *c) {
     if (ready(self) < 0) return NULL;
     Py_INCREF(self->tables);
@@ -804,6 +808,9 @@ static PyMethodDef Encoder_methods[] = {
 static PyGetSetDef Encoder_getset[] = {
     {"cache_size", (getter)Encoder_get_cache_size, NULL, "Chunks in the cache.", NULL},
     {"cache_clears", (getter)Encoder_get_cache_clears, NULL, "Times the cache was emptied.", NULL},
+    {"front_slots", (getter)Encoder_get_front_slots, NULL,
+     "Slots of the front cache of short chunks (0 before the first); it grows between calls.",
+     NULL},
     {"tables", (getter)Encoder_get_tables, NULL, "The Tables this encoder reads.", NULL},
     {NULL}};
 
