@@ -90,6 +90,17 @@ int tk_encode_pieces(tk_encoder *e, const unsigned char *text, const size_t *len
 /* Valid UTF-8 text split by the compiled scanner (scan.h's preset and dialect). */
 int tk_encode_text(tk_encoder *e, int preset, int dialect, const unsigned char *text, size_t n,
                    size_t *bad);
+/* A text given as n code points of `kind` bytes each (1, 2 or 4: a str's storage), encoded as
+   tk_encode_text encodes its UTF-8, which is written a window at a time and never whole.
+   TK_NOT_UTF8 with *bad the index of a surrogate code point (the output means nothing then);
+   TK_MISSING_BYTE with *bad the offset of the byte in the text's UTF-8. */
+int tk_encode_ucs(tk_encoder *e, int preset, int dialect, const void *data, int kind, size_t n,
+                  size_t *bad);
+/* The UTF-8 of code points data[*at..n) of `kind` bytes each, as tk_encode_ucs writes it: whole
+   characters into out[0..cap) (cap >= 4), *at moved past them; the bytes written (0 at the
+   end), or -1 at a surrogate (*at its index). */
+ptrdiff_t tk_utf8_window(const void *data, int kind, size_t n, size_t *at, unsigned char *out,
+                         size_t cap);
 /* Several texts, one after the other; ends[i] is the output length after text i. On a missing
    byte, *failed is the text that holds it (*bad its offset there). */
 int tk_encode_texts(tk_encoder *e, int preset, int dialect, const unsigned char *const *texts,
@@ -107,6 +118,8 @@ size_t tk_encoder_cache_size(const tk_encoder *e);
 uint64_t tk_encoder_cache_clears(const tk_encoder *e);
 /* Slots of the encoder's front cache (0 before its first chunk); it grows between calls. */
 size_t tk_encoder_front_slots(const tk_encoder *e);
+/* Bytes of the window a str's UTF-8 is written into (0 before the first such call). */
+size_t tk_encoder_window_bytes(const tk_encoder *e);
 void tk_encoder_clear_cache(tk_encoder *e);
 
 /* Install the fork handler that lets a forked child repair encoders' and caches' locks. Call

@@ -564,6 +564,17 @@ static int utf8_boundary(const char *p, Py_ssize_t n, Py_ssize_t at) {
     return at == n || ((unsigned char)p[at] & 0xC0) != 0x80;
 }
 
+/* 1 when the str's UTF-8 is not its storage (not ASCII) and Python has not made and kept it: the
+ * encoder then writes it a window at a time from the code points (tk_encode_ucs) rather than
+ * have Python make the whole of it, to be kept beside the str. */
+static int utf8_not_kept(PyObject *text) {
+#if PY_VERSION_HEX < 0x030C0000
+    if (!PyUnicode_IS_READY(text)) return 0; /* a legacy str (every str is ready from 3.12) */
+#endif
+    if (!PyUnicode_IS_COMPACT(text) || PyUnicode_IS_ASCII(text)) return 0;
+    return ((PyCompactUnicodeObject *)text)->utf8 == NULL;
+}
+
 /* encode_text(text, preset, dialect, *, as_bytes, start, end): the ids of bytes [start, end) of
  * the text's UTF-8 (by default all of it), which the caller cut where the scanner allows
  * (safe_cuts): the parts of one long text share its UTF-8 instead of each being a new str. */
@@ -575,6 +586,19 @@ static PyObject *Encoder_encode_text(EncoderObject *self, PyObject *args, PyObje
     if (ready(self) < 0 || !PyArg_ParseTupleAndKeywords(args, kw, "Uii|$pnn", names, &text, &preset,
                                                         &dialect, &as_bytes, &start, &end))
         return NULL;
+    int status;
+    size_t bad = 0;
+    if (start == 0 && end < 0 && utf8_not_kept(text)) {
+        const void *data = PyUnicode_DATA(text);
+        int kind = PyUnicode_KIND(text);
+        size_t chars = (size_t)PyUnicode_GET_LENGTH(text);
+        Py_BEGIN_ALLOW_THREADS
+        status = tk_encode_ucs(self->e, preset, dialect, data, kind, chars, &bad);
+        Py_END_ALLOW_THREADS
+        if (status == 0) return ids_result(self, as_bytes);
+        if (status != TK_NOT_UTF8) return job_error(status, bad);
+        /* a surrogate: Python's own UTF-8 raises its UnicodeEncodeError */
+    }
     Py_ssize_t n;
     const char *p = PyUnicode_AsUTF8AndSize(text, &n);
     if (!p) return NULL;
@@ -586,8 +610,6 @@ static PyObject *Encoder_encode_text(EncoderObject *self, PyObject *args, PyObje
                      "start <= end; got %zd and %zd", n, start, end);
         return NULL;
     }
-    int status;
-    size_t bad = 0;
     Py_BEGIN_ALLOW_THREADS
     status = tk_encode_text(self->e, preset, dialect, (const unsigned char *)p + start,
                             (size_t)(end - start), &bad);
@@ -742,6 +764,10 @@ static PyObject *Encoder_get_front_slots(EncoderObject *self, void *c) {
     return PyLong_FromSize_t(self->e ? tk_encoder_front_slots(self->e) : 0);
 }
 
+static PyObject *Encoder_get_window_bytes(EncoderObject *self, void *c) {
+    return PyLong_FromSize_t(self->e ? tk_encoder_window_bytes(self->e) : 0);
+}
+
 static PyObject *Encoder_get_tables(EncoderObject *self, void *c) {
     if (ready(self) < 0) return NULL;
     Py_INCREF(self->tables);
@@ -810,6 +836,10 @@ static PyGetSetDef Encoder_getset[] = {
     {"cache_clears", (getter)Encoder_get_cache_clears, NULL, "Times the cache was emptied.", NULL},
     {"front_slots", (getter)Encoder_get_front_slots, NULL,
      "Slots of the front cache of short chunks (0 before the first); it grows between calls.",
+     NULL},
+    {"window_bytes", (getter)Encoder_get_window_bytes, NULL,
+     "Bytes of the window a str's UTF-8 is written into (0 before the first str that is not "
+     "ASCII).",
      NULL},
     {"tables", (getter)Encoder_get_tables, NULL, "The Tables this encoder reads.", NULL},
     {NULL}};
@@ -907,6 +937,37 @@ static PyObject *scan_text(PyObject *mod, PyObject *args) {
     return bad >= 0 ? Py_BuildValue("(in)", 2, bad) : Py_BuildValue("(in)", 0, (Py_ssize_t)-1);
 }
 
+/* utf8_windows(text, cap) -> bytes: the str's UTF-8 as the encoder writes it from its code points
+ * (tk_ucs_to_utf8), cap bytes at a time (cap >= 4); ValueError naming the character index of a
+ * surrogate. For tests: any window size, against str.encode. */
+static PyObject *utf8_windows(PyObject *mod, PyObject *args) {
+    PyObject *text;
+    Py_ssize_t cap;
+    if (!PyArg_ParseTuple(args, "Un", &text, &cap)) return NULL;
+    if (cap < 4) {
+        PyErr_SetString(PyExc_ValueError, "cap must be at least 4");
+        return NULL;
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    const void *data = PyUnicode_DATA(text);
+    int kind = PyUnicode_KIND(text);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * 4 + cap);
+    if (!out) return NULL;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+    size_t w = 0, at = 0;
+    for (;;) {
+        ptrdiff_t k = tk_utf8_window(data, kind, (size_t)n, &at, o + w, (size_t)cap);
+        if (k < 0) {
+            Py_DECREF(out);
+            return PyErr_Format(PyExc_ValueError, "surrogate at %zu", at);
+        }
+        if (k == 0) break;
+        w += (size_t)k;
+    }
+    if (_PyBytes_Resize(&out, (Py_ssize_t)w) < 0) return NULL;
+    return out;
+}
+
 static PyObject *fork_repairs(PyObject *mod, PyObject *unused) {
     return PyLong_FromUnsignedLongLong(tk_fork_repair_count());
 }
@@ -989,6 +1050,8 @@ static PyMethodDef module_methods[] = {
      "its UTF-8 length."},
     {"scan_text", scan_text, METH_VARARGS,
      "scan_text(text, missing, bmp) -> (problem, offset): 1 a surrogate, 2 a missing byte, 0 none."},
+    {"utf8_windows", utf8_windows, METH_VARARGS,
+     "utf8_windows(text, cap): the text's UTF-8 as the encoder writes it, cap bytes at a time."},
     {"fork_repairs", fork_repairs, METH_NOARGS,
      "fork_repairs() -> int: encoders and shared caches made usable again in this forked process."},
     {NULL, NULL, 0, NULL},
