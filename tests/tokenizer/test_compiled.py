@@ -335,9 +335,10 @@ def test_missing_byte_raises_with_the_offset_of_today() -> None:
 
 
 def test_a_range_of_a_text_encodes_as_that_part_and_cuts_between_characters() -> None:
-    """``encode_text(..., start=, end=)`` encodes bytes [start, end) of the text's UTF-8 as
-    the str of those bytes would; ``safe_cuts`` gives increasing cuts then the UTF-8's length;
-    an offset inside a character or past the end is refused."""
+    """``encode_text(..., start=, end=)`` encodes bytes [start, end) of the text's UTF-8 (with
+    ``chars=True`` characters [start, end)) as the str of them would; ``safe_cuts`` gives
+    increasing character cuts then the text's length, and the UTF-8's length; an offset inside
+    a character or past the end is refused."""
     module = encode_module()
     tok = pud_tokenizer()
     engine = tok._engine
@@ -345,21 +346,28 @@ def test_a_range_of_a_text_encodes_as_that_part_and_cuts_between_characters() ->
     enc = engine.encoder()
     text = pud_text("ru")[:20_000] + "\n" + pud_text("zh")[:20_000]
     data = text.encode()
-    ends = module.safe_cuts(text, engine.scanner[1], 6)
-    assert ends[-1] == len(data)
+    ends, size = module.safe_cuts(text, engine.scanner[1], 6)
+    assert ends[-1] == len(text)
+    assert size == len(data)
     assert 2 <= len(ends) <= 6
     assert ends == sorted(set(ends))
     whole: list[int] = []
     for start, end in pairwise([0, *ends]):
-        part = enc.encode_text(text, *engine.scanner, start=start, end=end)
-        assert part == enc.encode_text(data[start:end].decode(), *engine.scanner)
+        part = enc.encode_text(text, *engine.scanner, start=start, end=end, chars=True)
+        assert part == enc.encode_text(text[start:end], *engine.scanner)
+        a, b = len(text[:start].encode()), len(text[:end].encode())
+        assert part == enc.encode_text(text, *engine.scanner, start=a, end=b)
         whole += part
     assert whole == tok.encode_ordinary(text)
     inside = len("Д".encode()) // 2  # the second byte of a two-byte character
     for start, end in ((inside, -1), (0, inside), (3, 2), (-1, 4), (0, len("Дом".encode()) + 1)):
         with pytest.raises(ValueError, match="character boundaries"):
             enc.encode_text("Дом", *engine.scanner, start=start, end=end)
-    assert module.safe_cuts("no line feed at all", engine.scanner[1], 4) == [19]
+    for start, end in ((3, 2), (-1, 2), (0, 4)):
+        with pytest.raises(ValueError, match="character offsets"):
+            enc.encode_text("Дом", *engine.scanner, start=start, end=end, chars=True)
+    assert module.safe_cuts("no line feed at all", engine.scanner[1], 4) == ([19], 19)
+    assert module.safe_cuts("нет перевода строки", engine.scanner[1], 4) == ([19], 36)
 
 
 def test_join_lists_moves_the_items_of_lists_no_one_else_holds() -> None:
@@ -728,14 +736,12 @@ def _one_and_parallel(name: str, text: str, *, threads: int, min_bytes: int) -> 
 
 
 def _assert_tiles(parts: list[tuple[int, int]], text: str) -> None:
-    """The parts are byte ranges that tile the text's UTF-8, each cut between characters."""
-    data = text.encode()
+    """The parts are character ranges that tile the text."""
     assert parts[0][0] == 0
-    assert parts[-1][1] == len(data)
+    assert parts[-1][1] == len(text)
     for (_, end), (start, _) in pairwise(parts):
         assert end == start
     assert all(a < b for a, b in parts)
-    assert "".join(data[a:b].decode() for a, b in parts) == text
 
 
 @pytest.mark.parametrize("name", _PARALLEL_VOCABS)

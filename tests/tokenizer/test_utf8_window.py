@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from _core_data import encode_module, rank_peer, rank_vocab, real_text
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tokembed.errors import TokenizerError
@@ -67,6 +67,31 @@ def test_a_surrogate_is_named_by_its_index(text: str, at: int, surrogate: str, w
     at = at % (len(text) + 1)
     with pytest.raises(ValueError, match=f"surrogate at {at}$"):
         encode_module().utf8_windows(text[:at] + surrogate + text[at:], 64)
+
+
+_CUT_PIECES = [*_RUN_CHARS, "\n", "\n\n", "x\ny", " \n", "  a", "/", "Я\n", "中\nb"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.lists(st.sampled_from(_CUT_PIECES)).map("".join), dialect=st.integers(0, 1))
+@example(text="я\nя\nя\nя", dialect=0)  # cuts at 2, 4 and 6: from the middle (3) on, 4
+def test_cuts_of_code_points_are_the_cuts_of_the_utf8(text: str, dialect: int) -> None:
+    """``safe_cuts`` finds its cut in the code points (a window of UTF-8 at a time) where the
+    scanner's own rule finds it in the whole UTF-8: from the middle character on, the first."""
+    from tokembed.tokenizer._native import load
+
+    count = load("_count")
+    assert count is not None
+    ends, size = encode_module().safe_cuts(text, dialect, 2)
+    data = text.encode()
+    assert (size, ends[-1]) == (len(data), len(text))
+    middle = max(len(text) // 2, 1)
+    if middle < len(text):
+        expected = count.safe_cut(data, dialect, len(text[:middle].encode()))
+        got = len(text[: ends[0]].encode()) if len(ends) == 2 else len(data)
+        assert got == expected
+    else:
+        assert ends == [len(text)]
 
 
 @pytest.mark.parametrize("name", ["qwen", "cl100k_base", "o200k_base", "r50k_base"])

@@ -70,8 +70,9 @@ __all__ = [
 # beyond 64 bytes per entry, so 1M entries stay under ~200 MB at any chunk length. A chunk
 # enters on its second merge, so RusLit-40's first 4 MB leaves 6,548 entries (o200k). Each
 # thread's encoder adds a 4 MiB front cache (16 MiB once a call on text with more distinct
-# short chunks than it holds has displaced a quarter of them) and 128 KiB of doorkeeper bits
-# (_native/encode_front.h, encode_core.c), made on its first call.
+# short chunks than it holds has displaced a quarter of them), 128 KiB of doorkeeper bits
+# and a 256 KiB window for a str's UTF-8 (_native/encode_front.h, encode_core.c), made on its
+# first call.
 CACHE_LIMIT = 1 << 20
 # Texts shorter than this take one thread. Cutting costs tens of microseconds, but a cold
 # text's parts each start with an empty memo and a cache the other thread is still filling:
@@ -385,7 +386,7 @@ class CompiledEncoder:
         def part(i: int) -> Any:
             start, end = parts[i]
             return self.encoder().encode_text(
-                text, *scanner, as_bytes=as_bytes, start=start, end=end
+                text, *scanner, as_bytes=as_bytes, start=start, end=end, chars=True
             )
 
         results = run_threaded(len(parts), part, threads=self._thread_count())
@@ -400,18 +401,16 @@ class CompiledEncoder:
 
     def parts(self, text: str) -> list[tuple[int, int]] | None:
         """``text`` cut at safe cuts into parts for ``threads`` threads (up to
-        :data:`PARTS_PER_THREAD` each), as ``(start, end)`` byte offsets of its UTF-8 that
-        tile it; or None when one thread is due (a short text, one thread allowed, no
-        compiled scanner, or no safe cut at all). The parts share the text's UTF-8: no part
-        is a new ``str``."""
+        :data:`PARTS_PER_THREAD` each), as ``(start, end)`` character offsets that tile it;
+        or None when one thread is due (a short text, one thread allowed, no compiled
+        scanner, or no safe cut at all). The parts share the text: no part is a new ``str``,
+        and Python's UTF-8 of it is never made (each part's is written a window at a time)."""
         if self.scanner is None or len(text) * 4 < self.parallel_min_bytes:
             return None
         k = self._thread_count()
         if k < 2:
             return None
-        # The last end is the UTF-8's length (made here once, and kept on the str for the
-        # encode that follows either way).
-        ends = self._module.safe_cuts(text, self.scanner[1], k * PARTS_PER_THREAD)
-        if ends[-1] < self.parallel_min_bytes or len(ends) < 2:
+        ends, size = self._module.safe_cuts(text, self.scanner[1], k * PARTS_PER_THREAD)
+        if size < self.parallel_min_bytes or len(ends) < 2:
             return None  # short, or no safe cut (one giant line): one part
         return list(pairwise([0, *ends]))

@@ -920,7 +920,7 @@ static tk_front_slot *front_of(tk_encoder *e) {
 }
 
 /* The front grows, at the start of a call, when the last call displaced a quarter of its slots'
- * worth of chunks, or all calls since it was made as many chunks as it has slots: the text has
+ * worth of chunks, or all calls since it was made half as many as it has slots: the text has
  * more distinct short chunks than it holds, and the next text like it would merge again (or
  * ask the chunk cache, a hash and a lock, for) the ones it lost. Never during a call, so a
  * call on a new encoder costs what it did; a long text cut into parts for threads (or a batch
@@ -1386,9 +1386,11 @@ int tk_encode_text(tk_encoder *e, int preset, int dialect, const unsigned char *
 }
 
 /* A str's UTF-8 is taken TK_WINDOW bytes at a time (utf8_write.h); each window is encoded up to
- * its last safe cut (scan.h's tk_safe_cut, as the parts of a text cut for threads are), and
- * what follows the cut starts the next. A window with no cut in its second half grows to twice
- * the size; one grown past TK_WINDOW_KEPT is given back after the call. 256 KiB: read again by
+ * the first safe cut in its second half (scan.h's tk_safe_cut, as the parts of a text cut for
+ * threads are), and what follows the cut starts the next. A window with no cut in its second
+ * half grows to twice the size; one grown past TK_WINDOW_KEPT is given back after the call.
+ * The parts of a text cut for threads are windowed the same way, each from its first character
+ * (compiled.py's parts are character ranges since). 256 KiB: read again by
  * the scanner and the front keys while still in the core's 1 MiB L2. Cold, one thread, fresh
  * processes, medians of 7, Python's whole UTF-8 -> windows: qwen, 13 PUD languages 47.9 -> 51.7
  * MB/s, RusLit-40 (4 MB) 76.4 -> 86.8; cl100k 56.7 -> 57.4 and 91.1 -> 104.2. The price: a str
@@ -1413,6 +1415,48 @@ ptrdiff_t tk_utf8_window(const void *data, int kind, size_t n, size_t *at, unsig
     ptrdiff_t w = tk_ucs_to_utf8(&src, out, cap);
     *at = src.at;
     return w;
+}
+
+size_t tk_ucs_utf8_length(const void *data, int kind, size_t n) {
+    size_t len = n;
+    if (kind == 1) {
+        const uint8_t *s = data;
+        for (size_t i = 0; i < n; i++) len += s[i] >= 0x80;
+    } else if (kind == 2) {
+        const uint16_t *s = data;
+        for (size_t i = 0; i < n; i++) len += (size_t)(s[i] >= 0x80) + (s[i] >= 0x800);
+    } else {
+        const uint32_t *s = data;
+        for (size_t i = 0; i < n; i++)
+            len += (size_t)(s[i] >= 0x80) + (s[i] >= 0x800) + (s[i] >= 0x10000);
+    }
+    return len;
+}
+
+/* Windows of 16 KiB, each from two characters before where the search goes on (the rule reads
+ * the two characters before a cut); a cut the rule could only confirm past a window's end is
+ * passed over for a later one. */
+size_t tk_ucs_safe_cut(int dialect, const void *data, int kind, size_t n, size_t from) {
+    unsigned char buf[16384];
+    while (from < n) {
+        size_t start = from < 2 ? 0 : from - 2;
+        tk_ucs_text src = {data, n, start, kind};
+        ptrdiff_t have = tk_ucs_to_utf8(&src, buf, sizeof buf);
+        if (have <= 0) return n;
+        size_t b = 0; /* the byte where character `from` starts */
+        for (size_t k = start; k < from && b < (size_t)have; k++)
+            for (b++; b < (size_t)have && tk_is_cont(buf[b]); b++) {
+            }
+        size_t q = tk_safe_cut(dialect, buf, (size_t)have, b);
+        if (q < (size_t)have) {
+            size_t chars = 0;
+            for (size_t i = 0; i < q; i++) chars += !tk_is_cont(buf[i]);
+            return start + chars;
+        }
+        if (src.at >= n) return n;
+        from = src.at;
+    }
+    return n;
 }
 
 int tk_encode_ucs(tk_encoder *e, int preset, int dialect, const void *data, int kind, size_t n,

@@ -101,6 +101,13 @@ int tk_encode_ucs(tk_encoder *e, int preset, int dialect, const void *data, int 
    end), or -1 at a surrogate (*at its index). */
 ptrdiff_t tk_utf8_window(const void *data, int kind, size_t n, size_t *at, unsigned char *out,
                          size_t cap);
+/* Bytes of the UTF-8 of code points data[0..n) of `kind` bytes each (a surrogate counted as
+   three). */
+size_t tk_ucs_utf8_length(const void *data, int kind, size_t n);
+/* tk_safe_cut on code points: the first index p in [from, n) at which they can be cut into two
+   texts whose pieces are together those of the whole (found in their UTF-8, written a window
+   at a time), or n when there is none (or a surrogate comes first). */
+size_t tk_ucs_safe_cut(int dialect, const void *data, int kind, size_t n, size_t from);
 /* Several texts, one after the other; ends[i] is the output length after text i. On a missing
    byte, *failed is the text that holds it (*bad its offset there). */
 int tk_encode_texts(tk_encoder *e, int preset, int dialect, const unsigned char *const *texts,
