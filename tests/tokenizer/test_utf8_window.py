@@ -1,9 +1,10 @@
 """A str's UTF-8 written a window at a time (``_native/utf8_write.h``, ``tk_encode_ucs``).
 
 The writer against ``str.encode`` on hypothesis texts of every storage kind, at window sizes
-down to one character; the windowed encode against the same text encoded from Python's whole
-UTF-8 (and tiktoken) on PUD and RusLit-40 for every scanned rank file; windows with no cut,
-errors past the first window.
+down to one character; the cuts found in the code points against the scanner's rule on the
+whole UTF-8; the windowed encode against the same text encoded from Python's whole UTF-8 (and
+tiktoken) on PUD and RusLit-40 for four rank files; windows with no cut, errors past the first
+window.
 """
 
 from __future__ import annotations

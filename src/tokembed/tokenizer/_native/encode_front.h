@@ -63,11 +63,6 @@ static const unsigned char tk_front_ones[64] = {
     255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255,
 };
 
-/* The key of p[0..n) (1 <= n <= TK_FRONT_KEY); `avail` bytes from p may be read (>= n). Whole
- * 8-byte loads, masked, when the text goes on that far: no byte-wise copy per chunk. Each word
- * stays in a register until it is stored: masking a local array that the compiler then read
- * back as 16-byte vectors made every chunk wait on a failed store-to-load forward (41% of the
- * batch loop's samples on a warm French stream; fixing it alone: 168 -> 178 MB/s). */
 /* The slot index of a chunk of n bytes whose zero-padded words are w, in a front of 2^bits. */
 static inline size_t tk_front_index(const uint64_t w[4], size_t n, unsigned bits) {
     uint64_t h = (w[0] * 0x9e3779b97f4a7c15ull) ^ (w[1] * 0xc2b2ae3d27d4eb4full) ^
@@ -75,6 +70,11 @@ static inline size_t tk_front_index(const uint64_t w[4], size_t n, unsigned bits
     return (size_t)(tk_mix64(h) >> (64 - bits));
 }
 
+/* The key of p[0..n) (1 <= n <= TK_FRONT_KEY); `avail` bytes from p may be read (>= n). Whole
+ * 8-byte loads, masked, when the text goes on that far: no byte-wise copy per chunk. Each word
+ * stays in a register until it is stored: masking a local array that the compiler then read
+ * back as 16-byte vectors made every chunk wait on a failed store-to-load forward (41% of the
+ * batch loop's samples on a warm French stream; fixing it alone: 168 -> 178 MB/s). */
 static inline void tk_front_key_of(const unsigned char *p, size_t n, size_t avail, unsigned bits,
                                    tk_front_key *k) {
     uint64_t w[4];

@@ -134,10 +134,6 @@ static inline size_t tk_utf8_put_bmp(unsigned char *o, uint32_t c) {
     return 1 + (c >= 0x80) + (c >= 0x800);
 }
 
-/* The next code points of t as UTF-8 into out[0..cap): whole characters only, as many as fit.
- * Returns the bytes written (0 only at the end of t, given cap >= 4), or -1 at a surrogate
- * (t->at then names it; what was written before it is in out). Where a whole block of eight
- * is neither ASCII nor two-byte, the eight go one at a time before blocks are tried again. */
 /* The two-byte kind's blocks of tk_ucs_to_utf8, from t->at while eight more fit (8 * 3 bytes
  * and the put's scratch byte); 1 when a surrogate stopped it (t->at names it). `blocks`: SSSE3
  * is there for tk_utf8_put8 (tk_ucs2_blocks), else every character goes one at a time. */
@@ -183,6 +179,11 @@ static int tk_ucs2_plain(tk_ucs_text *t, unsigned char *out, size_t cap, size_t 
     return tk_ucs2_loop(t, out, cap, written, 0);
 }
 
+/* The next code points of t as UTF-8 into out[0..cap): whole characters only, as many as fit.
+ * Returns the bytes written (0 only at the end of t, given cap >= 4), or -1 at a surrogate
+ * (t->at then names it; what was written before it is in out). Where a block of eight is
+ * neither all below U+0800 nor all three-byte, the eight go one at a time before blocks are
+ * tried again; a str of one byte a character goes eight at a time while they are ASCII. */
 static ptrdiff_t tk_ucs_to_utf8(tk_ucs_text *t, unsigned char *out, size_t cap) {
     size_t w = 0, i = t->at;
     if (t->kind == 2) {
