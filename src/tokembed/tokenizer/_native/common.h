@@ -21,7 +21,6 @@ static inline uint64_t tk_mix64(uint64_t x) {
     return x;
 }
 
-/* 1 for a UTF-8 continuation byte (10xxxxxx). */
 /* Set bits of x (no popcnt instruction is assumed of the target: without one the builtin is
  * a call into libgcc, 1.7% of a warm English encode's samples when the scanner asked it of
  * every 64-byte block). */
@@ -32,6 +31,7 @@ static inline unsigned tk_popcount64(uint64_t x) {
     return (unsigned)((x * 0x0101010101010101ull) >> 56);
 }
 
+/* 1 for a UTF-8 continuation byte (10xxxxxx). */
 static inline int tk_is_cont(unsigned c) { return (c & 0xC0) == 0x80; }
 
 static inline uint64_t tk_load64(const unsigned char *p) {

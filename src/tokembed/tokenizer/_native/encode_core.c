@@ -949,6 +949,13 @@ static void front_settle(tk_encoder *e) {
     e->front_lost = e->lost_before = 0;
 }
 
+/* What every encode call does first, under the encoder's lock: the front grows if the calls
+ * before asked for it, and the output starts empty with room for `bytes` ids. */
+static void call_start(tk_encoder *e, size_t bytes) {
+    front_settle(e);
+    out_start(e, bytes);
+}
+
 /* tk_front_put, counting the chunks it displaces. */
 static inline void front_put(tk_encoder *e, tk_front_slot *front, const tk_front_key *key,
                              size_t n, const uint32_t *ids, size_t m) {
@@ -1360,8 +1367,7 @@ int tk_encode_pieces(tk_encoder *e, const unsigned char *text, const size_t *len
     for (size_t i = 0; i < n_pieces; i++) total += lens[i];
     encoder_repair(e);
     pthread_mutex_lock(&e->lock);
-    front_settle(e);
-    out_start(e, total);
+    call_start(e, total);
     for (size_t i = 0; i < n_pieces && status == 0; i++) {
         if (lens[i] == 0) continue;
         status = encode_chunk(e, text + base, lens[i], total - base, bad);
@@ -1377,8 +1383,7 @@ int tk_encode_text(tk_encoder *e, int preset, int dialect, const unsigned char *
     tk_job job = {.enc = e, .text = text, .len = n};
     encoder_repair(e);
     pthread_mutex_lock(&e->lock);
-    front_settle(e);
-    out_start(e, n);
+    call_start(e, n);
     scan_job(&job, preset, dialect);
     pthread_mutex_unlock(&e->lock);
     *bad = job.missing_at;
@@ -1467,8 +1472,7 @@ int tk_encode_ucs(tk_encoder *e, int preset, int dialect, const void *data, int 
     int done = 0, status = 0;
     encoder_repair(e);
     pthread_mutex_lock(&e->lock);
-    front_settle(e);
-    out_start(e, n <= SIZE_MAX / 4 ? n * tk_ucs_max_bytes(kind) : SIZE_MAX);
+    call_start(e, n <= SIZE_MAX / 4 ? n * tk_ucs_max_bytes(kind) : SIZE_MAX);
     if (window_reserve(e, TK_WINDOW) < 0) status = -1;
     while (status == 0) {
         while (!done && e->window_cap - have >= 4) {
@@ -1517,8 +1521,7 @@ int tk_encode_texts(tk_encoder *e, int preset, int dialect, const unsigned char 
     size_t total = 0;
     for (size_t i = 0; i < n_texts; i++) total += lens[i];
     pthread_mutex_lock(&e->lock);
-    front_settle(e);
-    out_start(e, total);
+    call_start(e, total);
     for (size_t i = 0; i < n_texts && job.status == 0; i++) {
         job.text = texts[i];
         job.len = lens[i];
@@ -1542,8 +1545,7 @@ int tk_encode_lines(tk_encoder *e, int preset, int dialect, const unsigned char 
     tk_job job = {.enc = e};
     encoder_repair(e);
     pthread_mutex_lock(&e->lock);
-    front_settle(e);
-    out_start(e, n);
+    call_start(e, n);
     size_t start = 0;
     while (job.status == 0) {
         const unsigned char *nl = memchr(data + start, '\n', n - start);
