@@ -445,20 +445,40 @@ static int ensure_id_objects(TablesObject *t) {
  * the samples 9.8% -> 7.2%). */
 #define TK_OBJ_AHEAD 16
 
-/* A long text's list of ids is item pointers Python takes fresh from the system (its array is
- * calloc'd, the pages not yet touched), and filling it faulted one 4 KiB page at a time: 1,036
- * faults for the 547,608 ids of the 13 PUD languages (qwen, a fresh process), ~2 us each on the
- * test machine, where the encoder's own output buffer is on huge pages. The whole 2 MiB pages
- * inside the array are advised huge before the first write (tk_advise_huge): 525 faults. */
+/* A long text's list of ids is item pointers Python takes fresh from the system, and filling it
+ * faulted one 4 KiB page at a time: 1,036 faults for the 547,608 ids of the 13 PUD languages
+ * (qwen, a fresh process), ~2 us each on the test machine, where the encoder's own output buffer
+ * is on huge pages. The whole 2 MiB pages inside the array are advised huge before the first
+ * write (tk_advise_huge). */
 #define TK_LIST_HUGE_MIN (((size_t)4 << 20) / sizeof(PyObject *)) /* a whole huge page inside */
+
+/* A list of room for n items and size 0, its item array not zeroed; the caller sets items and
+ * then the size (Py_SET_SIZE), so the list never shows an item it has not set. PyList_New
+ * callocs the array, and where that memory comes from the heap (after a large free, glibc takes
+ * blocks of megabytes from it rather than from mmap), calloc zeroes it in a pass of its own,
+ * which took the faults of its small pages before the advice above could apply: 524 of the 643
+ * faults of a 13-language call (cl100k, 680,099 ids, a fresh process). */
+static PyObject *list_unfilled(size_t n) {
+    PyObject *list = PyList_New(0);
+    if (!list || n == 0) return list;
+    PyObject **items = n <= PY_SSIZE_T_MAX / sizeof(PyObject *)
+                           ? PyMem_Malloc(n * sizeof(PyObject *))
+                           : NULL;
+    if (!items) {
+        Py_DECREF(list);
+        return PyErr_NoMemory();
+    }
+    if (n >= TK_LIST_HUGE_MIN) tk_advise_huge(items, n * sizeof(PyObject *));
+    ((PyListObject *)list)->ob_item = items;
+    ((PyListObject *)list)->allocated = (Py_ssize_t)n;
+    return list;
+}
 
 static PyObject *ids_list(TablesObject *t, const uint32_t *ids, size_t n) {
     if (ensure_id_objects(t) < 0) return PyErr_NoMemory();
-    PyObject *list = PyList_New((Py_ssize_t)n);
+    PyObject *list = list_unfilled(n);
     if (!list) return NULL;
-    if (n >= TK_LIST_HUGE_MIN)
-        tk_advise_huge(((PyListObject *)list)->ob_item, n * sizeof(PyObject *));
-    PyObject **objs = t->id_objs;
+    PyObject **objs = t->id_objs, **items = ((PyListObject *)list)->ob_item;
     for (size_t i = 0; i < n; i++) {
         PyObject *v;
         if (objs && i + TK_OBJ_AHEAD < n) {
@@ -470,11 +490,13 @@ static PyObject *ids_list(TablesObject *t, const uint32_t *ids, size_t n) {
             v = objs[ids[i]];
             Py_INCREF(v);
         } else if (!(v = PyLong_FromUnsignedLong(ids[i]))) {
+            Py_SET_SIZE(list, (Py_ssize_t)i); /* the items set so far are released with it */
             Py_DECREF(list);
             return NULL;
         }
-        PyList_SET_ITEM(list, (Py_ssize_t)i, v);
+        items[i] = v;
     }
+    Py_SET_SIZE(list, (Py_ssize_t)n);
     return list;
 }
 
@@ -1056,10 +1078,9 @@ static PyObject *join_lists(PyObject *mod, PyObject *args) {
         }
         total += PyList_GET_SIZE(part);
     }
-    PyObject *out = PyList_New(total);
+    PyObject *out = list_unfilled((size_t)total);
     if (!out) return NULL;
     PyObject **to = ((PyListObject *)out)->ob_item;
-    if ((size_t)total >= TK_LIST_HUGE_MIN) tk_advise_huge(to, (size_t)total * sizeof(PyObject *));
     for (Py_ssize_t i = 0; i < k; i++) {
         PyObject *part = PyList_GET_ITEM(seq, i);
         Py_ssize_t n = PyList_GET_SIZE(part);
@@ -1075,6 +1096,7 @@ static PyObject *join_lists(PyObject *mod, PyObject *args) {
         }
         to += n;
     }
+    Py_SET_SIZE(out, total);
     return out;
 }
 
