@@ -47,3 +47,19 @@ def test_catastrophic_backtracking_is_bounded_with_a_clear_error() -> None:
     assert "backtracks" in str(e.value)
     assert time.monotonic() - start < 60  # unbounded, this takes about 2^40 steps
     assert pre.split("aaa") == ["aaa"]  # the same pattern on benign text still works
+
+
+def test_a_stage_whose_dialect_rewrite_does_not_compile_is_refused_when_made() -> None:
+    """A fuzzed rank-file sidecar's split pattern: ``regex`` compiles it as written, but its
+    rewrite for the tiktoken dialect (a group put where ``regex`` reads a class) does not, so
+    splitting failed with regex's own error on the first text; it is refused when made."""
+    from tokembed.errors import UsageError
+    from tokembed.tokenizer.dialect import dialect_pattern
+
+    stage = "():\\]s\\p[L\\\\p{}\\p{N}!]()S\\\\\\ss"
+    assert dialect_pattern(stage, "tiktoken") != stage
+    with pytest.raises(UsageError) as e:
+        Pretokenizer(stages=(stage,))
+    assert e.value.code == "INVALID_PATTERN"
+    assert e.value.value == stage
+    assert Pretokenizer(stages=(r"\p{N}+|[^\p{N}]+",)).split("a1b22") == ["a", "1", "b", "22"]

@@ -69,6 +69,25 @@ def _compile(pattern: str) -> regex.Pattern[str]:
         ) from exc
 
 
+def _check_rewrite(stage: str, dialect: Dialect) -> None:
+    """Refuse a stage whose rewrite for ``dialect`` does not compile: one whose classes the
+    rewriter reads apart differently from ``regex`` (a fuzzed sidecar's ``\\p[L...\\p{N}]``
+    compiled as written, then failed on the first text that needed the rewrite)."""
+    pattern = dialect_pattern(stage, dialect)
+    if pattern == stage:
+        return
+    try:
+        regex.compile(pattern)
+    except regex.error as exc:
+        raise UsageError(
+            "INVALID_PATTERN",
+            f"pre-tokenization regex cannot be read exactly as {dialect} reads it: {exc}",
+            value=stage,
+            fix="write each class and property escape in full (\\p{...}, [...]) or pass a "
+            f"preset name ({', '.join(sorted(PATTERNS))})",
+        ) from exc
+
+
 # (absolute start, absolute end, is a regex match, text)
 Piece = tuple[int, int, bool, str]
 
@@ -135,7 +154,8 @@ class Pretokenizer:
     names the regex engine whose reading of the stages is the truth.
 
     Raises:
-        UsageError(INVALID_PATTERN): a stage does not compile, or no stage is given;
+        UsageError(INVALID_PATTERN): a stage does not compile, or its rewrite for the
+            dialect does not (see ``patterns``), or no stage is given;
             from :meth:`split`, a stage that is not a preset ran past its time limit.
     """
 
@@ -159,6 +179,9 @@ class Pretokenizer:
             fix=f"pass dialect= one of {', '.join(DIALECTS)}",
         )
         object.__setattr__(self, "_compiled", tuple(_compile(s) for s in self.stages))
+        for stage in self.stages:
+            if stage not in _LINEAR:  # the presets' rewrites are known to compile
+                _check_rewrite(stage, self.dialect)
 
     @classmethod
     def preset(cls, name_or_regex: str, *, dialect: Dialect = "tiktoken") -> Pretokenizer:
