@@ -85,10 +85,18 @@ TEXTS = ("en", "ru", "cjk", "mixed")
 # goes (Latin-script words are merged from bytes when new; the other scripts mostly cut,
 # backtracked or merged from letters).
 SPLIT_TEXTS = ("latin", "other")
-_TEXT_NAMES = {"en": "English", "ru": "Russian", "cjk": "CJK", "mixed": "13 languages"}
-_TEXT_NAMES |= {"latin": "Latin script", "other": "other scripts"}
-_PUD = {"en": ("en",), "cjk": ("zh", "ja", "ko"), "mixed": None}
-_PUD |= {
+_TEXT_NAMES = {
+    "en": "English",
+    "ru": "Russian",
+    "cjk": "CJK",
+    "mixed": "13 languages",
+    "latin": "Latin script",
+    "other": "other scripts",
+}
+_PUD = {
+    "en": ("en",),
+    "cjk": ("zh", "ja", "ko"),
+    "mixed": None,
     "latin": ("de", "en", "es", "fi", "fr", "id", "tr"),
     "other": ("ar", "hi", "ko", "ru", "th", "zh"),
 }
