@@ -10,6 +10,7 @@ hypothesis texts; the cache, batches in threads, missing bytes and long chunks t
 from __future__ import annotations
 
 import os
+import sys
 from functools import cache
 from itertools import pairwise
 from pathlib import Path
@@ -383,6 +384,27 @@ def test_join_lists_moves_the_items_of_lists_no_one_else_holds() -> None:
     assert module.join_lists([]) == []
     with pytest.raises(TypeError):
         module.join_lists([[1], (2,)])
+
+
+def test_long_id_lists_are_exact_and_keep_no_slack() -> None:
+    """A list of half a million ids or more is made with room to spare (its pages then come
+    from huge pages) and gives that room back once filled: its items are the ids, its
+    allocation its length, and it grows as any list does; joined lists the same."""
+    module = encode_module()
+    tables = BPETables(pieces={i: bytes([i]) for i in range(256)})
+    tok = Tokenizer(pretokenizer=Pretokenizer.preset("o200k"), tables=tables)
+    text = "ab " * 200_000  # 600,000 ids, above the 524,288 where the slack starts
+    ids = tok.encode_ordinary(text)
+    assert ids == list(text.encode())
+    assert sys.getsizeof(ids) == sys.getsizeof([]) + 8 * len(ids)
+    ids.append(7)
+    assert ids[-1] == 7
+    assert len(ids) == 600_001
+    joined = module.join_lists([ids, [1, 2]])
+    assert len(joined) == 600_003
+    assert joined[:3] == [97, 98, 32]
+    assert joined[-3:] == [7, 1, 2]
+    assert sys.getsizeof(joined) == sys.getsizeof([]) + 8 * len(joined)
 
 
 def test_a_missing_byte_is_found_in_the_chunk_that_holds_it_however_many_follow() -> None:

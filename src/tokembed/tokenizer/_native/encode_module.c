@@ -447,32 +447,51 @@ static int ensure_id_objects(TablesObject *t) {
 
 /* A long text's list of ids is item pointers Python takes fresh from the system, and filling it
  * faulted one 4 KiB page at a time: 1,036 faults for the 547,608 ids of the 13 PUD languages
- * (qwen, a fresh process), ~2 us each on the test machine, where the encoder's own output buffer
- * is on huge pages. The whole 2 MiB pages inside the array are advised huge before the first
- * write (tk_advise_huge). */
-#define TK_LIST_HUGE_MIN (((size_t)4 << 20) / sizeof(PyObject *)) /* a whole huge page inside */
+ * (qwen, a fresh process), ~2 us each on the test machine (a 2 MiB huge page costs ~0.33 ms,
+ * a quarter as much per byte), where the encoder's own output buffer is on huge pages. The
+ * array is advised huge before the first write (tk_advise_huge), but only a 2 MiB page wholly
+ * inside it and untouched can be huge: where the array starts in heap memory already used (glibc
+ * takes blocks of megabytes from the heap after a large free), the fresh memory after it is
+ * often shorter than a whole aligned page, and the 13 languages on cl100k (680,099 ids, 5.4 MB)
+ * still faulted 643 small pages. So the array is asked for with TK_LIST_SLACK more, which puts
+ * every aligned page the items reach inside it, and the slack is given back once the items are
+ * set: 61 faults. Fresh processes interleaved, one thread, medians of 21: cl100k 43.2 -> 41.0 ms
+ * (of 15, qwen 45.0 -> 44.3); advising the pages populated (MADV_POPULATE_WRITE) as well, 41.4.
+ * Below 4 MiB of pointers (the 7 Latin-script PUD languages' 2 MB list) from 1 MiB up: 20.1 ->
+ * 20.2 ms, nothing to gain. */
+#define TK_LIST_HUGE_MIN (((size_t)4 << 20) / sizeof(PyObject *))
+#define TK_LIST_SLACK ((size_t)2 << 20)
 
 /* A list of room for n items and size 0, its item array not zeroed; the caller sets items and
- * then the size (Py_SET_SIZE), so the list never shows an item it has not set. PyList_New
- * callocs the array, and where that memory comes from the heap (after a large free, glibc takes
- * blocks of megabytes from it rather than from mmap), calloc zeroes it in a pass of its own
- * before every item is overwritten: 0.6-0.8 ms of a warm 13-language call on cl100k (680,099
- * ids, 5.4 MB of pointers). Its pages still fault on first touch, now in the fill (643 faults
- * in a fresh process either way: heap memory took no huge pages from the advice here). */
+ * then finishes it with list_filled, so the list never shows an item it has not set. PyList_New
+ * callocs the array, and where that memory comes from the heap, calloc zeroes it in a pass of
+ * its own before every item is overwritten: 0.6-0.8 ms of a warm 13-language call on cl100k. */
 static PyObject *list_unfilled(size_t n) {
     PyObject *list = PyList_New(0);
     if (!list || n == 0) return list;
-    PyObject **items = n <= PY_SSIZE_T_MAX / sizeof(PyObject *)
-                           ? PyMem_Malloc(n * sizeof(PyObject *))
+    size_t slack = n >= TK_LIST_HUGE_MIN ? TK_LIST_SLACK : 0;
+    PyObject **items = n <= (PY_SSIZE_T_MAX - slack) / sizeof(PyObject *)
+                           ? PyMem_Malloc(n * sizeof(PyObject *) + slack)
                            : NULL;
     if (!items) {
         Py_DECREF(list);
         return PyErr_NoMemory();
     }
-    if (n >= TK_LIST_HUGE_MIN) tk_advise_huge(items, n * sizeof(PyObject *));
+    if (slack) tk_advise_huge(items, n * sizeof(PyObject *) + slack);
     ((PyListObject *)list)->ob_item = items;
-    ((PyListObject *)list)->allocated = (Py_ssize_t)n;
+    ((PyListObject *)list)->allocated = (Py_ssize_t)(n + slack / sizeof(PyObject *));
     return list;
+}
+
+/* The size of a list from list_unfilled, once its n items are set; its slack is given back. */
+static void list_filled(PyObject *list, size_t n) {
+    PyListObject *l = (PyListObject *)list;
+    Py_SET_SIZE(list, (Py_ssize_t)n);
+    if ((size_t)l->allocated == n) return;
+    PyObject **items = PyMem_Realloc(l->ob_item, n * sizeof(PyObject *));
+    if (!items) return; /* the slack stays: room the list may grow into */
+    l->ob_item = items;
+    l->allocated = (Py_ssize_t)n;
 }
 
 static PyObject *ids_list(TablesObject *t, const uint32_t *ids, size_t n) {
@@ -497,7 +516,7 @@ static PyObject *ids_list(TablesObject *t, const uint32_t *ids, size_t n) {
         }
         items[i] = v;
     }
-    Py_SET_SIZE(list, (Py_ssize_t)n);
+    list_filled(list, n);
     return list;
 }
 
@@ -1097,7 +1116,7 @@ static PyObject *join_lists(PyObject *mod, PyObject *args) {
         }
         to += n;
     }
-    Py_SET_SIZE(out, total);
+    list_filled(out, (size_t)total);
     return out;
 }
 
