@@ -10,7 +10,9 @@ hypothesis texts; the cache, batches in threads, missing bytes and long chunks t
 from __future__ import annotations
 
 import os
+import random
 import sys
+from collections import Counter
 from functools import cache
 from itertools import pairwise
 from pathlib import Path
@@ -405,6 +407,37 @@ def test_long_id_lists_are_exact_and_keep_no_slack() -> None:
     assert joined[:3] == [97, 98, 32]
     assert joined[-3:] == [7, 1, 2]
     assert sys.getsizeof(joined) == sys.getsizeof([]) + 8 * len(joined)
+
+
+def test_long_lists_add_each_ints_references_exactly() -> None:
+    """A list of 65,536 ids or more counts its references per id and adds them to each int at
+    once: every shared int gains exactly as many references as the list holds it, and loses
+    them all when the list goes; the ids are the reference encoder's."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    pieces = {i: bytes([i]) for i in range(256)}
+    merges = []
+    for a in letters:
+        for b in letters:
+            merges.append((ord(a), ord(b), len(pieces)))
+            pieces[len(pieces)] = (a + b).encode()
+    tables = BPETables(pieces=pieces, merges=tuple(merges))
+    pre = Pretokenizer.preset("cl100k")
+    tok = Tokenizer(pretokenizer=pre, tables=tables)
+    rng = random.Random(5)
+    words = ["".join(rng.choices(letters, k=rng.randint(1, 9))) for _ in range(40_000)]
+    text = " ".join(words)
+    short = tok.encode_ordinary("hello world zz qq")  # below the bound: one reference per item
+    probes = list({i: i for i in short if i > 256}.values())  # the table's own int objects
+    assert len(probes) == 6  # he ll wo rl zz qq
+    before = [sys.getrefcount(p) for p in probes]
+    ids = tok.encode_ordinary(text)
+    after = [sys.getrefcount(p) for p in probes]
+    assert len(ids) >= 1 << 16
+    assert ids == encode_ordinary_reference(tables, pre, text)
+    uses = Counter(ids)
+    assert [a - b for a, b in zip(after, before, strict=True)] == [uses[p] for p in probes]
+    del ids, uses
+    assert [sys.getrefcount(p) for p in probes] == before
 
 
 def test_a_missing_byte_is_found_in_the_chunk_that_holds_it_however_many_follow() -> None:

@@ -28,6 +28,7 @@ typedef struct {
     PyObject_HEAD
     tk_tables *t;
     PyObject **id_objs; /* id -> its int object, built on first list output */
+    uint32_t *id_uses;  /* id -> its items in the list being filled (zero between lists) */
     uint32_t max_id;
 } TablesObject;
 
@@ -37,6 +38,7 @@ static void Tables_dealloc(TablesObject *self) {
     if (self->id_objs) {
         for (size_t i = 0; i <= self->max_id; i++) Py_XDECREF(self->id_objs[i]);
         free(self->id_objs);
+        free(self->id_uses);
     }
     tk_tables_free(self->t);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -435,6 +437,9 @@ static int ensure_id_objects(TablesObject *t) {
         }
     }
     t->id_objs = objs;
+    /* written through now: its pages then fault here, once, not inside a long call */
+    t->id_uses = malloc(((size_t)t->max_id + 1) * sizeof(uint32_t));
+    if (t->id_uses) memset(t->id_uses, 0, ((size_t)t->max_id + 1) * sizeof(uint32_t));
     return 0;
 }
 
@@ -494,10 +499,64 @@ static void list_filled(PyObject *list, size_t n) {
     l->allocated = (Py_ssize_t)n;
 }
 
+/* A long list's references are counted per id and added to each int once (counted_fill):
+ * filling it then reads the id's address and bumps a count in a table of 4 bytes per id, where
+ * a reference per item wrote to the int itself, a line of its own in 3-6 MB of ints (random
+ * across the list, out of the CPU caches in a fresh process); the counts are then added in id
+ * order, the ints' lines in the order they were made. From TK_COUNTED_MIN ids and half as many
+ * as the table has (the pass over the counts reads them all). Only where the GIL orders every
+ * list's making and reference counts are plain integers (not a free-threaded build, nor a debug
+ * build that totals references). The cold 13-language call on cl100k (680,099 ids), one thread,
+ * four fresh processes each: the list's share of the samples 5.7% -> 3.8%; fresh processes
+ * interleaved, medians of 15 / 25: 42.2 -> 41.5 ms / 43.4 -> 42.9 ms. */
+#define TK_COUNTED_MIN ((size_t)1 << 16)
+#if !defined(Py_GIL_DISABLED) && !defined(Py_REF_DEBUG)
+#define TK_COUNTED 1
+#endif
+
+#ifdef TK_COUNTED
+/* Fill items[0..n) of `list` (from list_unfilled) with the ids' ints, counting their
+ * references; returns the list, or NULL (the list released) without memory. */
+static PyObject *counted_fill(TablesObject *t, const uint32_t *ids, size_t n, PyObject *list) {
+    PyObject **objs = t->id_objs, **items = ((PyListObject *)list)->ob_item;
+    uint32_t *uses = t->id_uses, max = t->max_id;
+    size_t i = 0;
+    for (; i < n; i++) {
+        if (i + TK_OBJ_AHEAD < n && ids[i + TK_OBJ_AHEAD] <= max) {
+            __builtin_prefetch(&objs[ids[i + TK_OBJ_AHEAD]]);
+            __builtin_prefetch(&uses[ids[i + TK_OBJ_AHEAD]], 1);
+        }
+        uint32_t id = ids[i];
+        if (id <= max) {
+            items[i] = objs[id];
+            uses[id]++;
+        } else if (!(items[i] = PyLong_FromUnsignedLong(id))) {
+            break;
+        }
+    }
+    for (size_t id = 0; id <= max; id++) /* the references of the items set */
+        if (uses[id]) {
+            Py_SET_REFCNT(objs[id], Py_REFCNT(objs[id]) + (Py_ssize_t)uses[id]);
+            uses[id] = 0;
+        }
+    if (i < n) {
+        Py_SET_SIZE(list, (Py_ssize_t)i); /* the items set so far are released with it */
+        Py_DECREF(list);
+        return NULL;
+    }
+    list_filled(list, n);
+    return list;
+}
+#endif
+
 static PyObject *ids_list(TablesObject *t, const uint32_t *ids, size_t n) {
     if (ensure_id_objects(t) < 0) return PyErr_NoMemory();
     PyObject *list = list_unfilled(n);
     if (!list) return NULL;
+#ifdef TK_COUNTED
+    if (t->id_uses && n >= TK_COUNTED_MIN && n >= t->max_id / 2 && n < UINT32_MAX)
+        return counted_fill(t, ids, n, list);
+#endif
     PyObject **objs = t->id_objs, **items = ((PyListObject *)list)->ob_item;
     for (size_t i = 0; i < n; i++) {
         PyObject *v;
