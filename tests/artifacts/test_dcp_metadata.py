@@ -68,6 +68,7 @@ def test_a_pickle_outside_the_allow_list_is_refused_not_run(folder: Path, tmp_pa
     [
         ("no_folder", "FILE_NOT_FOUND"),
         ("no_metadata", "MALFORMED_CHECKPOINT"),
+        ("metadata_field_renamed", "MALFORMED_CHECKPOINT"),
         ("no_data", "CHECKPOINT_SHARD_MISSING"),
         ("short_data", "CHECKPOINT_SHARD_MISSING"),
         ("record_not_json", "MALFORMED_CHECKPOINT"),
@@ -82,6 +83,11 @@ def test_each_damage_has_its_code(folder: Path, change: str, code: str) -> None:
         shutil.rmtree(folder)
     elif change == "no_metadata":
         (folder / ".metadata").unlink()
+    elif change == "metadata_field_renamed":  # unpickles to a Metadata without that field
+        meta = folder / ".metadata"
+        meta.write_bytes(
+            meta.read_bytes().replace(b"state_dict_metadata", b"\x00tate_dict_metadata")
+        )
     elif change == "no_data":
         data.unlink()
     elif change == "short_data":

@@ -121,7 +121,10 @@ def _load_metadata(folder: Path) -> Any:
         raise _malformed(
             folder, f"{METADATA_NAME} is damaged ({type(error).__name__}: {str(error)[:200]})"
         ) from None
-    if not isinstance(meta, Metadata) or not isinstance(meta.state_dict_metadata, dict):
+    # a damaged pickle may restore a Metadata without the field (its state is a plain dict)
+    if not isinstance(meta, Metadata) or not isinstance(
+        getattr(meta, "state_dict_metadata", None), dict
+    ):
         raise _malformed(folder, f"{METADATA_NAME} does not hold DCP metadata")
     return meta
 
