@@ -258,6 +258,38 @@ def test_a_chunk_enters_the_cache_when_it_is_merged_again() -> None:
     assert enc.cache_size == 0
 
 
+def test_short_chunks_enter_the_cache_only_where_the_front_cannot_keep_them() -> None:
+    """A chunk a front slot holds (up to 32 bytes and 7 ids) stays out of the chunk cache while
+    the front has not grown, even merged again after the front lost it; one of more ids than a
+    slot holds, once such chunks are common (an eighth of those merged), enters on its second
+    merge as a long chunk does."""
+    import random
+
+    peer, ranks, tok = _rank_file("o200k_base")
+    rng = random.Random(3)
+    words = list({"".join(rng.choice("bcdfghklmnprstvz") for _ in range(6)) for _ in range(12_000)})
+    order = words * 2
+    rng.shuffle(order)
+    text = " ".join(order)
+    enc = _encoder(ranks)
+    chunks = tok.pretokenizer.split(text)
+    assert max(len(c.encode()) for c in chunks) <= 7  # every one fits a slot, key and ids
+    assert enc.encode_chunks(text, chunks) == peer.encode_ordinary(text)
+    # 12,000 words twice in 65,536 slots: some are lost and merged again, none is cached
+    assert enc.front_slots == 1 << 16
+    assert enc.cache_size == 0
+    small = _encoder(compiled_tables(pud_tokenizer().tables))  # Russian merges, Latin words
+    first, word = " vvkxqzjw", " qwjzxkvfy"
+    assert len(small.encode_chunks(first, [first])) > 7  # such chunks are common here
+    ids = small.encode_chunks(word, [word])
+    assert len(ids) > 7  # more than a front slot holds
+    assert small.cache_size == 0
+    assert small.encode_chunks(word, [word]) == ids
+    assert small.cache_size == 1
+    assert small.encode_chunks(word, [word]) == ids  # now a hit
+    assert small.cache_size == 1
+
+
 def _many_words(n: int, seed: int) -> list[str]:
     """n distinct words of 2-40 UTF-8 bytes (Latin, Cyrillic, CJK letters), seeded. Among
     them, 6,000 start with the same 8, 16 or 24 bytes as a chunk (after its space) and have

@@ -68,7 +68,8 @@ __all__ = [
 # The shared cache holds chunks of up to 256 bytes with their ids (u32) in 64-byte slots
 # kept at most half full, plus an arena for chunks too long to sit in a slot that is cleared
 # beyond 64 bytes per entry, so 1M entries stay under ~200 MB at any chunk length. A chunk
-# enters on its second merge, so RusLit-40's first 4 MB leaves 6,548 entries (o200k). Each
+# enters on its second merge, and one that fits the encoder's front cache only where that cannot
+# keep it (encode_core.c, short_cached), so RusLit-40's first 4 MB leaves 40 entries (o200k). Each
 # thread's encoder adds a 4 MiB front cache (16 MiB once a call on text with more distinct
 # short chunks than it holds has displaced a quarter of them), 128 KiB of doorkeeper bits
 # and a 256 KiB window for a str's UTF-8 (_native/encode_front.h, encode_core.c), made on its

@@ -749,6 +749,8 @@ struct tk_encoder {
     size_t front_lost;  /* chunks displaced from the front since it was made (front_settle) */
     size_t lost_before; /* front_lost when the last call started */
     uint64_t *door;       /* the chunk cache's doorkeeper (TK_DOOR_BITS), made on first use */
+    size_t short_merges;  /* chunks a front slot could hold, merged (short_cached) */
+    size_t many_ids;      /* of those, the ones of more ids than a slot holds */
     size_t door_marks;    /* bits set in `door` since it was last cleared */
     tk_scratch scratch;
     uint32_t *cuts; /* a chunk's cuts; its next parts' front keys (encode_cut) */
@@ -779,6 +781,7 @@ static void encoder_repair(tk_encoder *e) {
         e->front_lost = e->lost_before = 0;
         e->door = NULL;
         e->door_marks = 0;
+        e->short_merges = e->many_ids = 0;
         memset(&e->scratch, 0, sizeof e->scratch);
         e->cuts = NULL;
         e->keys = NULL;
@@ -980,6 +983,26 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
  * bits (128 KiB) per encoder, cleared when a quarter are set, so it never grows; 2^18 bits,
  * cleared four times as often, measured 1-10% slower on the warm stream (medians of 9). */
 #define TK_DOOR_BITS ((size_t)1 << 20)
+
+/* 1 when the chunk cache (and its doorkeeper) also serves the chunks a front slot can hold. The
+ * front is their cache, and a short chunk it loses is merged again when it comes back: within
+ * one call few do (1,745 of the 40,960 short chunks the 7 Latin-script PUD languages merge on
+ * cl100k), and marking the doorkeeper for each merge, asking it for each front miss and putting
+ * what it admits into the locked shared cache cost more than those merges. Two cases want it
+ * still: the front has grown to its largest (front_settle: the calls before lost more short
+ * chunks than it holds, a stream of text whose next calls would merge them again), or an
+ * eighth of the short chunks merged have more ids than a slot holds, so the front cannot keep
+ * them (Russian on GPT-2's merges: 53,058 of 64,083; the 13 PUD languages on cl100k 2,303 of
+ * 64,310, on SmolLM2 11,007 of 65,233). Cold, one thread, fresh processes interleaved, medians
+ * of 11, the chunk cache for every chunk -> this: 13 PUD languages cl100k 1.024x, qwen 1.018x,
+ * GPT-2 1.031x, SmolLM2 1.001x; the 7 Latin-script ones cl100k 1.033x; RusLit-40 (4 MB) o200k
+ * 1.043x, GPT-2 0.983x. Never for short chunks, GPT-2 on RusLit-40 ran 0.954-0.963x, and
+ * 24 MB of it (o200k) in 1 MB calls, the third time over, 115-130 MB/s against 160-180. The 13
+ * languages in 50,000-character calls, five times over (cl100k): the same 118-124 MB/s, one
+ * pass later. */
+static inline int short_cached(const tk_encoder *e) {
+    return e->front_bits == TK_FRONT_MAX_BITS || e->many_ids * 8 > e->short_merges;
+}
 
 /* The doorkeeper's bit for hash h: bits the cache's slot index (the low ones) leaves. */
 static inline size_t door_bit(uint64_t h) { return (size_t)(h >> 32) & (TK_DOOR_BITS - 1); }
@@ -1200,7 +1223,7 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
         cache = &e->shared->shard[k].cache;
         lock = &e->shared->shard[k].lock;
     }
-    int cached = keep && n <= TK_CACHED_CHUNK && cache->limit;
+    int cached = keep && n <= TK_CACHED_CHUNK && cache->limit && (!front || short_cached(e));
     if (cached && door_knows(e, h)) {
         if (lock) pthread_mutex_lock(lock);
         const tk_cache_slot *slot = tk_cache_get(cache, data, n, h);
@@ -1258,6 +1281,10 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
         if (lock) pthread_mutex_unlock(lock);
         if (rc < 0) return -1;
     }
+    if (front) {
+        e->short_merges++;
+        e->many_ids += m > TK_FRONT_IDS;
+    }
     if (front && keep) front_put(e, front, key, n, s->ids, m);
     return out_append(e, s->ids, m);
 }
@@ -1297,7 +1324,7 @@ static void probe_chunk(tk_encoder *e, const unsigned char *p, size_t n, const t
         __builtin_prefetch(tk_bloom_block(&t->pieces.bloom, h));
         __builtin_prefetch(&t->pieces.slots[tk_piece_home(&t->pieces, h)]);
     }
-    if (!door_knows(e, h)) return; /* never merged here: not in the cache */
+    if (!short_cached(e) || !door_knows(e, h)) return; /* not in the cache */
     const tk_cache *c = &e->cache;
     if (e->shared) c = &e->shared->shard[(size_t)(h >> 58) % TK_SHARDS].cache;
     /* Read without the shard's lock: only an address to prefetch, never dereferenced here
