@@ -1215,15 +1215,17 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
             return rc;
         }
     }
-    if (!piece && n <= TK_CACHED_CHUNK) h = tk_hash_bytes(data, n);
+    /* the hash and the cache's shard only for a chunk the cache may hold */
+    int cached = keep && n <= TK_CACHED_CHUNK && (!front || short_cached(e));
+    if (cached && !piece) h = tk_hash_bytes(data, n);
     tk_cache *cache = &e->cache;
     pthread_mutex_t *lock = NULL;
-    if (e->shared && n <= TK_CACHED_CHUNK) {
+    if (cached && e->shared) {
         size_t k = (size_t)(h >> 58) % TK_SHARDS; /* high bits: the low ones pick the slot */
         cache = &e->shared->shard[k].cache;
         lock = &e->shared->shard[k].lock;
     }
-    int cached = keep && n <= TK_CACHED_CHUNK && cache->limit && (!front || short_cached(e));
+    cached = cached && cache->limit;
     if (cached && door_knows(e, h)) {
         if (lock) pthread_mutex_lock(lock);
         const tk_cache_slot *slot = tk_cache_get(cache, data, n, h);
