@@ -267,7 +267,9 @@ def test_short_chunks_enter_the_cache_only_where_the_front_cannot_keep_them() ->
 
     peer, ranks, tok = _rank_file("o200k_base")
     rng = random.Random(3)
-    words = list({"".join(rng.choice("bcdfghklmnprstvz") for _ in range(6)) for _ in range(12_000)})
+    words = sorted(
+        {"".join(rng.choice("bcdfghklmnprstvz") for _ in range(6)) for _ in range(12_000)}
+    )
     order = words * 2
     rng.shuffle(order)
     text = " ".join(order)
