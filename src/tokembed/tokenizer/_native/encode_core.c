@@ -986,11 +986,11 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
 
 /* 1 when the chunk cache (and its doorkeeper) also serves the chunks a front slot can hold. The
  * front is their cache, and a short chunk it loses is merged again when it comes back: within
- * one call few do (1,745 of the 40,960 short chunks the 7 Latin-script PUD languages merge on
- * cl100k), and marking the doorkeeper for each merge, asking it for each front miss and putting
- * what it admits into the locked shared cache cost more than those merges. Two cases want it
- * still: the front has grown to its largest (front_settle: the calls before lost more short
- * chunks than it holds, a stream of text whose next calls would merge them again), or an
+ * one call few do (of the 7 Latin-script PUD languages' 40,960 front misses on cl100k, 1,745
+ * are chunks it had lost), and marking the doorkeeper for each merge, asking it for each miss
+ * and putting what it admits into the locked shared cache cost more than those merges. Two
+ * cases want it still: the front has grown to its largest (front_settle: the calls before lost
+ * more short chunks than it holds, a stream of text whose next calls would merge them again), or an
  * eighth of the short chunks merged have more ids than a slot holds, so the front cannot keep
  * them (Russian on GPT-2's merges: 53,058 of 64,083; the 13 PUD languages on cl100k 2,303 of
  * 64,310, on SmolLM2 11,007 of 65,233). Cold, one thread, fresh processes interleaved, medians
