@@ -263,8 +263,6 @@ def test_short_chunks_enter_the_cache_only_where_the_front_cannot_keep_them() ->
     the front has not grown, even merged again after the front lost it; one of more ids than a
     slot holds, once such chunks are common (an eighth of those merged), enters on its second
     merge as a long chunk does."""
-    import random
-
     peer, ranks, tok = _rank_file("o200k_base")
     rng = random.Random(3)
     words = sorted(
@@ -297,8 +295,6 @@ def _many_words(n: int, seed: int) -> list[str]:
     them, 6,000 start with the same 8, 16 or 24 bytes as a chunk (after its space) and have
     one length per family and few ids, so that chunks differing only in one later word of
     the front key meet in one slot."""
-    import random
-
     rng = random.Random(seed)
     letters = "abcdefghijklmnopqrstuvwxyzабвгдежзиклмнопрстуфхцчшщыэюя中文字的是"
     words: set[str] = set()
@@ -322,8 +318,6 @@ def test_front_cache_conflicts_and_text_ends_keep_ids(name: str) -> None:
     slot is read past it, and around the key's size."""
     peer, ranks, tok = _rank_file(name)
     words = _many_words(100_000, seed=7)
-    import random
-
     order = words * 3
     random.Random(8).shuffle(order)
     text = " ".join(order)
