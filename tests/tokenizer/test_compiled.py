@@ -999,6 +999,45 @@ def _encode_with_threads(tok: Tokenizer, text: str) -> list[int]:
     return fast.encode(text)
 
 
+# A fresh process: qwen's rank file loaded, then the first encode makes the front cache.
+_HUGE_PAGES_PROBE = """
+import sys
+from tokembed.tokenizer.compiled import set_encode_threads
+from tokembed.tokenizer.formats import load_tokenizer
+
+def huge_kib():
+    with open("/proc/self/smaps_rollup") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("AnonHugePages:"))
+
+tok = load_tokenizer(sys.argv[1])
+set_encode_threads(1)
+before = huge_kib()
+tok.encode_ordinary("hello world")
+print(huge_kib() - before)
+"""
+
+
+def test_a_new_encoders_front_cache_is_on_huge_pages() -> None:
+    """A process's first encoder puts its 4 MiB front cache on huge pages where the kernel
+    grants them on request, although loading a rank file leaves freed blocks whose pages malloc
+    hands back already touched (on small pages each chunk's random line risks a TLB miss)."""
+    import subprocess
+
+    thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if not thp.is_file() or not Path("/proc/self/smaps_rollup").is_file():
+        pytest.skip("this kernel reports no transparent huge pages")
+    if "[never]" in thp.read_text():
+        pytest.skip("transparent huge pages are turned off on this machine")
+    path = data_path("tokenizers", "qwen.tiktoken")
+    out = subprocess.run(
+        [sys.executable, "-c", _HUGE_PAGES_PROBE, str(path)],
+        capture_output=True,
+        check=True,
+        text=True,
+    )
+    assert int(out.stdout) >= 4096  # KiB: the front's 2^16 slots of 64 bytes
+
+
 def test_a_piece_no_merge_makes_is_one_id_where_a_chunk_spells_it_as_in_tiktoken(
     tmp_path: Path,
 ) -> None:

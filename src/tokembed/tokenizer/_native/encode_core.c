@@ -836,7 +836,7 @@ static void out_start(tk_encoder *e, size_t bytes) {
     if (bytes <= e->out_cap || bytes > SIZE_MAX / sizeof(uint32_t) ||
         bytes * sizeof(uint32_t) < ((size_t)2 << 20))
         return;
-    uint32_t *out = tk_huge_alloc(bytes * sizeof(uint32_t));
+    uint32_t *out = tk_huge_alloc(bytes * sizeof(uint32_t), 0);
     if (!out) return;
     free(e->out);
     e->out = out;
