@@ -88,15 +88,17 @@ static inline void tk_advise_huge(void *p, size_t bytes) {
  *
  * Advice only reaches pages not yet touched, and malloc often hands back heap memory that a
  * freed block had touched (after a large free glibc raises its mmap threshold and serves the
- * next large blocks from the heap): loading qwen's or o200k's rank file leaves such blocks, and
- * a new encoder's 4 MiB front cache came back on 1,024 small pages (the process's
- * AnonHugePages did not grow with it; an 8 MiB front, fresh from mmap, added 8 MiB). With
- * `fresh` the block's pages are dropped first (whole pages of our own block, whose contents
- * are not promised), so its first touch takes huge pages: for tables read at random. An
- * output written in order keeps memory already touched, which costs no page fault. On the
- * two-core test machine speed did not change measurably (a warm loop over PUD German + English
- * on qwen 1.21-1.26 ms both ways, cold calls within its noise): this keeps the memory what the
- * front cache's design (encode_front.h) and the tables assume. */
+ * next large blocks from the heap): after loading qwen's or o200k's rank file, a new encoder's
+ * 4 MiB front cache came back on 1,024 small pages, and the process's AnonHugePages did not
+ * grow when it was made. With `fresh` the block's pages are dropped first (whole pages of our
+ * own block, whose contents are not promised), so that its first touch can take huge pages
+ * where the kernel allows them and has one free: for tables read at random. That is one
+ * madvise per table made (a TLB shootdown to the process's other threads where the pages were
+ * mapped, as a chunk counter made on a worker thread may find), never per lookup; the kernel
+ * then clears each page that the caller may clear again. An output written in order keeps
+ * memory already touched, which costs no page fault. Speed on the two-core test machine did
+ * not change measurably either way; this keeps the memory what the front cache's design
+ * (encode_front.h) and the tables assume. */
 static inline void *tk_huge_alloc(size_t bytes, int fresh) {
     const size_t huge = (size_t)2 << 20;
     size_t rounded = (bytes + huge - 1) & ~(huge - 1);
