@@ -3,7 +3,8 @@
 A cell is a vocabulary x a text x a shape (one long call, or one batch call over the
 text's lines) x a thread count (1 or 2). Every side of every cell runs in a fresh process
 that loads its tokenizer, encodes "hello world" (the tiny warm-up), then times one call:
-caches start empty, as in a job that tokenizes a corpus once. The ids of each side are
+caches start empty, as in a job that tokenizes a corpus once. A cell's runs go round by
+round, each side once a round, and each side's fastest run counts. The ids of each side are
 hashed (SHA-256 of the flat id list) and compared with the reference peer of the
 vocabulary (tiktoken for rank files, HF ``tokenizers`` for ``tokenizer.json``); a side
 with other ids is printed but marked ``NOT EXACT`` and never counts as the fastest peer.
@@ -41,8 +42,8 @@ In the table, ``(1 thread)`` after our two-thread ratio marks a cell our encoder
 one thread by design (a long text under 1 MiB, a batch under 128K characters): its ratio
 is the same code measured twice, i.e. the noise between fresh processes.
 
-    python benchmarks/bench_encode.py                 # every cell, best of 3 (~1 hour)
-    python benchmarks/bench_encode.py --runs 1        # one sample per side and cell (~20 min)
+    python benchmarks/bench_encode.py                 # every cell, best of 3 (~25 min)
+    python benchmarks/bench_encode.py --runs 1        # one sample per side and cell (~10 min)
     python benchmarks/bench_encode.py --quick         # 1 MB Russian, 1 and 2 threads
     python benchmarks/bench_encode.py --vocab o200k --text ru --threads 1
     python benchmarks/bench_encode.py --vocab cl100k --text latin --text other --threads 1
@@ -306,11 +307,18 @@ def _cell(
     base = {"vocab": vocab, "text": text, "shape": shape, "threads": threads}
     base.update(quick=args.quick, json=json_path)
     results: dict[str, dict[str, Any]] = {}
-    for side in ("ours", *args.peers):
-        if (side, vocab) in refused:
-            continue
-        runs = [run_side({**base, "side": side}) for _ in range(args.runs)]
-        r = min(runs, key=lambda run: run.get("wall", float("inf")))
+    sides = [side for side in ("ours", *args.peers) if (side, vocab) not in refused]
+    # Round by round, every side once a round, so that a slow phase of a shared host (for
+    # seconds at a time, page faults many times slower) falls on every side alike. Run side
+    # after side, all five of our samples of one cell fell in one (qwen, 13 languages, one
+    # thread: 42.7 MB/s at best, 0.89x fastokens; minutes before, interleaved with it by hand,
+    # 49.5-50.7 in five of six processes).
+    runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
+    for _ in range(args.runs):
+        for side in sides:
+            runs[side].append(run_side({**base, "side": side}))
+    for side in sides:
+        r = min(runs[side], key=lambda run: run.get("wall", float("inf")))
         if "error" in r:
             refused[(side, vocab)] = r["error"]
             print(f"    {side:10} refuses {vocab}: {r['error']}")
