@@ -4,7 +4,8 @@ A cell is a vocabulary x a text x a shape (one long call, or one batch call over
 text's lines) x a thread count (1 or 2). Every side of every cell runs in a fresh process
 that loads its tokenizer, encodes "hello world" (the tiny warm-up), then times one call:
 caches start empty, as in a job that tokenizes a corpus once. A cell's runs go round by
-round, each side once a round, and each side's fastest run counts. The ids of each side are
+round, each side once a round (a different side first each round), and each side's fastest
+run counts. The ids of each side are
 hashed (SHA-256 of the flat id list) and compared with the reference peer of the
 vocabulary (tiktoken for rank files, HF ``tokenizers`` for ``tokenizer.json``); a side
 with other ids is printed but marked ``NOT EXACT`` and never counts as the fastest peer.
@@ -308,14 +309,16 @@ def _cell(
     base.update(quick=args.quick, json=json_path)
     results: dict[str, dict[str, Any]] = {}
     sides = [side for side in ("ours", *args.peers) if (side, vocab) not in refused]
-    # Round by round, every side once a round, so that a slow phase of a shared host (for
-    # seconds at a time, page faults many times slower) falls on every side alike. Run side
-    # after side, all five of our samples of one cell fell in one (qwen, 13 languages, one
+    # Round by round, every side once a round and a different side first each round, so that
+    # a slow phase of a shared host (for seconds at a time, page faults many times slower) is
+    # spread over the sides instead of landing on one side's samples. When the sides ran one
+    # after another, all five of our samples of one cell fell in one (qwen, 13 languages, one
     # thread: 42.7 MB/s at best, 0.89x fastokens; minutes before, interleaved with it by hand,
     # 49.5-50.7 in five of six processes).
     runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
-    for _ in range(args.runs):
-        for side in sides:
+    for k in range(args.runs):
+        first = k % len(sides) if sides else 0
+        for side in sides[first:] + sides[:first]:
             runs[side].append(run_side({**base, "side": side}))
     for side in sides:
         r = min(runs[side], key=lambda run: run.get("wall", float("inf")))
@@ -399,8 +402,8 @@ def main() -> None:
         "--runs",
         type=int,
         default=3,
-        help="fresh processes per side and cell, the fastest counts (one sample varies by up "
-        "to ~30%% on a shared 2-core machine)",
+        help="fresh processes per side and cell, run round by round; the fastest counts (one "
+        "sample varies by up to ~40%% on a shared 2-core machine)",
     )
     args = ap.parse_args()
     if args.child:
