@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
 import sys
 from collections import Counter
 from functools import cache
@@ -667,8 +668,6 @@ def test_deferred_tokenizer_pickles_with_its_tables() -> None:
     """A rank-file tokenizer pickles as its file (a worker compiles it again, no merge list
     travels or is derived); a process without the compiled module builds the tables."""
     import pickle
-    import subprocess
-    import sys
 
     encode_module()
     _, _, tok = _rank_file("r50k_base")
@@ -1021,8 +1020,6 @@ def test_a_new_encoders_front_cache_is_on_huge_pages() -> None:
     """A process's first encoder puts its 4 MiB front cache on huge pages where the kernel
     grants them on request, although loading a rank file leaves freed blocks whose pages malloc
     hands back already touched (on small pages each chunk's random line risks a TLB miss)."""
-    import subprocess
-
     encode_module()
     thp = Path("/sys/kernel/mm/transparent_hugepage")
     if not (thp / "enabled").is_file() or not Path("/proc/self/smaps_rollup").is_file():
