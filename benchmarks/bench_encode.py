@@ -41,7 +41,8 @@ peer that refuses a vocabulary prints its reason once.
 
 In the table, ``(1 thread)`` after our two-thread ratio marks a cell our encoder keeps on
 one thread by design (a long text under 1 MiB, a batch under 128K characters): its ratio
-is the same code measured twice, i.e. the noise between fresh processes.
+is the same code measured twice, i.e. the noise between fresh processes. A second table
+follows it: every side's MB/s in every cell, the fastest exact peer marked.
 
     python benchmarks/bench_encode.py                 # every cell, best of 3 (~25 min)
     python benchmarks/bench_encode.py --runs 1        # one sample per side and cell (~10 min)
@@ -384,6 +385,25 @@ def _summary(cells: list[dict[str, Any]]) -> None:
         print("| " + " | ".join(row) + " |")
 
 
+def _every_side(cells: list[dict[str, Any]], peers: list[str]) -> None:
+    """Markdown: every side's MB/s in every cell (the whole table behind the summary);
+    ``refuses`` where a side cannot load the vocabulary, ``not exact`` beside other ids."""
+    sides = ["ours", *peers]
+    print("\n| vocabulary | text | shape | threads | " + " | ".join(sides) + " |")
+    print("|---|---|---|---|" + "---|" * len(sides))
+    for c in cells:
+        cell, results = c["cell"], c["results"]
+        row = [cell["vocab"], _TEXT_NAMES[cell["text"]], cell["shape"], str(cell["threads"])]
+        for side in sides:
+            r = results.get(side)
+            if r is None:
+                row.append("refuses")
+                continue
+            best = " **fastest peer**" if side == c["best"] else ""
+            row.append(f"{r['mbs']:.1f}{best}" + ("" if r["exact"] else " not exact"))
+        print("| " + " | ".join(row) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -426,6 +446,7 @@ def main() -> None:
                     for threads in args.threads or (1, 2):
                         cells.append(_cell(vocab, text, shape, threads, args, json_path, refused))
     _summary(cells)
+    _every_side(cells, args.peers)
     print(load_line("end"))
 
 
