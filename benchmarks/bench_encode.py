@@ -35,9 +35,10 @@ hash it) is not.
 Texts (from ``../shared/data``): English (PUD en), Russian (RusLit-40, 4 MB; 1 MB with
 ``--quick``), CJK (PUD zh + ko, and ja where the data has it) and mixed (all 13 PUD
 languages). Asked for by name only, the 13 split by script: ``latin`` (PUD de, en, es, fi,
-fr, id, tr) and ``other`` (ar, hi, ko, ru, th, zh); at caf6691 on cl100k fastokens led on the
-first (1.09-1.14x) and we on the second (1.19x), which is why the mixed cells read level. A
-peer that refuses a vocabulary prints its reason once.
+fr, id, tr) and ``other`` (ar, hi, ko, ru, th, zh); at fca2b16, one thread, long calls,
+fastokens led on the first with every vocabulary (ours 0.88-0.98x) and we on the second
+(1.01-1.49x), which is why the mixed cells lead by less than the others. A peer that refuses
+a vocabulary prints its reason once.
 
 In the table, ``(1 thread)`` after our two-thread ratio marks a cell our encoder keeps on
 one thread by design (a long text under 1 MiB, a batch under 128K characters): its ratio
