@@ -41,8 +41,9 @@ struct tk_tables {
 };
 
 /* The shortest chunk backtracking takes, by the chunk's first byte after a leading space: an
- * ASCII byte, the lead of a two-byte UTF-8 letter (Cyrillic, Greek, Arabic...), or of a longer
- * one (CJK, Thai, Devanagari...); 0 for none. Shorter chunks are merged, which costs fewer
+ * ASCII byte or the lead of a Latin letter with a diacritic (U+0080-U+027F: 0xC2-0xC9), the
+ * lead of another two-byte UTF-8 letter (Cyrillic, Greek, Arabic...), or of a longer one (CJK,
+ * Thai, Devanagari...); 0 for none. Shorter chunks are merged, which costs fewer
  * cycles where its memo is warm and tokens are long (o200k): cycles per new chunk, merging /
  * backtracking, RusLit-40's 40 MB on one thread, o200k, 9-16 bytes 2,143 / 3,049, 17-24 3,137 /
  * 3,866, 25-32 4,460 / 5,026, 33-48 10,520 / 6,848; GPT-2 (short tokens, merges without a memo)
@@ -50,13 +51,21 @@ struct tk_tables {
  * ~4,000, GPT-2 ~2,900 / ~4,300. CJK (cold, 0.23 MB), o200k: 9-16 1,250 / 980, 17-24 2,543 /
  * 1,816, 33-64 12,270 / 5,497. Those rank-file numbers asked validity of the piece table; with
  * a pair table (by_pairs: merge lists, and rank files of short two-byte-letter pieces, see
- * wants_rank_pairs) two-byte letters start at 9. TOKEMBED_BACKTRACK in the environment, read
+ * wants_rank_pairs) two-byte letters start at 9. Words of Latin script start at 33 whatever the
+ * table: in a cold call the trie's nodes come from memory, one line per byte, and backtracking
+ * a new word of 9-32 bytes took 14% of SmolLM2's samples on the 7 Latin-script PUD languages
+ * (1,782 distinct words: 1,131 led by ASCII from 17 bytes, 651 by an accented letter from 9).
+ * One thread, fresh processes interleaved, medians of 11, ASCII from 17 and accented letters
+ * from 9 -> both from 33 (a second copy of the old build beside them): that text SmolLM2 20.6
+ * -> 18.2 ms (copy 23.9), GPT-2 19.8 -> 17.6 (19.3), cl100k 20.6 -> 19.6 (20.2); the 13
+ * languages SmolLM2 40.8 -> 37.1 (39.1), GPT-2 36.4 -> 35.6 (36.5); PUD English and RusLit-40
+ * within the copy's spread. TOKEMBED_BACKTRACK in the environment, read
  * when tables are made: "0" never backtrack, "always" backtrack every chunk of two bytes or
  * more (tests). */
-static void backtrack_from(int rank_mode, int by_pairs, size_t from[3]) {
+static void backtrack_from(int by_pairs, size_t from[3]) {
     const char *v = getenv("TOKEMBED_BACKTRACK");
     size_t all = v && strcmp(v, "0") == 0 ? 0 : v && strcmp(v, "always") == 0 ? 2 : 1;
-    from[0] = all != 1 ? all : rank_mode ? 33 : 17; /* ASCII */
+    from[0] = all != 1 ? all : 33;                  /* ASCII and Latin letters */
     from[1] = all != 1 ? all : by_pairs ? 9 : 33;  /* two-byte letters */
     from[2] = all != 1 ? all : 9;                   /* longer letters */
 }
@@ -64,7 +73,7 @@ static void backtrack_from(int rank_mode, int by_pairs, size_t from[3]) {
 /* The shortest chunk backtracking takes for data[0..n) (n >= 2). */
 static inline size_t backtrack_min(const size_t from[3], const unsigned char *data) {
     unsigned char lead = data[0] == ' ' ? data[1] : data[0];
-    return from[lead < 0x80 ? 0 : lead < 0xe0 ? 1 : 2];
+    return from[lead < 0x80 || (lead >= 0xc2 && lead <= 0xc9) ? 0 : lead < 0xe0 ? 1 : 2];
 }
 
 /* Whether a rank file's tables get the pair table below, which lets backtracking take words of
@@ -200,7 +209,7 @@ static tk_tables *tables_new(int rank_mode) {
     if (!t) return NULL;
     t->rank_mode = rank_mode;
     t->whole = t->ignore_merges = rank_mode;
-    backtrack_from(rank_mode, !rank_mode, t->bt_min);
+    backtrack_from(!rank_mode, t->bt_min);
     for (int b = 0; b < 256; b++) t->byte_id[b] = UINT32_MAX;
     return t;
 }
@@ -535,7 +544,7 @@ static size_t parse_rank_file(tk_tables *t, const unsigned char *d, size_t n) {
     t->bt = backtrack_of_ranks(t, offs, lens, ranks, count);
     if (t->bt) t->seg = segments_of(t->blob, offs, lens, count, t->bt);
     if (t->seg) t->atoms = tk_atoms_new(t->blob, offs, lens, ranks, count, &t->pieces, t->byte_id);
-    backtrack_from(1, t->pairs.slots != NULL, t->bt_min); /* two-byte letters from 9 with pairs */
+    backtrack_from(t->pairs.slots != NULL, t->bt_min); /* two-byte letters from 9 with pairs */
     qsort(ranks, count, sizeof(uint32_t), cmp_u32);
     for (size_t k = 1; k < count; k++)
         if (ranks[k] == ranks[k - 1]) {
