@@ -38,9 +38,10 @@ languages). Asked for by name only, the 13 split by script: ``latin`` (PUD de, e
 fr, id, tr) and ``other`` (ar, hi, ko, ru, th, zh); at fca2b16, one thread, long calls,
 fastokens led on the first with o200k, cl100k and GPT-2 (ours 0.88-0.94x; level with qwen
 and SmolLM2, 0.97-0.98x) and we on the second (1.01-1.48x), which is why the mixed cells lead
-by less than the others (at bf23797, Latin words backtracked from 33 bytes: GPT-2 1.13x and
-SmolLM2 1.08x on the first, cl100k 0.94x). A side that gives no result for a vocabulary (it refuses it, or
-fails) prints why once and is skipped for the rest of that vocabulary.
+by less than the others. At bf23797, which merges Latin-script words shorter than 33 bytes
+rather than backtracking them, GPT-2 read 1.13x and SmolLM2 1.08x on the first (cl100k 0.94x).
+A side that gives no result for a vocabulary (it refuses it, or fails) prints why once and
+is skipped for the rest of that vocabulary.
 
 In the table, ``(1 thread)`` after our two-thread ratio marks a cell our encoder keeps on
 one thread by design (a long text under 1 MiB, a batch under 128K characters): its ratio

@@ -40,28 +40,31 @@ struct tk_tables {
     size_t bt_min[3]; /* shorter chunks are merged, by their first letter (see backtrack_from) */
 };
 
-/* The shortest chunk backtracking takes, by the chunk's first byte after a leading space: an
- * ASCII byte or the lead of a Latin letter with a diacritic (U+0080-U+027F: 0xC2-0xC9), the
- * lead of another two-byte UTF-8 letter (Cyrillic, Greek, Arabic...), or of a longer one (CJK,
- * Thai, Devanagari...); 0 for none. Shorter chunks are merged, which costs fewer
- * cycles where its memo is warm and tokens are long (o200k): cycles per new chunk, merging /
+/* The shortest chunk backtracking takes, by the chunk's first byte after a leading space: an ASCII
+ * byte or the lead of a Latin letter with a diacritic (U+00C0-U+027F: 0xC3-0xC9; 0xC2's characters
+ * are marks and spaces such as the NBSP and «, which cl100k's pattern puts before a Cyrillic
+ * word), the lead of another two-byte UTF-8 character (Cyrillic, Greek, Arabic...), or of a longer
+ * one (CJK, Thai, Devanagari...); 0 for none. Shorter chunks are merged, which costs fewer cycles
+ * where its memo is warm and tokens are long (o200k): cycles per new chunk, merging /
  * backtracking, RusLit-40's 40 MB on one thread, o200k, 9-16 bytes 2,143 / 3,049, 17-24 3,137 /
  * 3,866, 25-32 4,460 / 5,026, 33-48 10,520 / 6,848; GPT-2 (short tokens, merges without a memo)
  * 9-16 1,333 / 958, 17-24 2,059 / 1,001. English (cold, 0.11 MB), 9-16 bytes: o200k ~2,300 /
  * ~4,000, GPT-2 ~2,900 / ~4,300. CJK (cold, 0.23 MB), o200k: 9-16 1,250 / 980, 17-24 2,543 /
- * 1,816, 33-64 12,270 / 5,497. Those rank-file numbers asked validity of the piece table; with
- * a pair table (by_pairs: merge lists, and rank files of short two-byte-letter pieces, see
- * wants_rank_pairs) two-byte letters start at 9. Words of Latin script start at 33 whatever the
- * table: in a cold call the trie's nodes come from memory, one line per byte, and backtracking
- * a new word of 9-32 bytes took 14% of SmolLM2's samples on the 7 Latin-script PUD languages
- * (1,782 distinct words: 1,131 led by ASCII from 17 bytes, 651 by an accented letter from 9).
- * One thread, fresh processes interleaved, medians of 11, ASCII from 17 and accented letters
- * from 9 -> both from 33 (a second copy of the old build beside them): that text SmolLM2 20.6
- * -> 18.2 ms (copy 23.9), GPT-2 19.8 -> 17.6 (19.3), cl100k 20.6 -> 19.6 (20.2); the 13
- * languages SmolLM2 40.8 -> 37.1 (39.1), GPT-2 36.4 -> 35.6 (36.5); PUD English and RusLit-40
- * within the copy's spread. TOKEMBED_BACKTRACK in the environment, read
- * when tables are made: "0" never backtrack, "always" backtrack every chunk of two bytes or
- * more (tests). */
+ * 1,816, 33-64 12,270 / 5,497. Those rank-file numbers asked validity of the piece table; with a
+ * pair table (by_pairs: merge lists, and rank files of short two-byte-letter pieces, see
+ * wants_rank_pairs) other two-byte letters start at 9. Words led by ASCII or a Latin letter of
+ * those blocks start at 33 whatever the table (Vietnamese's letters from U+1E00 are longer: 9): in
+ * a cold call the trie's nodes come from memory, one line per byte, and backtracking new words
+ * (ASCII-led from 17 bytes, accented from 9, up to 32) took 14% of SmolLM2's samples on the 7
+ * Latin-script PUD languages (1,782 distinct words: 1,131 led by ASCII from 17 bytes, 651 by an
+ * accented letter from 9). One thread, fresh processes interleaved, medians of 11, ASCII from 17
+ * and accented letters from 9 -> both from 33 (leads 0xC2-0xC9 then; a second copy of the old
+ * build beside them, on a host whose copies differed by up to 16%): that text SmolLM2 20.6 -> 18.2
+ * ms (copy 23.9), GPT-2 19.8 -> 17.6 (19.3), cl100k 20.6 -> 19.6 (20.2); the 13 languages SmolLM2
+ * 40.8 -> 37.1 (39.1), GPT-2 36.4 -> 35.6 (36.5); PUD English and RusLit-40 within the copies'
+ * spread. In `bench_encode.py`, best of 5: that text GPT-2 0.88x -> 1.13x fastokens, SmolLM2 0.97x
+ * -> 1.08x. TOKEMBED_BACKTRACK in the environment, read when tables are made: "0" never backtrack,
+ * "always" backtrack every chunk of two bytes or more (tests). */
 static void backtrack_from(int by_pairs, size_t from[3]) {
     const char *v = getenv("TOKEMBED_BACKTRACK");
     size_t all = v && strcmp(v, "0") == 0 ? 0 : v && strcmp(v, "always") == 0 ? 2 : 1;
@@ -73,12 +76,12 @@ static void backtrack_from(int by_pairs, size_t from[3]) {
 /* The shortest chunk backtracking takes for data[0..n) (n >= 2). */
 static inline size_t backtrack_min(const size_t from[3], const unsigned char *data) {
     unsigned char lead = data[0] == ' ' ? data[1] : data[0];
-    return from[lead < 0x80 || (lead >= 0xc2 && lead <= 0xc9) ? 0 : lead < 0xe0 ? 1 : 2];
+    return from[lead < 0x80 || (lead >= 0xc3 && lead <= 0xc9) ? 0 : lead < 0xe0 ? 1 : 2];
 }
 
 /* Whether a rank file's tables get the pair table below, which lets backtracking take words of
- * two-byte letters (Cyrillic, Greek, Arabic, Latin with a diacritic first...) from 9 bytes
- * instead of 33. It pays where the vocabulary splits such words into short pieces, so that
+ * two-byte letters (Cyrillic, Greek, Arabic...; not Latin ones, see backtrack_from) from 9
+ * bytes instead of 33. It pays where the vocabulary splits such words into short pieces, so that
  * merging one takes many joins: pieces starting with a two-byte letter (after one space) average
  * 4.9 bytes in cl100k, 7.5 in qwen and 8.2 in o200k. One thread, fresh processes, medians of 9
  * against 33 bytes: RusLit-40 on cl100k +7% (73.3 vs 68.3 MB/s), 13 PUD languages the same;
@@ -1263,8 +1266,9 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
     if (t->bt && n > 1 && n >= backtrack_min(t->bt_min, data)) {
         if (!e->seen && (e->seen = malloc(TK_BT_SEEN_SLOTS * sizeof(uint64_t))) != NULL)
             memset(e->seen, 0xff, TK_BT_SEEN_SLOTS * sizeof(uint64_t));
-        /* a rank file's pair table answers the words it lowered the threshold for; other
-         * chunks (CJK: 6-10% slower by pairs) ask the piece table and its Bloom filter */
+        /* a rank file's pair table answers words led by a two-byte character (it lowered
+         * the threshold for most of them); other chunks (CJK: 6-10% slower by pairs) ask the
+         * piece table and its Bloom filter */
         unsigned char lead = data[0] == ' ' ? data[1] : data[0];
         int by_pairs = !t->rank_mode || (t->pairs.slots && lead >= 0xc0 && lead < 0xe0);
         tk_bt_ranks ranks = {by_pairs ? NULL : &t->pieces, &t->pairs, e->seen};

@@ -44,9 +44,10 @@ uint32_t tk_tables_max_rank(const tk_tables *t); /* rank files */
 uint32_t tk_tables_max_id(const tk_tables *t);   /* the largest id the tables can give */
 int tk_tables_has_byte(const tk_tables *t, int byte);
 /* The shortest chunk that is backtracked (encode_backtrack.h) rather than merged, by its first
-   byte after a leading space: from[0] ASCII, from[1] the lead of a two-byte UTF-8 character,
-   from[2] of a longer one; all 0 when none is. Returns the tokens backtracking may give (those
-   BPE builds from their own bytes, in rank order). */
+   byte after a leading space: from[0] ASCII or the lead of a Latin letter with a diacritic
+   (0xC3-0xC9), from[1] the lead of another two-byte UTF-8 character, from[2] of a longer one;
+   all 0 when none is. Returns the tokens backtracking may give (those BPE builds from their
+   own bytes, in rank order). */
 size_t tk_tables_backtrack_from(const tk_tables *t, size_t from[3]);
 
 /* Where the encoder cuts the chunk d[0..n) before encoding its parts (encode_segment.h): writes

@@ -321,8 +321,9 @@ static PyGetSetDef Tables_getset[] = {
     {"size", (getter)Tables_get_size, NULL, "Merges (merge mode) or pieces (rank mode).", NULL},
     {"max_rank", (getter)Tables_get_max_rank, NULL, "Largest rank (rank mode).", NULL},
     {"backtrack", (getter)Tables_get_backtrack, NULL,
-     "((shortest chunk backtracked starting with an ASCII byte, a two-byte character, a longer "
-     "one), tokens it may give); ((0, 0, 0), 0): every chunk is merged.", NULL},
+     "((shortest chunk backtracked starting with an ASCII byte or a Latin letter with a "
+     "diacritic, another two-byte character, a longer one), tokens it may give); ((0, 0, 0), "
+     "0): every chunk is merged.", NULL},
     {NULL}};
 
 static PyObject *Tables_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
