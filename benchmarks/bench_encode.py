@@ -5,10 +5,10 @@ text's lines) x a thread count (1 or 2). Every side of every cell runs in a fres
 that loads its tokenizer, encodes "hello world" (the tiny warm-up), then times one call:
 caches start empty, as in a job that tokenizes a corpus once. A cell's runs go round by
 round, each side once a round (a different side first each round), and each side's fastest
-run counts. The ids of each side are
-hashed (SHA-256 of the flat id list) and compared with the reference peer of the
-vocabulary (tiktoken for rank files, HF ``tokenizers`` for ``tokenizer.json``); a side
-with other ids is printed but marked ``NOT EXACT`` and never counts as the fastest peer.
+run counts. The ids of each side are hashed (SHA-256 of the flat id list) and compared with
+the reference peer of the vocabulary (tiktoken for rank files, HF ``tokenizers`` for
+``tokenizer.json``); a side with other ids is printed but marked ``NOT EXACT`` and never
+counts as the fastest peer.
 
 Sides, each at its best documented configuration (versions printed at the start):
 
@@ -337,7 +337,6 @@ def _cell(
     best_side, best = None, None
     for side, r in results.items():
         r["mbs"] = n / r["wall"] / 1e6
-        r["checked"] = ref is not None
         r["exact"] = ref is None or r["sha"] == ref["sha"]
         if side != "ours" and r["exact"] and (best is None or r["mbs"] > best["mbs"]):
             best_side, best = side, r
@@ -353,7 +352,7 @@ def _cell(
     for side, r in results.items():
         mark = "" if r["exact"] else "  NOT EXACT"
         print(f"      {side:10} {r['mbs']:7.1f} MB/s  cpu {r['cpu']:6.2f} s  {r['ids']} ids{mark}")
-    return {"cell": base, "n": n, "results": results, "best": best_side}
+    return {"cell": base, "n": n, "results": results, "best": best_side, "checked": ref is not None}
 
 
 def _summary(cells: list[dict[str, Any]]) -> None:
@@ -410,7 +409,7 @@ def _every_side(cells: list[dict[str, Any]], peers: list[str]) -> None:
                 continue
             best = " **fastest peer**" if side == c["best"] else ""
             mark = "" if r["exact"] else " not exact"
-            row.append(f"{r['mbs']:.1f}{best}{mark}" + ("" if r["checked"] else " unchecked"))
+            row.append(f"{r['mbs']:.1f}{best}{mark}" + ("" if c["checked"] else " unchecked"))
         print("| " + " | ".join(row) + " |")
 
 

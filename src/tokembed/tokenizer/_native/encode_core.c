@@ -73,9 +73,8 @@ static void backtrack_from(int by_pairs, size_t from[3]) {
     from[2] = all != 1 ? all : 9;                   /* longer letters */
 }
 
-/* The shortest chunk backtracking takes for data[0..n) (n >= 2). */
-static inline size_t backtrack_min(const size_t from[3], const unsigned char *data) {
-    unsigned char lead = data[0] == ' ' ? data[1] : data[0];
+/* The shortest chunk backtracking takes for a chunk of first byte `lead` (tk_piece_lead). */
+static inline size_t backtrack_min(const size_t from[3], unsigned char lead) {
     return from[lead < 0x80 || (lead >= 0xc3 && lead <= 0xc9) ? 0 : lead < 0xe0 ? 1 : 2];
 }
 
@@ -1263,13 +1262,13 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
     }
     size_t m;
     int merged = 0;
-    if (t->bt && n > 1 && n >= backtrack_min(t->bt_min, data)) {
+    unsigned char lead = tk_piece_lead(data, n);
+    if (t->bt && n > 1 && n >= backtrack_min(t->bt_min, lead)) {
         if (!e->seen && (e->seen = malloc(TK_BT_SEEN_SLOTS * sizeof(uint64_t))) != NULL)
             memset(e->seen, 0xff, TK_BT_SEEN_SLOTS * sizeof(uint64_t));
         /* a rank file's pair table answers words led by a two-byte character (it lowered
          * the threshold for most of them); other chunks (CJK: 6-10% slower by pairs) ask the
          * piece table and its Bloom filter */
-        unsigned char lead = data[0] == ' ' ? data[1] : data[0];
         int by_pairs = !t->rank_mode || (t->pairs.slots && lead >= 0xc0 && lead < 0xe0);
         tk_bt_ranks ranks = {by_pairs ? NULL : &t->pieces, &t->pairs, e->seen};
         int rc = tk_bt_encode(t->bt, &ranks, data, n, s, &m);
