@@ -139,13 +139,15 @@ def test_cyrillic_runs_end_at_every_character(run: str) -> None:
             assert c_split(text, preset, dialect) == pre.split(text), (preset, dialect, text)
 
 
-# Long texts of mostly ASCII: every preset but o200k reads them 64 bytes at a time
-# (scan_bits.h), a block taking up to 12 other characters (letters, punctuation), so every
-# rule's case must meet every offset of a block and its end. Parts where the rules branch
-# (contractions in both cases, a space or a second mark before punctuation, blank and CR/LF
-# runs, digit runs past three), Latin letters and punctuation of two or three bytes, marks, and
-# characters that send a block to the matcher (the long s after an apostrophe, NBSP, an Arabic
-# digit, the stress alphabet's numbers and whitespace).
+# Long texts of mostly ASCII: every preset reads them 64 bytes at a time (scan_bits.h), a
+# block taking up to 12 other characters (letters, punctuation), so every rule's case must meet
+# every offset of a block and its end. Parts where the rules branch (contractions in both
+# cases, a space or a second mark before punctuation, blank and CR/LF runs, digit runs past
+# three; o200k's capitals after small letters, contractions that end a word and those that
+# follow one, '/' after punctuation's line breaks), Latin letters of both cases and punctuation
+# of two or three bytes, marks, and characters that send a block to the matcher (the long s
+# after an apostrophe, NBSP, an Arabic digit, a modifier letter and other letters of no case,
+# the stress alphabet's numbers and whitespace).
 _ASCII_PARTS = st.one_of(
     st.text(alphabet="aAsSdDmMtTlLvVeErRxy'  \t\n\r\x0b\x0c.,(\"-/0123456789", max_size=20),
     st.text(
@@ -158,11 +160,13 @@ _ASCII_PARTS = st.one_of(
             *("'s", "'ll", "'VE", "'re ", " 'd", "\r\n", "  \n ", "\n\n  ", "1234567", ". \n"),
             *(".\n\n", "  ", "   x", "''s", "x's", "(x", " (x", "\u00e9", "\u017f", "'\u017f"),
             *("\u00a0", "\u0663", " \u00abx", "\u00abx", "\u00ab\u00abx", "'\u00e9", "\u2019s"),
+            *("x'rE", "a'd's", "x'sY", "DON'T", "'Ll", ".\n/", ";\n//x", "aB", "ABc"),
+            *("\u00c9t\u00e9", "a\u00c0b", "\u00aa", "\u02b0", "e\u0301", "\u0130i", "x'\u00c9"),
         ]
     ),
 )
 ASCII_TEXTS = st.lists(_ASCII_PARTS, min_size=1, max_size=60).map("".join)
-BLOCK_PRESETS = ("teaching", "cl100k", "qwen", "r50k", "gpt2-hf")
+BLOCK_PRESETS = ("teaching", "cl100k", "qwen", "r50k", "gpt2-hf", "o200k")
 
 
 @settings(max_examples=1000, deadline=None)
@@ -190,6 +194,7 @@ def test_ascii_block_edges() -> None:
     ]
     cases += [".\n\n", " 9 9", "''s", "x\t\n", "a.b", "  \n\n  \n", "    ", "\n\n\n", " 'll", "'Sx"]
     cases += ["x'll", "a're", "\u00abx", "x(\u00ab", "\u00e9\u00e9"]
+    cases += ["x'rE", "a'd's", ".\n/x", "aB", "x'", "\u00e9'S", "\u00e9\u00c9"]
     filler = "one two, three (four) five's 'six' 77 "
     for case in cases:
         texts = [(filler * 3)[:k] + case + filler for k in range(40, 81)]

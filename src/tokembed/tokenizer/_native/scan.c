@@ -85,6 +85,7 @@ static inline uint64_t tk_word_in(uint64_t w, unsigned mask) {
 static int tk_swar_ok; /* set by tk_scan_init: the table's ASCII classes are tk_word_in's */
 static int tk_bits_ok; /* set by tk_scan_init: the tables' ASCII classes are tk_bits_of's */
 static int tk_cyrillic_ok; /* set by tk_scan_init: the classes cyrillic_run assumes hold */
+static int tk_case_ok;     /* set by tk_scan_init: the tables' ASCII cases are tk_bits_case's */
 
 /* Whether every code point in [lo, hi] has `mask` in both dialects' tables. */
 static int all_in(uint32_t lo, uint32_t hi, unsigned mask) {
@@ -129,6 +130,17 @@ void tk_scan_init(void) {
     }
     ok &= tk_bits_high(ascii) == 0 && tk_bits_high(ascii + 64) == 0;
     tk_bits_ok = ok;
+    tk_bits_case(ascii, &b[0]);
+    tk_bits_case(ascii + 64, &b[1]);
+    for (unsigned c = 0; c < 128; c++) { /* o200k: capitals upper case alone, letters lower */
+        int up = (int)(b[c / 64].U >> (c % 64) & 1), letter = (int)(b[c / 64].L >> (c % 64) & 1);
+        for (int d = 0; d < 2; d++) {
+            unsigned cls = d ? tk_classes_huggingface[c] : tk_class_tiktoken[c];
+            ok &= ((cls & TK_CU) != 0) == up && ((cls & TK_CW) != 0) == (letter && !up);
+        }
+        ok &= (int)(b[c / 64].SL >> (c % 64) & 1) == (c == '/');
+    }
+    tk_case_ok = ok;
 #endif
     tk_cyrillic_ok = all_in(0x400, 0x47f, TK_CL) && all_in(0x430, 0x45f, TK_CW);
 }
@@ -428,9 +440,9 @@ static size_t piece_o200k(const Text *s, size_t i) {
     return whitespace(s, i, len0, 0, 1);
 }
 
-/* The patterns read a block at a time (scan_bits.h): cl100k's kin, and r50k's with Hugging
- * Face's GPT-2 pattern. */
-enum { TK_KIN_TEACHING, TK_KIN_CL100K, TK_KIN_QWEN, TK_KIN_R50K };
+/* The patterns read a block at a time (scan_bits.h): cl100k's kin, r50k's with Hugging Face's
+ * GPT-2 pattern, and o200k's. */
+enum { TK_KIN_TEACHING, TK_KIN_CL100K, TK_KIN_QWEN, TK_KIN_R50K, TK_KIN_O200K };
 
 #ifdef TK_SCAN_BITS
 /* Most characters from 0x80 up a block can hold. */
@@ -441,9 +453,11 @@ enum { TK_KIN_TEACHING, TK_KIN_CL100K, TK_KIN_QWEN, TK_KIN_R50K };
  * to the matcher) when there are more than TK_BLOCK_WIDE_MAX of them, when one is a number or
  * whitespace (a digit run is cut every third character, a blank run before its last character:
  * the rules count bytes), when the long s (U+017F) follows an apostrophe (it folds to s there:
- * a contraction), or when a sequence runs past the text (the matcher reads it as U+FFFD). */
+ * a contraction), or when a sequence runs past the text (the matcher reads it as U+FFFD).
+ * `cased` (o200k): each letter's case into b->U, and 0 for a character in both of o200k's
+ * case classes: a letter of no case (\p{Lm}, \p{Lo}: CJK, Thai...) or a mark. */
 static int wide_classes(const Text *s, const unsigned char *t, size_t avail, uint64_t hi,
-                        tk_bits *b) {
+                        tk_bits *b, int cased) {
     uint64_t lead = hi & ~b->cont;
     if (tk_popcount64(lead) > TK_BLOCK_WIDE_MAX) return 0;
     for (; lead; lead &= lead - 1) {
@@ -456,6 +470,11 @@ static int wide_classes(const Text *s, const unsigned char *t, size_t avail, uin
         for (unsigned m = 1; m < len; m++) cp = cp << 6 | (t[j + m] & 0x3Fu);
         unsigned bits = cp < TK_NCODE ? s->cls[cp] : 0;
         if (bits & (TK_CN | TK_CS) || (cp == 0x17F && j > 0 && t[j - 1] == '\'')) return 0;
+        if (cased) { /* o200k: Lm, Lo and marks are in both of its case classes */
+            unsigned kase = bits & (TK_CU | TK_CW);
+            if (kase == (TK_CU | TK_CW)) return 0;
+            if (kase == TK_CU) b->U |= tk_low_bits(len) << j;
+        }
         if (bits & TK_CL) b->L |= tk_low_bits(len) << j; /* bits past 63 fall off */
     }
     return 1;
@@ -484,15 +503,25 @@ static __attribute__((noinline)) size_t bits_block(const Text *s, size_t i, size
     uint64_t hi = tk_bits_high(t) & tk_low_bits(w);
     tk_bits b;
     int many = hi && tk_popcount64(hi) > 2 * TK_BLOCK_WIDE_MAX; /* too many even as pairs */
-    if (!many) tk_bits_of(t, &b);
-    if (many || (hi && !wide_classes(s, t, end ? w : s->n - i, hi, &b))) {
+    const int o200k = kin == TK_KIN_O200K;
+    if (!many) {
+        tk_bits_of(t, &b);
+        if (o200k) tk_bits_case(t, &b);
+    }
+    if (many || (hi && !wide_classes(s, t, end ? w : s->n - i, hi, &b, o200k))) {
         *high = i + (size_t)tk_top_bit(hi) + 1;
         *dense = tk_popcount64(hi) > 16;
         return k;
     }
-    uint64_t st = kin == TK_KIN_R50K
-                      ? tk_bits_starts_r50k(t, &b, w, end)
-                      : tk_bits_starts(t, &b, w, end, kin == TK_KIN_CL100K, kin == TK_KIN_QWEN);
+    uint64_t slash = o200k ? tk_bits_slash_after_breaks(&b, w) : 0;
+    if (slash) { /* the matcher reads past it (code: "});\n//") */
+        *high = i + (size_t)tk_top_bit(slash) + 1;
+        *dense = 0;
+        return k;
+    }
+    uint64_t st = kin == TK_KIN_R50K ? tk_bits_starts_r50k(t, &b, w, end)
+                                     : tk_bits_starts(t, &b, w, end, kin == TK_KIN_CL100K,
+                                                      kin == TK_KIN_QWEN, o200k);
     st &= ~1ull;
     for (; st && k < cap; st &= st - 1) ends[k++] = *at = i + (size_t)__builtin_ctzll(st);
     if (end && !st && k < cap) ends[k++] = *at = s->n;
@@ -502,8 +531,9 @@ static __attribute__((noinline)) size_t bits_block(const Text *s, size_t i, size
 
 /* The matcher's piece from i (valid input never gives an empty one; never loop on one). */
 TK_INLINE size_t match_piece(const Text *s, size_t i, int kin) {
-    size_t e = kin == TK_KIN_R50K ? piece_r50k(s, i)
-                                  : piece_cl100k(s, i, kin == TK_KIN_CL100K, kin == TK_KIN_QWEN);
+    size_t e = kin == TK_KIN_O200K  ? piece_o200k(s, i)
+               : kin == TK_KIN_R50K ? piece_r50k(s, i)
+                                    : piece_cl100k(s, i, kin == TK_KIN_CL100K, kin == TK_KIN_QWEN);
     return e > i ? e : i + 1;
 }
 
@@ -518,7 +548,7 @@ TK_INLINE size_t scan_blocks(const Text *s, size_t i, size_t *ends, size_t cap, 
                              tk_scan_state *state) {
     size_t k = 0, n = s->n;
 #ifdef TK_SCAN_BITS
-    if (tk_bits_ok) {
+    if (tk_bits_ok && (kin != TK_KIN_O200K || tk_case_ok)) {
         while (k < cap && i < n) {
             if (i >= state->retry) {
                 size_t at, high;
@@ -557,17 +587,9 @@ size_t tk_scan_run(int preset, int dialect, const unsigned char *text, size_t n,
     case TK_PRESET_TEACHING: return scan_blocks(&s, from, ends, cap, TK_KIN_TEACHING, state);
     case TK_PRESET_CL100K: return scan_blocks(&s, from, ends, cap, TK_KIN_CL100K, state);
     case TK_PRESET_QWEN: return scan_blocks(&s, from, ends, cap, TK_KIN_QWEN, state);
-    case TK_PRESET_O200K: break;
+    case TK_PRESET_O200K: return scan_blocks(&s, from, ends, cap, TK_KIN_O200K, state);
     default: return scan_blocks(&s, from, ends, cap, TK_KIN_R50K, state);
     }
-    /* o200k: the matcher alone, its piece function inlined, the ends written to an array (a
-     * callback per piece scanned cl100k's PUD English at 8.3 ns a piece against 7.5) */
-    size_t i = from, k = 0;
-    for (; k < cap && i < n; k++) {
-        size_t e = piece_o200k(&s, i);
-        ends[k] = i = e > i ? e : i + 1; /* e <= i cannot happen for valid input; never loop */
-    }
-    return k;
 }
 
 size_t tk_scan_some(int preset, int dialect, const unsigned char *text, size_t n, size_t from,
