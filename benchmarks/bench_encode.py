@@ -35,11 +35,10 @@ hash it) is not.
 Texts (from ``../shared/data``): English (PUD en), Russian (RusLit-40, 4 MB; 1 MB with
 ``--quick``), CJK (PUD zh + ko, and ja where the data has it) and mixed (all 13 PUD
 languages). Asked for by name only, the 13 split by script: ``latin`` (PUD de, en, es, fi,
-fr, id, tr) and ``other`` (ar, hi, ko, ru, th, zh); at fca2b16, one thread, long calls,
-fastokens led on the first with o200k, cl100k and GPT-2 (ours 0.88-0.94x; level with qwen
-and SmolLM2, 0.97-0.98x) and we on the second (1.01-1.48x), which is why the mixed cells lead
-by less than the others. At bf23797, which merges Latin-script words shorter than 33 bytes
-rather than backtracking them, GPT-2 read 1.13x and SmolLM2 1.08x on the first (cl100k 0.94x).
+fr, id, tr) and ``other`` (ar, hi, ko, ru, th, zh); at 348f557, one thread, long calls,
+fastokens led on the first with the rank files (ours: o200k 0.90x, cl100k 0.97x, qwen 0.95x),
+we with SmolLM2 and GPT-2 (1.15x, 1.13x), and we on the second with every vocabulary
+(1.01-1.47x), which is why the mixed cells lead by less than the others.
 A side that gives no result for a vocabulary (it refuses it, or fails) prints why once and
 is skipped for the rest of that vocabulary.
 
