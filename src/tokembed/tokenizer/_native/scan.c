@@ -83,9 +83,11 @@ static inline uint64_t tk_word_in(uint64_t w, unsigned mask) {
 }
 
 static int tk_swar_ok; /* set by tk_scan_init: the table's ASCII classes are tk_word_in's */
-static int tk_bits_ok; /* set by tk_scan_init: the tables' ASCII classes are tk_bits_of's */
 static int tk_cyrillic_ok; /* set by tk_scan_init: the classes cyrillic_run assumes hold */
-static int tk_case_ok;     /* set by tk_scan_init: the tables' ASCII cases are tk_bits_case's */
+#ifdef TK_SCAN_BITS
+static int tk_bits_ok; /* set by tk_scan_init: the tables' ASCII classes are tk_bits_of's */
+static int tk_case_ok; /* set by tk_scan_init: the tables' ASCII cases are tk_bits_case's */
+#endif
 
 /* Whether every code point in [lo, hi] has `mask` in both dialects' tables. */
 static int all_in(uint32_t lo, uint32_t hi, unsigned mask) {
@@ -481,10 +483,10 @@ static int wide_classes(const Text *s, const unsigned char *t, size_t avail, uin
 }
 
 /* One block from i (scan_bits.h): its pieces' ends into ends[k..cap); returns the new k, and in
- * *at the last end written (i when none). *high: the offset past the block's last byte from
- * 0x80 up when the matcher is to read it (nothing written then); *dense: more than 16 such
- * bytes. Out of line: with it inline, the matcher's loop in scan_blocks lost registers (Russian
- * scanned 10% slower). */
+ * *at the last end written (i when none). *high: when the matcher is to read the block (nothing
+ * written then), the offset past its last byte from 0x80 up, or for o200k past its last '/'
+ * after punctuation's line breaks; *dense: more than 16 bytes from 0x80 up. Out of line: with
+ * it inline, the matcher's loop in scan_blocks lost registers (Russian scanned 10% slower). */
 static __attribute__((noinline)) size_t bits_block(const Text *s, size_t i, size_t *ends,
                                                    size_t k, size_t cap, int kin, size_t *at,
                                                    size_t *high, int *dense) {
@@ -514,7 +516,7 @@ static __attribute__((noinline)) size_t bits_block(const Text *s, size_t i, size
         return k;
     }
     uint64_t slash = o200k ? tk_bits_slash_after_breaks(&b, w) : 0;
-    if (slash) { /* the matcher reads past it (code: "});\n//") */
+    if (slash) { /* the matcher reads past it (code: "});\n//"), as scan_blocks backs off */
         *high = i + (size_t)tk_top_bit(slash) + 1;
         *dense = 0;
         return k;
@@ -541,7 +543,10 @@ TK_INLINE size_t match_piece(const Text *s, size_t i, int kin) {
  * into ends[0..cap), returning how many. After a block the matcher took, it reads past that
  * block's last byte from 0x80 up, and 64 bytes more for each such block in a row (1,024 at once
  * after a block of mostly such bytes), up to 1,024: Russian or CJK text tries a block about
- * once a kilobyte. `state` carries that across calls on one text. The matcher's loop keeps its
+ * once a kilobyte. o200k's blocks refused for a '/' after line breaks back off the same way, so
+ * code with comment lines after punctuation (";\n//") is read by the matcher in stretches, as
+ * all of o200k's text was before it had blocks (not measured on code). `state` carries that
+ * across calls on one text. The matcher's loop keeps its
  * offset and count in registers (behind a pointer, or with the block's work inline, Hindi,
  * Korean and Thai scanned ~8% slower). */
 TK_INLINE size_t scan_blocks(const Text *s, size_t i, size_t *ends, size_t cap, int kin,

@@ -32,8 +32,10 @@
  * end cuts) and by the ends of runs that end inside the block; the one start that waits on a
  * run's end past the block (after a CR or LF, in a run of blanks that reaches the block's
  * end) is not taken, and as it is the block's last, the next block, which begins at the last
- * start taken, finds it. The ASCII classes are checked against both dialects' tables at
- * tk_scan_init (tk_bits_ok): a table that disagreed turns this off.
+ * start taken, finds it (o200k has one more such start: an apostrophe in the block's last byte
+ * after a letter, which the next two bytes may make a contraction's). The ASCII classes are
+ * checked against both dialects' tables at tk_scan_init (tk_bits_ok): a table that disagreed
+ * turns this off.
  *
  * o200k's pattern differs in three places: a letter run is cut before each capital that follows
  * a small letter ([U]*[W]+|[U]+[W]*: the classes are disjoint for the letters a block takes, as
@@ -60,7 +62,7 @@
 
 typedef struct {
     uint64_t L, N, S, C, SP, AP, cont; /* cont: UTF-8 continuation bytes */
-    uint64_t U, SL; /* o200k alone (tk_bits_case): upper-case letters, and '/' */
+    uint64_t U, SL; /* o200k alone: upper-case letters (tk_bits_case, wide_classes), '/' */
 } tk_bits;
 
 /* The bytes from 0x80 up of the 64 at t. */
