@@ -86,7 +86,7 @@ static int tk_swar_ok; /* set by tk_scan_init: the table's ASCII classes are tk_
 static int tk_cyrillic_ok; /* set by tk_scan_init: the classes cyrillic_run assumes hold */
 #ifdef TK_SCAN_BITS
 static int tk_bits_ok; /* set by tk_scan_init: the tables' ASCII classes are tk_bits_of's */
-static int tk_case_ok; /* set by tk_scan_init: the tables' ASCII cases are tk_bits_case's */
+static int tk_case_ok; /* set by tk_scan_init: the tables' ASCII cases are tk_bits_of's */
 #endif
 
 /* Whether every code point in [lo, hi] has `mask` in both dialects' tables. */
@@ -116,8 +116,8 @@ void tk_scan_init(void) {
     unsigned char ascii[128];
     tk_bits b[2];
     for (unsigned c = 0; c < 128; c++) ascii[c] = (unsigned char)c;
-    tk_bits_of(ascii, &b[0]);
-    tk_bits_of(ascii + 64, &b[1]);
+    tk_bits_of(ascii, &b[0], 1);
+    tk_bits_of(ascii + 64, &b[1], 1);
     ok = 1;
     for (unsigned c = 0; c < 128; c++) {
         const tk_bits *h = &b[c / 64];
@@ -132,8 +132,6 @@ void tk_scan_init(void) {
     }
     ok &= tk_bits_high(ascii) == 0 && tk_bits_high(ascii + 64) == 0;
     tk_bits_ok = ok;
-    tk_bits_case(ascii, &b[0]);
-    tk_bits_case(ascii + 64, &b[1]);
     for (unsigned c = 0; c < 128; c++) { /* o200k: capitals upper case alone, letters lower */
         int up = (int)(b[c / 64].U >> (c % 64) & 1), letter = (int)(b[c / 64].L >> (c % 64) & 1);
         for (int d = 0; d < 2; d++) {
@@ -507,8 +505,7 @@ static __attribute__((noinline)) size_t bits_block(const Text *s, size_t i, size
     int many = hi && tk_popcount64(hi) > 2 * TK_BLOCK_WIDE_MAX; /* too many even as pairs */
     const int o200k = kin == TK_KIN_O200K;
     if (!many) {
-        tk_bits_of(t, &b);
-        if (o200k) tk_bits_case(t, &b);
+        tk_bits_of(t, &b, o200k);
     }
     if (many || (hi && !wide_classes(s, t, end ? w : s->n - i, hi, &b, o200k))) {
         *high = i + (size_t)tk_top_bit(hi) + 1;
@@ -546,9 +543,8 @@ TK_INLINE size_t match_piece(const Text *s, size_t i, int kin) {
  * once a kilobyte. o200k's blocks refused for a '/' after line breaks back off the same way, so
  * code with comment lines after punctuation (";\n//") is read by the matcher in stretches, as
  * all of o200k's text was before it had blocks (not measured on code). `state` carries that
- * across calls on one text. The matcher's loop keeps its
- * offset and count in registers (behind a pointer, or with the block's work inline, Hindi,
- * Korean and Thai scanned ~8% slower). */
+ * across calls on one text. The matcher's loop keeps its offset and count in registers (behind a
+ * pointer, or with the block's work inline, Hindi, Korean and Thai scanned ~8% slower). */
 TK_INLINE size_t scan_blocks(const Text *s, size_t i, size_t *ends, size_t cap, int kin,
                              tk_scan_state *state) {
     size_t k = 0, n = s->n;

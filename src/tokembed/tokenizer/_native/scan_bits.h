@@ -62,7 +62,7 @@
 
 typedef struct {
     uint64_t L, N, S, C, SP, AP, cont; /* cont: UTF-8 continuation bytes */
-    uint64_t U, SL; /* o200k alone: upper-case letters (tk_bits_case, wide_classes), '/' */
+    uint64_t U, SL; /* o200k alone: upper-case letters (tk_bits_of, wide_classes), '/' */
 } tk_bits;
 
 /* The bytes from 0x80 up of the 64 at t. */
@@ -85,8 +85,10 @@ static inline uint64_t tk_lanes(__m128i m, int k) {
     return (uint64_t)(unsigned)_mm_movemask_epi8(m) << (16 * k);
 }
 
-/* The class masks of the 64 bytes at t. */
-static inline void tk_bits_of(const unsigned char *t, tk_bits *b) {
+/* The class masks of the 64 bytes at t; with `cased` (o200k) also ASCII capitals (its letter
+ * pieces are cut where a capital follows a small letter) and '/' (which its punctuation piece
+ * takes after line breaks), from the same loads. */
+static inline void tk_bits_of(const unsigned char *t, tk_bits *b, int cased) {
     memset(b, 0, sizeof *b);
     for (int k = 0; k < 4; k++) {
         __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(t + 16 * k));
@@ -102,17 +104,10 @@ static inline void tk_bits_of(const unsigned char *t, tk_bits *b) {
         b->cont |= tk_lanes(_mm_cmpeq_epi8(_mm_and_si128(x, _mm_set1_epi8((char)0xC0)),
                                            _mm_set1_epi8((char)0x80)),
                             k);
-    }
-}
-
-/* o200k's two more masks of the 64 bytes at t: ASCII capitals (its letter pieces are cut where a
- * capital follows a small letter) and '/' (which its punctuation piece takes after line breaks). */
-static inline void tk_bits_case(const unsigned char *t, tk_bits *b) {
-    b->U = b->SL = 0;
-    for (int k = 0; k < 4; k++) {
-        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(t + 16 * k));
-        b->U |= tk_lanes(tk_in(x, 'A', 'Z'), k);
-        b->SL |= tk_lanes(_mm_cmpeq_epi8(x, _mm_set1_epi8('/')), k);
+        if (cased) {
+            b->U |= tk_lanes(tk_in(x, 'A', 'Z'), k);
+            b->SL |= tk_lanes(_mm_cmpeq_epi8(x, _mm_set1_epi8('/')), k);
+        }
     }
 }
 
