@@ -498,9 +498,15 @@ static int ensure_id_objects(TablesObject *t) {
  * set: 61 faults. Fresh processes interleaved, one thread, medians of 21: cl100k 43.2 -> 41.0 ms
  * (of 15, qwen 45.0 -> 44.3); advising the pages populated (MADV_POPULATE_WRITE) as well, 41.4.
  * Below 4 MiB of pointers (the 7 Latin-script PUD languages' 2 MB list) from 1 MiB up: 20.1 ->
- * 20.2 ms, nothing to gain. */
+ * 20.2 ms, nothing to gain. Below it, from TK_LIST_POPULATE_MIN, an array on fresh small pages
+ * is faulted in by one call (tk_populate) before it is filled: whether it is fresh depends on
+ * what the process freed before (that text's 244,485-id list on qwen took 389-479 faults in a
+ * fresh process, o200k's 203,429 ids 3). Fresh processes interleaved, one thread, that text
+ * cold, medians of 21 / 15 / 21: qwen 20.00 -> 19.71 ms and 20.13 -> 19.57, o200k 19.31 ->
+ * 19.37. */
 #define TK_LIST_HUGE_MIN (((size_t)4 << 20) / sizeof(PyObject *))
 #define TK_LIST_SLACK ((size_t)2 << 20)
+#define TK_LIST_POPULATE_MIN ((size_t)256 << 10)
 
 /* A list of room for n items and size 0, its item array not zeroed; the caller sets items and
  * then finishes it with list_filled, so the list never shows an item it has not set. PyList_New
@@ -517,7 +523,10 @@ static PyObject *list_unfilled(size_t n) {
         Py_DECREF(list);
         return PyErr_NoMemory();
     }
-    if (slack) tk_advise_huge(items, n * sizeof(PyObject *) + slack);
+    if (slack)
+        tk_advise_huge(items, n * sizeof(PyObject *) + slack);
+    else if (n * sizeof(PyObject *) >= TK_LIST_POPULATE_MIN)
+        tk_populate(items, n * sizeof(PyObject *));
     ((PyListObject *)list)->ob_item = items;
     ((PyListObject *)list)->allocated = (Py_ssize_t)(n + slack / sizeof(PyObject *));
     return list;
