@@ -7,6 +7,12 @@
 #include <string.h>
 #if defined(__linux__)
 #include <sys/mman.h>
+#include <unistd.h>
+/* glibc before 2.35 lacks the name (manylinux images); the kernel before 5.14 refuses the
+ * advice, which tk_populate ignores. 23 on these architectures (asm-generic). */
+#if !defined(MADV_POPULATE_WRITE) && (defined(__x86_64__) || defined(__aarch64__))
+#define MADV_POPULATE_WRITE 23
+#endif
 #endif
 
 /* One hash for every open-addressing table of the compiled modules (chunk counter,
@@ -88,7 +94,8 @@ static inline void tk_advise_huge(void *p, size_t bytes) {
  * a page fault each. Contents are unchanged. */
 static inline void tk_populate(void *p, size_t bytes) {
 #if defined(__linux__) && defined(MADV_POPULATE_WRITE)
-    const uintptr_t page = 4096;
+    long size = sysconf(_SC_PAGESIZE);
+    uintptr_t page = size > 0 ? (uintptr_t)size : 4096;
     uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), b = ((uintptr_t)p + bytes) & ~(page - 1);
     if (b > a) (void)madvise((void *)a, b - a, MADV_POPULATE_WRITE);
 #else

@@ -41,9 +41,9 @@ static PyTypeObject TablesType;
  * (4 bytes per id, read as the id's address is) and never touches the int, which gets
  * TK_RESERVE more once its count runs out; the table gives back what is left when it goes.
  * Every int's reference count is so always its holders' plus its reserve, and each int is
- * freed once the table and every list holding it are gone. Counting each list's references
- * per id and adding the counts to the ints after the list was filled (the way before) still
- * read every used int's line: that pass took 1.0 ms of a cold call's 1.6-2.1 ms list of 203,429
+ * freed once the table and every list holding it are gone. Counting a long list's references
+ * per id and adding the counts to the ints after it was filled (the way before, from 65,536
+ * ids; shorter lists wrote a reference per item) still read every used int's line: that pass took 1.0 ms of a cold call's 1.6-2.1 ms list of 203,429
  * ids (27,094 distinct; o200k, the 7 Latin-script PUD languages), the list now 0.67-0.91 ms.
  * Fresh processes interleaved, one thread, that text cold, medians of 15 / 11: o200k 19.98 ->
  * 19.17 ms, cl100k 18.63 -> 18.06. A 16-byte {int, reserve} entry per id (one line per item
@@ -450,9 +450,9 @@ static int ready(EncoderObject *self) {
 }
 
 /* One int object per id, shared by every list this table's encoders return:
- * building a list is then a reference count per id instead of an allocation
- * (ids above 256 are not among Python's cached small ints). Vocabularies with
- * ids beyond this bound allocate as usual. */
+ * building a list then takes a reference per id (from its reserve, see TK_RESERVED)
+ * instead of an allocation (ids above 256 are not among Python's cached small ints).
+ * Vocabularies with ids beyond this bound allocate as usual. */
 #define TK_ID_OBJECTS_MAX (1u << 22)
 
 static int ensure_id_objects(TablesObject *t) {
@@ -478,11 +478,11 @@ static int ensure_id_objects(TablesObject *t) {
     return 0;
 }
 
-/* A list of ids touches one shared int object per id, scattered over max_id * 32 bytes (6 MB
- * for o200k) and out of the CPU caches in a fresh process; the address array entry of the id
- * TK_OBJ_AHEAD ahead and the object of the one half as far ahead are asked for early, so the
- * reference counts wait on no miss (fresh encoders on PUD zh + ko, o200k: ids_list's share of
- * the samples 9.8% -> 7.2%). */
+/* A list of ids reads an id-indexed entry or two per item, out of the CPU caches in a fresh
+ * process: the address array entry (and the reserve entry) of the id TK_OBJ_AHEAD ahead are
+ * asked for early; where a reference is written to the int itself (builds without reserves),
+ * so is the int of the id half as far ahead, scattered over max_id * 32 bytes (6 MB for o200k)
+ * (fresh encoders on PUD zh + ko, o200k: ids_list's share of the samples 9.8% -> 7.2%). */
 #define TK_OBJ_AHEAD 16
 
 /* A long text's list of ids is item pointers Python takes fresh from the system, and filling it
@@ -506,7 +506,7 @@ static int ensure_id_objects(TablesObject *t) {
  * 19.37. */
 #define TK_LIST_HUGE_MIN (((size_t)4 << 20) / sizeof(PyObject *))
 #define TK_LIST_SLACK ((size_t)2 << 20)
-#define TK_LIST_POPULATE_MIN ((size_t)256 << 10)
+#define TK_LIST_POPULATE_MIN (((size_t)256 << 10) / sizeof(PyObject *))
 
 /* A list of room for n items and size 0, its item array not zeroed; the caller sets items and
  * then finishes it with list_filled, so the list never shows an item it has not set. PyList_New
@@ -525,7 +525,7 @@ static PyObject *list_unfilled(size_t n) {
     }
     if (slack)
         tk_advise_huge(items, n * sizeof(PyObject *) + slack);
-    else if (n * sizeof(PyObject *) >= TK_LIST_POPULATE_MIN)
+    else if (n >= TK_LIST_POPULATE_MIN)
         tk_populate(items, n * sizeof(PyObject *));
     ((PyListObject *)list)->ob_item = items;
     ((PyListObject *)list)->allocated = (Py_ssize_t)(n + slack / sizeof(PyObject *));
