@@ -461,7 +461,7 @@ def test_lists_of_ids_hold_exact_references_to_the_tables_ints() -> None:
     pre = Pretokenizer.preset("cl100k")
     tok = Tokenizer(pretokenizer=pre, tables=tables)
     rng = random.Random(5)
-    words = [*("".join(rng.choices(letters, k=rng.randint(1, 9))) for _ in range(20_000))]
+    words = ["".join(rng.choices(letters, k=rng.randint(1, 9))) for _ in range(20_000)]
     words += ["zz"] * 140_000  # one id past two reserves of 65,536
     rng.shuffle(words)
     text = " ".join(words)

@@ -43,8 +43,9 @@ static PyTypeObject TablesType;
  * Every int's reference count is so always its holders' plus its reserve, and each int is
  * freed once the table and every list holding it are gone. Counting a long list's references
  * per id and adding the counts to the ints after it was filled (the way before, from 65,536
- * ids; shorter lists wrote a reference per item) still read every used int's line: that pass took 1.0 ms of a cold call's 1.6-2.1 ms list of 203,429
- * ids (27,094 distinct; o200k, the 7 Latin-script PUD languages), the list now 0.67-0.91 ms.
+ * ids; shorter lists wrote a reference per item) still read every used int's line: that pass
+ * took 1.0 ms of a cold call's 1.6-2.1 ms list of 203,429 ids (27,094 distinct; o200k, the 7
+ * Latin-script PUD languages), the list now 0.67-0.91 ms.
  * Fresh processes interleaved, one thread, that text cold, medians of 15 / 11: o200k 19.98 ->
  * 19.17 ms, cl100k 18.63 -> 18.06. A 16-byte {int, reserve} entry per id (one line per item
  * where two arrays take two) measured 2% slower: 3.2 MB read at random instead of 2.4. Only
