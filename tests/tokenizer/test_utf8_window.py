@@ -9,6 +9,7 @@ window.
 
 from __future__ import annotations
 
+from itertools import accumulate
 from typing import Any
 
 import pytest
@@ -149,3 +150,61 @@ def test_errors_past_the_first_window() -> None:
     assert str(len(head) + 1) in str(lone.value)
     pair = f"{head}a \ud83d\udc4d"
     assert tok.encode_ordinary(pair) == tok.encode_ordinary(f"{head}a \U0001f44d")
+
+
+def _keep_utf8(text: str) -> str:
+    """``text``, its UTF-8 made by Python and kept beside it (``encode_chunks`` asks for it)."""
+    _scanned(rank_vocab("cl100k_base")[2]).encoder().encode_chunks(text, [text])
+    return text
+
+
+def test_a_batch_reads_kept_utf8_in_place_and_writes_the_rest_from_code_points() -> None:
+    """``encode_texts`` takes each str as Python holds it: ASCII and a str whose UTF-8 Python
+    already made are read as UTF-8, any other from its code points through the window (one
+    longer than the window, one with no cut that grows it past 4 MiB, given back after the
+    call). Every kind of str gives the ids it gives alone and tiktoken's, as lists and flat."""
+    module = encode_module()
+    engine = _scanned(rank_vocab("cl100k_base")[2])
+    assert engine.scanner is not None
+    peer = rank_peer("cl100k_base")
+    enc = module.Encoder(engine.encoder().tables)  # a window never grown
+    kept = _keep_utf8("Дом, который построил Джек")
+    texts = [
+        "plain ASCII, one byte a character",
+        "café crème, naïve: one byte a character, not ASCII",
+        kept,
+        "Ещё один дом — два байта",
+        "中文的句子，三个字节",
+        "wide \U0001f44d and \U0001f600 four bytes",
+        "",
+        real_text()[:300_000].encode().decode(),  # a new str, longer than the window
+        "中文" * 1_000_000 + " end",  # no cut: 6 MB of UTF-8 in one window
+    ]
+    # tiktoken makes and keeps the UTF-8 of a str it is given: it gets copies
+    alone = [peer.encode_ordinary(t.encode().decode()) for t in texts]
+    assert enc.encode_texts(texts, *engine.scanner) == alone
+    assert enc.window_bytes == 0
+    flat, ends = enc.encode_texts(texts[:-1], *engine.scanner, as_bytes=True)
+    assert list(memoryview(flat).cast("I")) == [i for ids in alone[:-1] for i in ids]
+    assert list(memoryview(ends).cast("Q")) == list(accumulate(len(ids) for ids in alone[:-1]))
+    assert enc.window_bytes == WINDOW
+
+
+def test_a_batch_names_a_missing_byte_and_a_surrogate_in_the_text_that_holds_them() -> None:
+    """A byte without an id in a text read from its code points is named by its offset in that
+    text's UTF-8, as in the same text read as UTF-8; a surrogate raises Python's own error."""
+    module = encode_module()
+    _, engine = _missing_d0()
+    assert engine.scanner is not None
+    enc = engine.encoder()
+    for text in ("é x Дом", "x Дом 中", "wide \U0001f44d Дом"):
+        from_code_points = text.encode().decode()
+        as_utf8 = _keep_utf8(text.encode().decode())
+        offsets = []
+        for same in (from_code_points, as_utf8):
+            with pytest.raises(module.MissingByte) as raw:
+                enc.encode_texts(["fine", same, "never reached"], *engine.scanner)
+            offsets.append(raw.value.args)
+        assert offsets == [(text.encode().index(0xD0),)] * 2
+    with pytest.raises(UnicodeEncodeError):
+        enc.encode_texts(["fine", "x \udc80 y"], *engine.scanner)

@@ -1505,15 +1505,14 @@ size_t tk_ucs_safe_cut(int dialect, const void *data, int kind, size_t n, size_t
     return n;
 }
 
-int tk_encode_ucs(tk_encoder *e, int preset, int dialect, const void *data, int kind, size_t n,
-                  size_t *bad) {
+/* The code points data[0..n) of `kind` bytes each, through the encoder's window (the caller
+ * holds the lock and has started the call): tk_encode_ucs's contract. */
+static int ucs_job(tk_job *job, int preset, int dialect, const void *data, int kind, size_t n,
+                   size_t *bad) {
+    tk_encoder *e = job->enc;
     tk_ucs_text src = {data, n, 0, kind};
-    tk_job job = {.enc = e};
     size_t have = 0, base = 0;
     int done = 0, status = 0;
-    encoder_repair(e);
-    pthread_mutex_lock(&e->lock);
-    call_start(e, n <= SIZE_MAX / 4 ? n * tk_ucs_max_bytes(kind) : SIZE_MAX);
     if (window_reserve(e, TK_WINDOW) < 0) status = -1;
     while (status == 0) {
         while (!done && e->window_cap - have >= 4) {
@@ -1533,12 +1532,12 @@ int tk_encode_ucs(tk_encoder *e, int preset, int dialect, const void *data, int 
                 status = -1;
             continue;
         }
-        job.text = e->window;
-        job.len = cut;
-        scan_job(&job, preset, dialect);
-        if (job.status) {
-            status = job.status;
-            *bad = base + job.missing_at;
+        job->text = e->window;
+        job->len = cut;
+        scan_job(job, preset, dialect);
+        if (job->status) {
+            status = job->status;
+            *bad = base + job->missing_at;
             break;
         }
         if (done) break;
@@ -1546,33 +1545,61 @@ int tk_encode_ucs(tk_encoder *e, int preset, int dialect, const void *data, int 
         have -= cut;
         base += cut;
     }
+    return status;
+}
+
+/* A window grown past TK_WINDOW_KEPT for one long text is given back at the end of the call. */
+static void window_settle(tk_encoder *e) {
     if (e->window_cap > TK_WINDOW_KEPT) {
         free(e->window);
         e->window = NULL;
         e->window_cap = 0;
     }
+}
+
+int tk_encode_ucs(tk_encoder *e, int preset, int dialect, const void *data, int kind, size_t n,
+                  size_t *bad) {
+    tk_job job = {.enc = e};
+    encoder_repair(e);
+    pthread_mutex_lock(&e->lock);
+    call_start(e, n <= SIZE_MAX / 4 ? n * tk_ucs_max_bytes(kind) : SIZE_MAX);
+    int status = ucs_job(&job, preset, dialect, data, kind, n, bad);
+    window_settle(e);
     pthread_mutex_unlock(&e->lock);
     return status;
 }
 
-int tk_encode_texts(tk_encoder *e, int preset, int dialect, const unsigned char *const *texts,
-                    const size_t *lens, size_t n_texts, size_t *ends, size_t *failed, size_t *bad) {
+int tk_encode_texts(tk_encoder *e, int preset, int dialect, const void *const *texts,
+                    const int *kinds, const size_t *lens, size_t n_texts, size_t *ends,
+                    size_t *failed, size_t *bad) {
     tk_job job = {.enc = e};
     encoder_repair(e);
     size_t total = 0;
-    for (size_t i = 0; i < n_texts; i++) total += lens[i];
+    for (size_t i = 0; i < n_texts; i++) {
+        size_t most = kinds && kinds[i] ? tk_ucs_max_bytes(kinds[i]) : 1;
+        total += lens[i] <= SIZE_MAX / 4 ? lens[i] * most : SIZE_MAX / 4;
+        if (total > SIZE_MAX / 4) total = SIZE_MAX / 4;
+    }
     pthread_mutex_lock(&e->lock);
     call_start(e, total);
-    for (size_t i = 0; i < n_texts && job.status == 0; i++) {
-        job.text = texts[i];
-        job.len = lens[i];
-        scan_job(&job, preset, dialect);
-        ends[i] = e->out_len;
+    int status = 0;
+    *bad = 0;
+    for (size_t i = 0; i < n_texts && status == 0; i++) {
         *failed = i;
+        if (kinds && kinds[i]) {
+            status = ucs_job(&job, preset, dialect, texts[i], kinds[i], lens[i], bad);
+        } else {
+            job.text = texts[i];
+            job.len = lens[i];
+            scan_job(&job, preset, dialect);
+            status = job.status;
+            *bad = job.missing_at;
+        }
+        ends[i] = e->out_len;
     }
+    window_settle(e);
     pthread_mutex_unlock(&e->lock);
-    *bad = job.missing_at;
-    return job.status;
+    return status;
 }
 
 int tk_encode_lines(tk_encoder *e, int preset, int dialect, const unsigned char *data, size_t n,

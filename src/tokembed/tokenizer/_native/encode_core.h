@@ -109,10 +109,14 @@ size_t tk_ucs_utf8_length(const void *data, int kind, size_t n);
    texts whose pieces are together those of the whole (found in their UTF-8, written a window
    at a time), or n when there is none (or a surrogate comes first). */
 size_t tk_ucs_safe_cut(int dialect, const void *data, int kind, size_t n, size_t from);
-/* Several texts, one after the other; ends[i] is the output length after text i. On a missing
-   byte, *failed is the text that holds it (*bad its offset there). */
-int tk_encode_texts(tk_encoder *e, int preset, int dialect, const unsigned char *const *texts,
-                    const size_t *lens, size_t n_texts, size_t *ends, size_t *failed, size_t *bad);
+/* Several texts, one after the other; ends[i] is the output length after text i. Text i is
+   lens[i] bytes of valid UTF-8 where kinds is NULL or kinds[i] is 0, else lens[i] code points of
+   kinds[i] bytes each (written as UTF-8 a window at a time, as tk_encode_ucs does). On an error,
+   *failed is the text that holds it: TK_MISSING_BYTE with *bad the byte's offset in that text's
+   UTF-8, TK_NOT_UTF8 with *bad the index of its surrogate (the output means nothing then). */
+int tk_encode_texts(tk_encoder *e, int preset, int dialect, const void *const *texts,
+                    const int *kinds, const size_t *lens, size_t n_texts, size_t *ends,
+                    size_t *failed, size_t *bad);
 /* The lines of data[0:n) as documents: cut at line feeds, a carriage return ending a line
    dropped, empty lines skipped; ends[k] is the output length after document k (ends holds one
    slot per line feed, plus one), *n_docs how many there are. TK_NOT_UTF8 with *bad the offset of
