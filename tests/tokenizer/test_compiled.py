@@ -601,6 +601,20 @@ def test_small_batch_takes_one_thread_with_the_same_ids(monkeypatch: pytest.Monk
     assert small == [tok.encode_ordinary(t) for t in texts]
 
 
+def test_a_batch_is_short_below_the_threaded_size_and_reads_no_further() -> None:
+    """``_short`` counts characters up to the threaded size and stops there: whatever follows
+    the text that reaches it is never asked its length."""
+    from tokembed.tokenizer._batch import _THREADED_MIN_CHARS, _short
+
+    size = _THREADED_MIN_CHARS
+    assert _short([])
+    assert _short(["x" * (size - 1)])
+    assert _short(["x" * (size - 2), "é"])
+    assert not _short(["x" * size])
+    assert not _short(["x" * (size - 1), "é"])
+    assert not _short(["x" * size, None])  # type: ignore[list-item]  # len(None) would raise
+
+
 def test_run_threaded_keeps_order_and_raises_the_first_error() -> None:
     """Results come back in index order from at most ``threads`` threads (the caller and
     the process-wide pool's); every item runs even when some fail, and the lowest failing

@@ -41,6 +41,19 @@ _SLICES_PER_WORKER = 8
 # English lines, 111k characters: 0.73-1.00x of one thread on two).
 _THREADED_MIN_CHARS = 1 << 17
 
+
+def _short(texts: Sequence[str]) -> bool:
+    """Whether ``texts`` hold fewer than :data:`_THREADED_MIN_CHARS` characters, reading only
+    as many lengths as it takes: each ``len`` reads a str's header from memory, and summing
+    all of a 7,000-line batch (the 7 Latin-script PUD languages) took 0.24 ms before its
+    threads could start, where the first ~1,000 lines decide it (0.08 ms)."""
+    total = 0
+    for text in texts:
+        total += len(text)
+        if total >= _THREADED_MIN_CHARS:
+            return False
+    return True
+
 _worker_tok: _BatchEncoder | None = None
 _worker_opts: dict[str, Any] = {}
 
@@ -124,7 +137,7 @@ def encode_batch(
     if (
         tok.implementation == "compiled"
         and workers > 1
-        and sum(map(len, texts)) < _THREADED_MIN_CHARS
+        and _short(texts)
     ):
         workers = 1
     if workers == 1 or len(texts) < 2:
@@ -187,7 +200,7 @@ def encode_batch_flat(
         workers == 1
         or len(texts) < 2
         or tok.implementation != "compiled"
-        or sum(map(len, texts)) < _THREADED_MIN_CHARS
+        or _short(texts)
     ):
         return many(texts)
     parts = _runs(texts, workers)
