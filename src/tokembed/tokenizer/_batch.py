@@ -54,6 +54,7 @@ def _short(texts: Sequence[str]) -> bool:
             return False
     return True
 
+
 _worker_tok: _BatchEncoder | None = None
 _worker_opts: dict[str, Any] = {}
 
@@ -134,11 +135,7 @@ def encode_batch(
             return many(part)
         return [tok.encode(text, **opts) for text in part]
 
-    if (
-        tok.implementation == "compiled"
-        and workers > 1
-        and _short(texts)
-    ):
+    if tok.implementation == "compiled" and workers > 1 and _short(texts):
         workers = 1
     if workers == 1 or len(texts) < 2:
         out = []
@@ -196,12 +193,7 @@ def encode_batch_flat(
     import numpy as np
 
     _check_workers(workers, "num_threads", "this thread")
-    if (
-        workers == 1
-        or len(texts) < 2
-        or tok.implementation != "compiled"
-        or _short(texts)
-    ):
+    if workers == 1 or len(texts) < 2 or tok.implementation != "compiled" or _short(texts):
         return many(texts)
     parts = _runs(texts, workers)
     runs = run_threaded(len(parts), lambda i: many(parts[i]), threads=workers)
