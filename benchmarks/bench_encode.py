@@ -64,6 +64,7 @@ import gzip
 import hashlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -331,12 +332,17 @@ def _cell(
             refused[(side, vocab)] = r["error"]
             print(f"    {side:10} no result on {vocab} (skipped for the rest of it): {r['error']}")
             continue
+        # the median beside the best: a host whose speed drifts by 5-20% over minutes moves
+        # the best of a few fresh processes by as much, and a side level with another shows
+        # it as ratios on both sides of 1.0 between runs
+        r["walls"] = sorted(run["wall"] for run in runs[side] if "wall" in run)
         results[side] = r
     ref = results.get(reference)
     head = f"  {vocab:8} {_TEXT_NAMES[text]:13} {shape:5} {threads} thread{'s' if threads > 1 else ' '}"
     best_side, best = None, None
     for side, r in results.items():
         r["mbs"] = n / r["wall"] / 1e6
+        r["median_mbs"] = n / statistics.median(r["walls"]) / 1e6
         r["exact"] = ref is None or r["sha"] == ref["sha"]
         if side != "ours" and r["exact"] and (best is None or r["mbs"] > best["mbs"]):
             best_side, best = side, r
@@ -344,6 +350,7 @@ def _cell(
     line = head + f"  ours {ours['mbs']:6.1f} MB/s" if ours else head + "  ours failed"
     if ours and best:
         line += f"  fastest exact peer {best_side} {best['mbs']:6.1f}  ours/peer {ours['mbs'] / best['mbs']:.2f}x"
+        line += f" (medians {ours['median_mbs'] / best['median_mbs']:.2f}x)"
     if ours and not ours["exact"]:
         line += "  OURS NOT EXACT"
     if ref is None:
@@ -351,17 +358,22 @@ def _cell(
     print(line, flush=True)
     for side, r in results.items():
         mark = "" if r["exact"] else "  NOT EXACT"
-        print(f"      {side:10} {r['mbs']:7.1f} MB/s  cpu {r['cpu']:6.2f} s  {r['ids']} ids{mark}")
+        spread = f"median {r['median_mbs']:6.1f}, slowest {n / r['walls'][-1] / 1e6:6.1f}"
+        print(
+            f"      {side:10} {r['mbs']:7.1f} MB/s  ({spread} of {len(r['walls'])})"
+            f"  cpu {r['cpu']:6.2f} s  {r['ids']} ids{mark}"
+        )
     return {"cell": base, "n": n, "results": results, "best": best_side, "checked": ref is not None}
 
 
 def _summary(cells: list[dict[str, Any]]) -> None:
-    """Markdown: per (vocab, text, shape), 1 and 2 threads, ours vs the fastest exact peer.
-    On two threads the peer's figure is the better of its two- and one-thread runs."""
+    """Markdown: per (vocab, text, shape), 1 and 2 threads, ours vs the fastest exact peer
+    (best runs, then the ratio of the same two sides' medians). On two threads the peer's
+    figure is the better of its two- and one-thread runs."""
     print(
-        "\n| vocabulary | text | shape | ours 1T MB/s | peer 1T | ours/peer | ours 2T | peer 2T | ours/peer | ours 2T/1T | peer 2T/1T |"
+        "\n| vocabulary | text | shape | ours 1T MB/s | peer 1T | ours/peer | medians | ours 2T | peer 2T | ours/peer | medians | ours 2T/1T | peer 2T/1T |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     by: dict[tuple[str, str, str], dict[int, dict[str, Any]]] = {}
     for c in cells:
         key = (c["cell"]["vocab"], c["cell"]["text"], c["cell"]["shape"])
@@ -369,18 +381,21 @@ def _summary(cells: list[dict[str, Any]]) -> None:
     for (vocab, text, shape), t in by.items():
         row = [vocab, _TEXT_NAMES[text], shape]
         per: dict[int, tuple[float, float, str]] = {}
+        medians: dict[int, float] = {}  # the fastest peer's median MB/s
         for k in (1, 2):
             got = t.get(k)
             if got is None or "ours" not in got["results"] or got["best"] is None:
-                row += ["", "", ""]
+                row += ["", "", "", ""]
                 continue
             o, p = got["results"]["ours"]["mbs"], got["results"][got["best"]]["mbs"]
+            om, pm = got["results"]["ours"]["median_mbs"], got["results"][got["best"]]["median_mbs"]
             name = got["best"]
             if k == 2 and 1 in per and per[1][1] > p:
                 # a peer that slows down on two threads would be run on one by its users
-                p, name = per[1][1], f"{per[1][2]} on 1 thread"
+                p, pm, name = per[1][1], medians[1], f"{per[1][2]} on 1 thread"
             per[k] = (o, p, got["best"])
-            row += [f"{o:.1f}", f"{p:.1f} {name}", f"{o / p:.2f}x"]
+            medians[k] = pm
+            row += [f"{o:.1f}", f"{p:.1f} {name}", f"{o / p:.2f}x", f"{om / pm:.2f}x"]
         if 1 in per and 2 in per:
             peer2 = t[2]["results"].get(per[1][2])
             one = "" if t[2]["results"]["ours"].get("threaded") else " (1 thread)"
