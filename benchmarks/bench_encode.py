@@ -7,10 +7,9 @@ caches start empty, as in a job that tokenizes a corpus once. A cell's runs go r
 round, each side once a round (a different side first each round), and each side's fastest
 run counts; the ``medians`` columns give the ratio of the same two sides' median runs, which
 a host's drift moves less than the best of a few. The ids of each side are hashed (SHA-256 of
-the flat id list) and compared with
-the reference peer of the vocabulary (tiktoken for rank files, HF ``tokenizers`` for
-``tokenizer.json``); a side with other ids is printed but marked ``NOT EXACT`` and never
-counts as the fastest peer.
+the flat id list) and compared with the reference peer of the vocabulary (tiktoken for rank
+files, HF ``tokenizers`` for ``tokenizer.json``); a side with other ids is printed but marked
+``NOT EXACT`` and never counts as the fastest peer.
 
 Sides, each at its best documented configuration (versions printed at the start):
 
