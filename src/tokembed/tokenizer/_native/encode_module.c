@@ -777,10 +777,19 @@ static PyObject *Encoder_encode_text(EncoderObject *self, PyObject *args, PyObje
 }
 
 /* (uint32 ids of all texts as bytes, uint64 end offset of each text as bytes): no int object
- * per id. */
+ * per id. The ids' bytes, from 256 KiB, are faulted in by one call before they are copied, as a
+ * list's item array is (list_unfilled): the 7 Latin-script PUD languages' 244,485 ids on qwen
+ * (0.98 MB) took 237 page faults in a fresh process's batch call (273 -> 104 in all). One thread,
+ * cold batches, fresh processes interleaved, medians of 21: that text qwen 17.77 -> 17.55 ms,
+ * o200k 17.93 -> 17.77; RusLit-40 o200k (of 9) 48.1 -> 46.9. */
 static PyObject *flat_result(const uint32_t *ids, size_t total, const size_t *ends, size_t n) {
     PyObject *result = NULL;
-    PyObject *flat = PyBytes_FromStringAndSize((const char *)ids, (Py_ssize_t)(total * sizeof(uint32_t)));
+    size_t bytes = total * sizeof(uint32_t);
+    PyObject *flat = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)bytes);
+    if (flat) {
+        if (bytes >= ((size_t)256 << 10)) tk_populate(PyBytes_AS_STRING(flat), bytes);
+        memcpy(PyBytes_AS_STRING(flat), ids, bytes);
+    }
     PyObject *offs = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(uint64_t)));
     if (flat && offs) {
         uint64_t *o = (uint64_t *)PyBytes_AS_STRING(offs);
