@@ -37,7 +37,12 @@ from tokembed.tokenizer.compiled import (
     run_threaded,
     set_encode_threads,
 )
-from tokembed.tokenizer.encode import encode_chunk_reference, encode_ordinary_reference
+from tokembed.tokenizer.encode import (
+    encode_chunk_reference,
+    encode_ordinary_reference,
+    flat_ids,
+    join_flat_reference,
+)
 from tokembed.tokenizer.patterns import QWEN
 
 RANK_FILES = ("o200k_base", "cl100k_base", "r50k_base")
@@ -648,6 +653,42 @@ def test_run_threaded_keeps_order_and_raises_the_first_error() -> None:
     with pytest.raises(ValueError, match=r"^item 3$"):
         run_threaded(20, fails, threads=2)
     assert sorted(ran) == list(range(20))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    runs=st.lists(st.lists(st.lists(st.integers(0, 2**32 - 1), max_size=6), max_size=5), max_size=6)
+)
+def test_compiled_join_of_flat_runs_equals_the_reference(runs: list[list[list[int]]]) -> None:
+    """The compiled join of runs' flat results (a threaded batch's) equals numpy's, and the
+    flat result of all their texts at once: ids, offsets and dtypes."""
+    import numpy as np
+
+    engine = pud_tokenizer()._engine
+    assert isinstance(engine, CompiledEncoder)
+    parts = [flat_ids(texts) for texts in runs]
+    want_ids, want_offsets = flat_ids([one for texts in runs for one in texts])
+    for ids, offsets in (engine.join_flat(parts), join_flat_reference(parts)):
+        assert (ids.dtype, offsets.dtype) == (np.uint32, np.int64)
+        assert ids.tolist() == want_ids.tolist()
+        assert offsets.tolist() == want_offsets.tolist()
+
+
+def test_compiled_join_of_flat_runs_refuses_what_is_not_a_run() -> None:
+    module = encode_module()
+    ids = np_u32([1, 2])
+    with pytest.raises(ValueError, match="offsets int64 from 0"):
+        module.join_flat([(ids, b"")])  # no offsets at all
+    with pytest.raises(ValueError, match="ids are uint32"):
+        module.join_flat([(b"\x01\x02\x03", bytes(8))])
+    with pytest.raises(TypeError, match="pairs"):
+        module.join_flat([(ids,)])
+
+
+def np_u32(values: list[int]) -> Any:
+    import numpy as np
+
+    return np.array(values, dtype=np.uint32)
 
 
 def test_encode_to_numpy_equals_list() -> None:

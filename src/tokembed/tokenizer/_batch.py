@@ -185,23 +185,15 @@ def encode_batch_flat(
     *,
     workers: int,
     many: Callable[[Sequence[str]], tuple[Any, Any]],
+    join: Callable[[list[tuple[Any, Any]]], tuple[Any, Any]],
 ) -> tuple[Any, Any]:
     """``many(texts)`` - one ``uint32`` array of every text's ids and the ``len(texts) + 1``
     offsets that cut it - computed by runs of texts on up to ``workers`` threads on the
-    compiled encoder (one where the batch is short: see ``_THREADED_MIN_CHARS``), and joined
-    in order. No Python list or int is made per id."""
-    import numpy as np
-
+    compiled encoder (one where the batch is short: see ``_THREADED_MIN_CHARS``), and the
+    runs' results joined in order by ``join`` (the encoder's ``join_flat``). No Python list
+    or int is made per id."""
     _check_workers(workers, "num_threads", "this thread")
     if workers == 1 or len(texts) < 2 or tok.implementation != "compiled" or _short(texts):
         return many(texts)
     parts = _runs(texts, workers)
-    runs = run_threaded(len(parts), lambda i: many(parts[i]), threads=workers)
-    ids = np.concatenate([flat for flat, _ in runs])
-    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
-    at, shift = 1, 0
-    for _, cuts in runs:
-        offsets[at : at + len(cuts) - 1] = cuts[1:] + shift
-        at += len(cuts) - 1
-        shift += int(cuts[-1])
-    return ids, offsets
+    return join(run_threaded(len(parts), lambda i: many(parts[i]), threads=workers))

@@ -363,6 +363,20 @@ class CompiledEncoder:
         offsets[1:] = np.frombuffer(ends, dtype=np.uint64)
         return np.frombuffer(flat, dtype=np.uint32), offsets
 
+    def join_flat(
+        self, runs: Sequence[tuple[NDArray[np.uint32], NDArray[np.int64]]]
+    ) -> tuple[NDArray[np.uint32], NDArray[np.int64]]:
+        """:func:`~tokembed.tokenizer.encode.join_flat_reference`, in C: the ids copied into
+        memory faulted in by one call, the offsets moved there too (numpy's join of two
+        threads' runs was a new array's page faults and a copy, and a Python loop over the
+        runs, after both threads were done)."""
+        pairs = [
+            (np.ascontiguousarray(flat, np.uint32), np.ascontiguousarray(cuts, np.int64))
+            for flat, cuts in runs
+        ]
+        flat, cuts = self._module.join_flat(pairs)
+        return np.frombuffer(flat, dtype=np.uint32), np.frombuffer(cuts, dtype=np.int64)
+
     def encode_lines_numpy(
         self, data: bytes | bytearray | memoryview
     ) -> tuple[NDArray[np.uint32], NDArray[np.int64]]:

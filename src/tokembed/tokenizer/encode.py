@@ -55,6 +55,7 @@ __all__ = [
     "encode_chunk_reference",
     "encode_ordinary_reference",
     "flat_ids",
+    "join_flat_reference",
     "join_surrogate_pairs",
 ]
 
@@ -104,6 +105,37 @@ class Encoder(Protocol):
         """:meth:`encode_many_numpy` of :func:`~tokembed.tokenizer._utf8.utf8_lines` of
         ``data`` (whose every byte has an id)."""
         ...
+
+    def join_flat(
+        self, runs: Sequence[tuple[NDArray[np.uint32], NDArray[np.int64]]]
+    ) -> tuple[NDArray[np.uint32], NDArray[np.int64]]:
+        """Results of :meth:`encode_many_numpy` on runs of texts, in order, as the one result
+        of all their texts (see :func:`join_flat_reference`)."""
+        ...
+
+
+def join_flat_reference(
+    runs: Sequence[tuple[NDArray[np.uint32], NDArray[np.int64]]],
+) -> tuple[NDArray[np.uint32], NDArray[np.int64]]:
+    """``(ids, offsets)`` results of runs of texts (offsets from 0, one more than the run's
+    texts), in order, as one: the ids concatenated, each run's offsets moved past the ids
+    before it.
+
+    Example::
+
+        >>> one = (np.array([1, 2], np.uint32), np.array([0, 2]))
+        >>> two = (np.array([3], np.uint32), np.array([0, 0, 1]))
+        >>> ids, offsets = join_flat_reference([one, two])
+        >>> ids.tolist(), offsets.tolist()
+        ([1, 2, 3], [0, 2, 2, 3])
+    """
+    ids = np.concatenate([np.zeros(0, np.uint32), *(flat for flat, _ in runs)])
+    offsets = [np.zeros(1, np.int64)]
+    shift = 0
+    for flat, cuts in runs:
+        offsets.append(np.asarray(cuts[1:], np.int64) + shift)
+        shift += len(flat)
+    return ids.astype(np.uint32, copy=False), np.concatenate(offsets)
 
 
 def flat_ids(lists: Sequence[Sequence[int]]) -> tuple[NDArray[np.uint32], NDArray[np.int64]]:
@@ -377,6 +409,12 @@ class ReferenceEncoder:
     ) -> tuple[NDArray[np.uint32], NDArray[np.int64]]:
         """The non-empty lines of UTF-8 ``data`` through :meth:`encode_many_numpy`."""
         return self.encode_many_numpy(utf8_lines(data))
+
+    def join_flat(
+        self, runs: Sequence[tuple[NDArray[np.uint32], NDArray[np.int64]]]
+    ) -> tuple[NDArray[np.uint32], NDArray[np.int64]]:
+        """:func:`join_flat_reference`."""
+        return join_flat_reference(runs)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_memo": {}}  # the memo is rebuilt on demand

@@ -377,10 +377,12 @@ class Tokenizer:
             TokenizerError(LONE_SURROGATE): a text has a surrogate without its partner.
             UsageError(INVALID_ARGUMENT): ``num_threads`` is not an integer >= 1.
         """
-        many = self._engine.encode_many_numpy
+        many, join = self._engine.encode_many_numpy, self._engine.join_flat
 
         def flat(checked: Sequence[str]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-            return _batch.encode_batch_flat(self, checked, workers=num_threads, many=many)
+            return _batch.encode_batch_flat(
+                self, checked, workers=num_threads, many=many, join=join
+            )
 
         return self._checked(flat, texts, self._check.many)
 

@@ -1241,7 +1241,69 @@ static PyObject *join_lists(PyObject *mod, PyObject *args) {
     return out;
 }
 
+/* join_flat(parts): the flat results of runs of texts, in order, as one: each part is (ids,
+ * offsets), buffers of uint32 ids and of its texts' int64 offsets into them (one more than its
+ * texts, the first 0); the result is (ids as bytes, offsets as a bytearray), the offsets moved
+ * past the ids before them. The ids' bytes are faulted in by one call before they are copied
+ * (flat_result): numpy's join of two threads' runs was a new array's page faults, a copy and a
+ * loop over the runs in Python, after both threads were done. Cold two-thread batches, fresh
+ * processes interleaved, medians: the 7 Latin-script PUD languages on qwen 12.29 -> 11.73 ms
+ * (of 21), RusLit-40 on o200k 34.5 -> 33.0 (of 11), the 13 languages the same (of 17). */
+static PyObject *join_flat(PyObject *mod, PyObject *args) {
+    PyObject *seq;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &seq)) return NULL;
+    Py_ssize_t k = PyList_GET_SIZE(seq);
+    Py_buffer *views = PyMem_Calloc((size_t)(2 * k + 1), sizeof(Py_buffer));
+    if (!views) return PyErr_NoMemory();
+    PyObject *result = NULL, *flat = NULL, *offs = NULL;
+    Py_ssize_t got = 0, ids = 0, texts = 0;
+    for (; got < 2 * k; got++) {
+        PyObject *part = PyList_GET_ITEM(seq, got / 2);
+        if (!PyTuple_Check(part) || PyTuple_GET_SIZE(part) != 2) {
+            PyErr_SetString(PyExc_TypeError, "join_flat takes a list of (ids, offsets) pairs");
+            goto done;
+        }
+        PyObject *half = PyTuple_GET_ITEM(part, got % 2);
+        if (PyObject_GetBuffer(half, &views[got], PyBUF_C_CONTIGUOUS) < 0) goto done;
+        Py_ssize_t item = got % 2 ? (Py_ssize_t)sizeof(int64_t) : (Py_ssize_t)sizeof(uint32_t);
+        Py_ssize_t len = views[got].len / item;
+        if (views[got].len % item || (got % 2 && len < 1)) {
+            PyErr_SetString(PyExc_ValueError, "join_flat: ids are uint32, offsets int64 from 0");
+            got++;
+            goto done;
+        }
+        if (got % 2) texts += len - 1;
+        else ids += len;
+    }
+    flat = PyBytes_FromStringAndSize(NULL, ids * (Py_ssize_t)sizeof(uint32_t));
+    offs = PyByteArray_FromStringAndSize(NULL, (texts + 1) * (Py_ssize_t)sizeof(int64_t));
+    if (!flat || !offs) goto done;
+    unsigned char *to = (unsigned char *)PyBytes_AS_STRING(flat);
+    size_t bytes = (size_t)ids * sizeof(uint32_t);
+    if (bytes >= ((size_t)256 << 10)) tk_populate(to, bytes);
+    int64_t *o = (int64_t *)(void *)PyByteArray_AS_STRING(offs), shift = 0;
+    *o++ = 0;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        const Py_buffer *v = &views[2 * i], *w = &views[2 * i + 1];
+        memcpy(to, v->buf, (size_t)v->len);
+        to += v->len;
+        const int64_t *from = (const int64_t *)w->buf;
+        Py_ssize_t cuts = w->len / (Py_ssize_t)sizeof(int64_t);
+        for (Py_ssize_t j = 1; j < cuts; j++) *o++ = from[j] + shift;
+        shift += v->len / (Py_ssize_t)sizeof(uint32_t);
+    }
+    result = PyTuple_Pack(2, flat, offs);
+done:
+    for (Py_ssize_t i = 0; i < got; i++) PyBuffer_Release(&views[i]);
+    PyMem_Free(views);
+    Py_XDECREF(flat);
+    Py_XDECREF(offs);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
+    {"join_flat", join_flat, METH_VARARGS,
+     "join_flat(parts) -> (bytes, bytearray): (uint32 ids, int64 offsets from 0) pairs as one."},
     {"join_lists", join_lists, METH_VARARGS,
      "join_lists(lists) -> list: the items of the lists in order (a list only `lists` holds is "
      "emptied: its items move)."},
