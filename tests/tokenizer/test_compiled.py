@@ -675,14 +675,25 @@ def test_compiled_join_of_flat_runs_equals_the_reference(runs: list[list[list[in
 
 
 def test_compiled_join_of_flat_runs_refuses_what_is_not_a_run() -> None:
+    import numpy as np
+
     module = encode_module()
     ids = np_u32([1, 2])
-    with pytest.raises(ValueError, match="offsets int64 from 0"):
-        module.join_flat([(ids, b"")])  # no offsets at all
+    for cuts in ([], [1, 2], [0, 1]):  # none; not from 0; not to the ids' count
+        with pytest.raises(ValueError, match="offsets int64 from 0 to the ids' count"):
+            module.join_flat([(ids, np.array(cuts, np.int64))])
     with pytest.raises(ValueError, match="ids are uint32"):
         module.join_flat([(b"\x01\x02\x03", bytes(8))])
     with pytest.raises(TypeError, match="pairs"):
         module.join_flat([(ids,)])
+    # every buffer taken is given back, on success and on each refusal: a bytearray whose
+    # buffer were still held could not grow
+    held = bytearray(np.array([0, 2], np.int64).tobytes())
+    assert module.join_flat([(ids, held)])[0] == ids.tobytes()
+    for bad in ([(ids, held), (ids, b"")], [(ids, held), (ids,)], [(bytes(3), held)]):
+        with pytest.raises((ValueError, TypeError)):
+            module.join_flat(bad)
+    held.extend(b"x")
 
 
 def np_u32(values: list[int]) -> Any:

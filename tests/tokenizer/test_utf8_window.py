@@ -188,6 +188,10 @@ def test_a_batch_reads_kept_utf8_in_place_and_writes_the_rest_from_code_points()
     assert list(memoryview(flat).cast("I")) == [i for ids in alone[:-1] for i in ids]
     assert list(memoryview(ends).cast("Q")) == list(accumulate(len(ids) for ids in alone[:-1]))
     assert enc.window_bytes == WINDOW
+    # ASCII and kept UTF-8 are read in place: a new encoder never makes its window for them
+    in_place = module.Encoder(engine.encoder().tables)
+    assert in_place.encode_texts([texts[0], kept], *engine.scanner) == [alone[0], alone[2]]
+    assert in_place.window_bytes == 0
 
 
 def test_a_batch_names_a_missing_byte_and_a_surrogate_in_the_text_that_holds_them() -> None:

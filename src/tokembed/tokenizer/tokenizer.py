@@ -365,7 +365,8 @@ class Tokenizer:
         ``ids[offsets[i]:offsets[i + 1]]``. No Python int per id is made (bulk
         tokenization, as fastokens' ``encode_batch_flat``). ``num_threads`` > 1 encodes
         runs of texts on that many threads (the compiled encoder; a batch under ~128k
-        characters stays on one), with the same result.
+        characters stays on one), with the same result. The compiled encoder's ids array
+        is read-only (a view of the bytes it filled; ``.copy()`` to change it).
 
         Example::
 

@@ -772,7 +772,7 @@ struct tk_encoder {
     pthread_mutex_t lock;
     uint32_t *out;
     size_t out_len, out_cap;
-    unsigned char *window; /* a str's UTF-8, a window at a time (tk_encode_ucs) */
+    unsigned char *window; /* a str's UTF-8, a window at a time (tk_encode_ucs, _texts) */
     size_t window_cap;
     unsigned gen; /* fork generation its lock was made in */
 };
@@ -902,7 +902,8 @@ static void warm_lines(const void *p, size_t bytes) {
  * of a threaded call, the first thread already at work: its first call ("hello world", qwen)
  * took 1.14-1.37 ms reading them all, 0.57-0.84 ms reading the small ones (a cold two-thread
  * batch of the 7 Latin-script PUD languages, medians of 31: 12.39 -> 12.26 ms, within its
- * spread). TOKEMBED_WARM=0 in the environment leaves them as they are (A/B of one build). */
+ * spread). A forked child's tables keep the flag: its encoders read the small tables only.
+ * TOKEMBED_WARM=0 in the environment leaves them as they are (A/B of one build). */
 static void warm_tables(tk_tables *t) {
     const char *v = getenv("TOKEMBED_WARM");
     if (v && strcmp(v, "0") == 0) return;

@@ -786,7 +786,7 @@ static PyObject *flat_result(const uint32_t *ids, size_t total, const size_t *en
     PyObject *result = NULL;
     size_t bytes = total * sizeof(uint32_t);
     PyObject *flat = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)bytes);
-    if (flat) {
+    if (flat && bytes) {
         if (bytes >= ((size_t)256 << 10)) tk_populate(PyBytes_AS_STRING(flat), bytes);
         memcpy(PyBytes_AS_STRING(flat), ids, bytes);
     }
@@ -817,9 +817,11 @@ static PyObject *Encoder_encode_texts(EncoderObject *self, PyObject *args, PyObj
     if (ready(self) < 0 || !PyArg_ParseTupleAndKeywords(args, kw, "Oii|$p", names, &texts, &preset,
                                                         &dialect, &as_bytes))
         return NULL;
-    PyObject *seq = PySequence_Fast(texts, "texts must be a sequence of str");
+    /* a tuple of its own, so no other thread can free a str the encoder is reading while the
+     * GIL is released (a list passed in could be cleared meanwhile) */
+    PyObject *seq = PySequence_Tuple(texts);
     if (!seq) return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
     size_t count = (size_t)(n ? n : 1);
     const void **ptr = PyMem_Malloc(count * sizeof(void *));
     int *kinds = PyMem_Malloc(count * sizeof(int));
@@ -831,7 +833,7 @@ static PyObject *Encoder_encode_texts(EncoderObject *self, PyObject *args, PyObj
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *t = PySequence_Fast_GET_ITEM(seq, i);
+        PyObject *t = PyTuple_GET_ITEM(seq, i);
         if (!PyUnicode_Check(t)) {
             PyErr_SetString(PyExc_TypeError, "texts must be str");
             goto done;
@@ -858,7 +860,7 @@ static PyObject *Encoder_encode_texts(EncoderObject *self, PyObject *args, PyObj
     Py_END_ALLOW_THREADS
     if (status == TK_NOT_UTF8) {
         /* a surrogate: Python's own UTF-8 raises its UnicodeEncodeError */
-        if (PyUnicode_AsUTF8AndSize(PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)failed), NULL))
+        if (PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(seq, (Py_ssize_t)failed), NULL))
             PyErr_SetString(PyExc_SystemError, "a surrogate Python writes as UTF-8");
         goto done;
     }
@@ -1243,22 +1245,27 @@ static PyObject *join_lists(PyObject *mod, PyObject *args) {
 
 /* join_flat(parts): the flat results of runs of texts, in order, as one: each part is (ids,
  * offsets), buffers of uint32 ids and of its texts' int64 offsets into them (one more than its
- * texts, the first 0); the result is (ids as bytes, offsets as a bytearray), the offsets moved
+ * texts, from 0 to its ids' count; else ValueError); the result is (ids as bytes, offsets as a bytearray), the offsets moved
  * past the ids before them. The ids' bytes are faulted in by one call before they are copied
  * (flat_result): numpy's join of two threads' runs was a new array's page faults, a copy and a
  * loop over the runs in Python, after both threads were done. Cold two-thread batches, fresh
  * processes interleaved, medians: the 7 Latin-script PUD languages on qwen 12.29 -> 11.73 ms
  * (of 21), RusLit-40 on o200k 34.5 -> 33.0 (of 11), the 13 languages the same (of 17). */
 static PyObject *join_flat(PyObject *mod, PyObject *args) {
-    PyObject *seq;
-    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &seq)) return NULL;
-    Py_ssize_t k = PyList_GET_SIZE(seq);
+    PyObject *list;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &list)) return NULL;
+    PyObject *seq = PySequence_Tuple(list); /* its own references: a buffer's getter may run code */
+    if (!seq) return NULL;
+    Py_ssize_t k = PyTuple_GET_SIZE(seq);
     Py_buffer *views = PyMem_Calloc((size_t)(2 * k + 1), sizeof(Py_buffer));
-    if (!views) return PyErr_NoMemory();
     PyObject *result = NULL, *flat = NULL, *offs = NULL;
     Py_ssize_t got = 0, ids = 0, texts = 0;
+    if (!views) {
+        PyErr_NoMemory();
+        goto done;
+    }
     for (; got < 2 * k; got++) {
-        PyObject *part = PyList_GET_ITEM(seq, got / 2);
+        PyObject *part = PyTuple_GET_ITEM(seq, got / 2);
         if (!PyTuple_Check(part) || PyTuple_GET_SIZE(part) != 2) {
             PyErr_SetString(PyExc_TypeError, "join_flat takes a list of (ids, offsets) pairs");
             goto done;
@@ -1267,13 +1274,21 @@ static PyObject *join_flat(PyObject *mod, PyObject *args) {
         if (PyObject_GetBuffer(half, &views[got], PyBUF_C_CONTIGUOUS) < 0) goto done;
         Py_ssize_t item = got % 2 ? (Py_ssize_t)sizeof(int64_t) : (Py_ssize_t)sizeof(uint32_t);
         Py_ssize_t len = views[got].len / item;
-        if (views[got].len % item || (got % 2 && len < 1)) {
-            PyErr_SetString(PyExc_ValueError, "join_flat: ids are uint32, offsets int64 from 0");
+        const int64_t *cuts = views[got].buf;
+        if (views[got].len % item ||
+            (got % 2 && (len < 1 || cuts[0] != 0 || cuts[len - 1] != views[got - 1].len / 4))) {
+            PyErr_SetString(PyExc_ValueError,
+                            "join_flat: ids are uint32, offsets int64 from 0 to the ids' count");
             got++;
             goto done;
         }
-        if (got % 2) texts += len - 1;
-        else ids += len;
+        Py_ssize_t *sum = got % 2 ? &texts : &ids, add = got % 2 ? len - 1 : len;
+        if (*sum > PY_SSIZE_T_MAX / 8 - add) {
+            PyErr_SetString(PyExc_OverflowError, "join_flat: too many ids or texts");
+            got++;
+            goto done;
+        }
+        *sum += add;
     }
     flat = PyBytes_FromStringAndSize(NULL, ids * (Py_ssize_t)sizeof(uint32_t));
     offs = PyByteArray_FromStringAndSize(NULL, (texts + 1) * (Py_ssize_t)sizeof(int64_t));
@@ -1285,7 +1300,7 @@ static PyObject *join_flat(PyObject *mod, PyObject *args) {
     *o++ = 0;
     for (Py_ssize_t i = 0; i < k; i++) {
         const Py_buffer *v = &views[2 * i], *w = &views[2 * i + 1];
-        memcpy(to, v->buf, (size_t)v->len);
+        if (v->len) memcpy(to, v->buf, (size_t)v->len);
         to += v->len;
         const int64_t *from = (const int64_t *)w->buf;
         Py_ssize_t cuts = w->len / (Py_ssize_t)sizeof(int64_t);
@@ -1294,10 +1309,11 @@ static PyObject *join_flat(PyObject *mod, PyObject *args) {
     }
     result = PyTuple_Pack(2, flat, offs);
 done:
-    for (Py_ssize_t i = 0; i < got; i++) PyBuffer_Release(&views[i]);
+    for (Py_ssize_t i = 0; views && i < got; i++) PyBuffer_Release(&views[i]);
     PyMem_Free(views);
     Py_XDECREF(flat);
     Py_XDECREF(offs);
+    Py_DECREF(seq);
     return result;
 }
 
