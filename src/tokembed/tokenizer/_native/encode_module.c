@@ -507,7 +507,8 @@ static int ensure_id_objects(TablesObject *t) {
  * 19.37. */
 #define TK_LIST_HUGE_MIN (((size_t)4 << 20) / sizeof(PyObject *))
 #define TK_LIST_SLACK ((size_t)2 << 20)
-#define TK_LIST_POPULATE_MIN (((size_t)256 << 10) / sizeof(PyObject *))
+#define TK_POPULATE_MIN ((size_t)256 << 10) /* bytes: fresh blocks from here are populated */
+#define TK_LIST_POPULATE_MIN (TK_POPULATE_MIN / sizeof(PyObject *))
 
 /* A list of room for n items and size 0, its item array not zeroed; the caller sets items and
  * then finishes it with list_filled, so the list never shows an item it has not set. PyList_New
@@ -781,15 +782,19 @@ static PyObject *Encoder_encode_text(EncoderObject *self, PyObject *args, PyObje
  * list's item array is (list_unfilled): the 7 Latin-script PUD languages' 244,485 ids on qwen
  * (0.98 MB) took 237 page faults in a fresh process's batch call (273 -> 104 in all). One thread,
  * cold batches, fresh processes interleaved, medians of 21: that text qwen 17.77 -> 17.55 ms,
- * o200k 17.93 -> 17.77; RusLit-40 o200k (of 9) 48.1 -> 46.9. */
+ * o200k 17.93 -> 17.77; RusLit-40 o200k (of 9) 48.1 -> 46.9. populated_bytes: a new bytes
+ * object of that size, faulted in from TK_POPULATE_MIN. */
+static PyObject *populated_bytes(size_t bytes) {
+    PyObject *b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)bytes);
+    if (b && bytes >= TK_POPULATE_MIN) tk_populate(PyBytes_AS_STRING(b), bytes);
+    return b;
+}
+
 static PyObject *flat_result(const uint32_t *ids, size_t total, const size_t *ends, size_t n) {
     PyObject *result = NULL;
     size_t bytes = total * sizeof(uint32_t);
-    PyObject *flat = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)bytes);
-    if (flat && bytes) {
-        if (bytes >= ((size_t)256 << 10)) tk_populate(PyBytes_AS_STRING(flat), bytes);
-        memcpy(PyBytes_AS_STRING(flat), ids, bytes);
-    }
+    PyObject *flat = populated_bytes(bytes);
+    if (flat && bytes) memcpy(PyBytes_AS_STRING(flat), ids, bytes);
     PyObject *offs = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(uint64_t)));
     if (flat && offs) {
         uint64_t *o = (uint64_t *)PyBytes_AS_STRING(offs);
@@ -1245,12 +1250,13 @@ static PyObject *join_lists(PyObject *mod, PyObject *args) {
 
 /* join_flat(parts): the flat results of runs of texts, in order, as one: each part is (ids,
  * offsets), buffers of uint32 ids and of its texts' int64 offsets into them (one more than its
- * texts, from 0 to its ids' count; else ValueError); the result is (ids as bytes, offsets as a bytearray), the offsets moved
- * past the ids before them. The ids' bytes are faulted in by one call before they are copied
- * (flat_result): numpy's join of two threads' runs was a new array's page faults, a copy and a
- * loop over the runs in Python, after both threads were done. Cold two-thread batches, fresh
- * processes interleaved, medians: the 7 Latin-script PUD languages on qwen 12.29 -> 11.73 ms
- * (of 21), RusLit-40 on o200k 34.5 -> 33.0 (of 11), the 13 languages the same (of 17). */
+ * texts, from 0 to its ids' count; else ValueError); the result is (ids as bytes, offsets as a
+ * bytearray), the offsets moved past the ids before them. The ids' bytes are faulted in by one
+ * call before they are copied (populated_bytes): numpy's join of two threads' runs was a new
+ * array's page faults, a copy and a loop over the runs in Python, after both threads were
+ * done. Cold two-thread batches, fresh processes interleaved, medians: the 7 Latin-script PUD
+ * languages on qwen 12.29 -> 11.73 ms (of 21), RusLit-40 on o200k 34.5 -> 33.0 (of 11), the 13
+ * languages the same (of 17). */
 static PyObject *join_flat(PyObject *mod, PyObject *args) {
     PyObject *list;
     if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &list)) return NULL;
@@ -1290,12 +1296,10 @@ static PyObject *join_flat(PyObject *mod, PyObject *args) {
         }
         *sum += add;
     }
-    flat = PyBytes_FromStringAndSize(NULL, ids * (Py_ssize_t)sizeof(uint32_t));
+    flat = populated_bytes((size_t)ids * sizeof(uint32_t));
     offs = PyByteArray_FromStringAndSize(NULL, (texts + 1) * (Py_ssize_t)sizeof(int64_t));
     if (!flat || !offs) goto done;
     unsigned char *to = (unsigned char *)PyBytes_AS_STRING(flat);
-    size_t bytes = (size_t)ids * sizeof(uint32_t);
-    if (bytes >= ((size_t)256 << 10)) tk_populate(to, bytes);
     int64_t *o = (int64_t *)(void *)PyByteArray_AS_STRING(offs), shift = 0;
     *o++ = 0;
     for (Py_ssize_t i = 0; i < k; i++) {
