@@ -76,6 +76,28 @@ def test_the_default_backtracks_long_chunks_and_the_switch_turns_it_off_or_on() 
     assert merge_list.backtrack == ((33, 9, 9), 257)
 
 
+def test_a_word_led_by_a_quote_or_dash_is_classed_by_its_first_letter() -> None:
+    r50k = _rank_tables(rank_vocab("r50k_base")[0], "")  # two-byte letters from 9 (pairs)
+    o200k = _rank_tables(rank_vocab("o200k_base")[0], "")  # from 33
+    quoted_latin = "\u201eAusschuss".encode()  # 12 bytes: a mark of U+2000-U+207F, then Latin
+    assert not r50k.backtracks(quoted_latin)
+    assert not o200k.backtracks(quoted_latin)
+    assert r50k.backtracks(("\u2014" + "a" * 30).encode())  # 33 bytes, classed as ASCII
+    quoted_cyrillic = "\u201c\u0421\u043b\u043e\u0432\u043e".encode()  # 13 bytes
+    assert r50k.backtracks(quoted_cyrillic)
+    assert not o200k.backtracks(quoted_cyrillic)
+    # a three-byte letter after the mark, or a mark that is not one of those (U+2190, an
+    # arrow), keeps the longer letters' threshold of 9
+    assert o200k.backtracks("\u201c\u4e2d\u534e".encode())
+    assert o200k.backtracks(("\u2190" + "abcdef").encode())
+    assert not o200k.backtracks(("\u201c" + "abcde").encode())  # 8 bytes: merged
+    text = "\u201eAusschuss\u201c \u201cNous\u201d \u2014Slovo \u201c\u0421\u043b\u043e\u0432\u043e"
+    for name in ("o200k_base", "r50k_base"):
+        tok = rank_vocab(name)[2]
+        tables = _rank_tables(rank_vocab(name)[0], "")
+        assert _ids(tables, tok.pretokenizer, text) == rank_peer(name).encode_ordinary(text)
+
+
 @pytest.mark.parametrize("name", RANK_FILES)
 def test_rank_files_backtracked_equal_merged_and_tiktoken_on_real_text(name: str) -> None:
     data, _, tok = rank_vocab(name)

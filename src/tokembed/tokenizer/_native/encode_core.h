@@ -55,6 +55,10 @@ size_t tk_tables_backtrack_from(const tk_tables *t, size_t from[3]);
    these tables never cut (no backtracking, or TOKEMBED_SEGMENT=0 when they were made). */
 size_t tk_tables_cuts(const tk_tables *t, const unsigned char *d, size_t n, uint32_t *cuts);
 
+/* 1 when the chunk d[0..n), not found whole, is backtracked rather than merged (by its length
+   and first letter, see backtrack_min in encode_core.c). */
+int tk_tables_backtracks(const tk_tables *t, const unsigned char *d, size_t n);
+
 /* Where merging the chunk d[0..n) starts from byte pairs joined rather than their bytes
    (encode_prejoin.h): writes the pairs' offsets to at (room for n / 2) and returns how many;
    0 with TOKEMBED_PREJOIN=0 when the tables were made. */

@@ -284,6 +284,14 @@ static PyObject *Tables_prejoined(TablesObject *self, PyObject *arg) {
     return offsets_of(self, arg, tk_tables_prejoined);
 }
 
+static PyObject *Tables_backtracks(TablesObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    int yes = tk_tables_backtracks(self->t, view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(yes);
+}
+
 static PyObject *Tables_grid(TablesObject *self, PyObject *unused) {
     size_t dim = tk_tables_grid(self->t, NULL);
     if (!dim) Py_RETURN_NONE;
@@ -339,6 +347,9 @@ static PyMethodDef Tables_methods[] = {
      "chunk are merged from, as 65536 native uint32 ranks by the letter's low 4, 6 and 6 bits "
      "(0xFFFFFFFF: not one), and the joins of whole-letter parts, native uint32 (left, right, "
      "joined) triples in no order; None without them."},
+    {"backtracks", (PyCFunction)Tables_backtracks, METH_O,
+     "backtracks(chunk: bytes) -> bool: whether a chunk of these bytes that is not one piece "
+     "is backtracked rather than merged (the ids are the same)."},
     {"prejoined", (PyCFunction)Tables_prejoined, METH_O,
      "prejoined(chunk: bytes) -> list[int]: the offsets of the byte pairs that merging the "
      "chunk starts from, joined, instead of their bytes (the ids are the same); [] for merge "
