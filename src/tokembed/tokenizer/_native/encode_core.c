@@ -163,6 +163,28 @@ done:
     free(lr);
 }
 
+/* The split filter of a rank file's tables (encode_tables.h): each token's history, and every
+ * split of a token without one (`built` 0) into two pieces, found along the trie as in
+ * pairs_of_ranks. Without memory there is no filter. */
+static void splits_of_ranks(tk_tables *t, const tk_bt *bt, const unsigned char *const *at,
+                            size_t n_ids, const uint8_t *built) {
+    const char *v = getenv("TOKEMBED_SPLITS");
+    if ((v && strcmp(v, "0") == 0) || !(t->pieces.split = tk_table_alloc(TK_SPLIT_WORDS * 8)))
+        return;
+    for (size_t id = 0; id < n_ids; id++) {
+        uint32_t len = bt->tok[id].len;
+        if (len < 2) continue;
+        if (built[id]) {
+            tk_split_add(t->pieces.split, bt->tok[id].left, bt->tok[id].right);
+            continue;
+        }
+        for (uint32_t l = bt->prefix[id]; l != TK_BT_NONE; l = bt->prefix[l]) {
+            uint32_t ll = bt->tok[l].len, r = tk_bt_exact(bt, at[id] + ll, len - ll);
+            if (r != TK_BT_NONE) tk_split_add(t->pieces.split, l, r);
+        }
+    }
+}
+
 /* Backtracking for a rank file: the pieces in rank order, each given the history of its longest
  * prefix whose rest is a piece and whose pair is valid below its rank (a piece BPE does not
  * build from its own bytes gets none and leaves the trie). NULL (chunks are merged) when memory
@@ -201,6 +223,7 @@ static tk_bt *backtrack_of_ranks(tk_tables *t, const uint32_t *offs, const uint3
                 }
             }
         }
+        splits_of_ranks(t, bt, at, n_ids, built);
         tk_bt_drop_unbuilt(bt, e, count, built);
     }
     free(e);
@@ -606,6 +629,10 @@ size_t tk_tables_cuts(const tk_tables *t, const unsigned char *d, size_t n, uint
     return t->seg ? tk_seg_cuts(t->seg, d, n, cuts) : 0;
 }
 
+int tk_tables_may_join(const tk_tables *t, uint32_t l, uint32_t r) {
+    return !t->rank_mode || !t->pieces.split || tk_split_maybe(&t->pieces, l, r);
+}
+
 int tk_tables_backtracks(const tk_tables *t, const unsigned char *d, size_t n) {
     return backtracks(t, d, n);
 }
@@ -939,6 +966,7 @@ static void warm_tables(tk_tables *t) {
         if (t->atoms) warm_lines(t->atoms->joins, (t->atoms->mask + 1) * sizeof(uint64_t));
     }
     if (t->atoms) warm_lines(t->atoms->letter, sizeof t->atoms->letter);
+    warm_lines(t->pieces.split, t->pieces.split ? TK_SPLIT_WORDS * 8 : 0);
     if (t->seg) {
         warm_lines(t->seg, sizeof *t->seg);
         warm_lines(t->seg->whole, (t->seg->n_ids / 64 + 1) * sizeof(uint64_t));

@@ -55,6 +55,10 @@ size_t tk_tables_backtrack_from(const tk_tables *t, size_t from[3]);
    these tables never cut (no backtracking, or TOKEMBED_SEGMENT=0 when they were made). */
 size_t tk_tables_cuts(const tk_tables *t, const unsigned char *d, size_t n, uint32_t *cuts);
 
+/* 0 when the split filter of a rank file's tables says BPE never joins parts l and r; 1
+   otherwise, and for tables without one (merge lists, TOKEMBED_SPLITS=0). */
+int tk_tables_may_join(const tk_tables *t, uint32_t l, uint32_t r);
+
 /* 1 when the chunk d[0..n), not found whole, is backtracked rather than merged (by its length
    and first letter, see backtrack_min in encode_core.c). */
 int tk_tables_backtracks(const tk_tables *t, const unsigned char *d, size_t n);

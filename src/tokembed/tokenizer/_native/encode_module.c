@@ -284,6 +284,12 @@ static PyObject *Tables_prejoined(TablesObject *self, PyObject *arg) {
     return offsets_of(self, arg, tk_tables_prejoined);
 }
 
+static PyObject *Tables_may_join(TablesObject *self, PyObject *args) {
+    unsigned int l, r;
+    if (!PyArg_ParseTuple(args, "II", &l, &r)) return NULL;
+    return PyBool_FromLong(tk_tables_may_join(self->t, l, r));
+}
+
 static PyObject *Tables_backtracks(TablesObject *self, PyObject *arg) {
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
@@ -347,6 +353,9 @@ static PyMethodDef Tables_methods[] = {
      "chunk are merged from, as 65536 native uint32 ranks by the letter's low 4, 6 and 6 bits "
      "(0xFFFFFFFF: not one), and the joins of whole-letter parts, native uint32 (left, right, "
      "joined) triples in no order; None without them."},
+    {"may_join", (PyCFunction)Tables_may_join, METH_VARARGS,
+     "may_join(left: int, right: int) -> bool: False when the split filter says BPE never "
+     "joins parts left and right (a rank file's tables); True otherwise or without one."},
     {"backtracks", (PyCFunction)Tables_backtracks, METH_O,
      "backtracks(chunk: bytes) -> bool: whether a chunk of these bytes that is not one piece "
      "is backtracked rather than merged (the ids are the same)."},
