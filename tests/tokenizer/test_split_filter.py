@@ -19,6 +19,7 @@ from _core_data import (
     rank_file_of,
     rank_vocab,
     real_text,
+    switched_tables,
 )
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -29,8 +30,7 @@ RANK_FILES = ["r50k_base", "cl100k_base", "o200k_base", "qwen"]
 
 
 def _tables(monkeypatch: pytest.MonkeyPatch, data: bytes, *, on: bool) -> Any:
-    monkeypatch.setenv("TOKEMBED_SPLITS", "1" if on else "0")
-    return encode_module().Tables.from_ranks(data)
+    return switched_tables(monkeypatch, "TOKEMBED_SPLITS", on, data)
 
 
 def _filters(tables: Any) -> bool:
@@ -94,7 +94,8 @@ def test_rank_files_with_and_without_the_filter_equal_tiktoken(
 def _crafted(draw: st.DrawFn) -> tuple[bytes, str]:
     """A rank file over three letters whose longer pieces take shuffled ranks (a piece may rank
     below its parts, or BPE may never make it), and a chunk of up to 80 letters (merged up to
-    32 bytes, backtracked from 33 with merging where backtracking cannot)."""
+    32 bytes, backtracked from 33, merged where backtracking cannot: a list up to 64 bytes, a
+    heap above)."""
     longer = draw(
         st.lists(
             st.binary(min_size=2, max_size=5).map(lambda b: bytes(97 + x % 3 for x in b)),
@@ -113,6 +114,8 @@ def _crafted(draw: st.DrawFn) -> tuple[bytes, str]:
 # "ab" + "c" and "a" + "bc" both spell "abc": only the one BPE on "abc" joins last is held
 @example((rank_file_of(b"bc", b"ab", b"abc"), "abcbcabcab"))
 @example((rank_file_of(b"ab", b"bc", b"abc"), "abcbcabcab"))
+# 75 bytes that backtracking cannot take ("abc" has no history): merged on the heap
+@example((rank_file_of(b"abc", b"ab"), "abc" * 25))
 def test_crafted_rank_files_with_and_without_the_filter_equal_tiktoken(
     case: tuple[bytes, str],
 ) -> None:

@@ -80,8 +80,9 @@ static inline size_t backtrack_min(const size_t from[3], unsigned char lead) {
 }
 
 /* The byte a chunk is classed by above: its first after a leading space (tk_piece_lead), or,
- * for a word led by one mark of U+2000-U+207F (quotes and dashes: E2 80-81 xx, which the split
- * patterns put before a word as they do a space), the byte after that mark. Such a word was
+ * for a chunk led by one character of U+2000-U+207F (E2 80-81 xx: quotes, dashes, the spaces
+ * and marks of that block, which the split patterns put before a word as they do a space), the
+ * byte after it. Only speed depends on it: both ways give the same ids. Such a word was
  * classed by the mark's 0xE2, as CJK is, and backtracked from 9 bytes: on the 7 Latin-script PUD
  * languages 199 chunks ("„Ausschuss", "“Nous"), 3% of a cold call's samples (o200k, qwen), the
  * trie's nodes one cold line per byte. Merged instead, one thread, fresh processes interleaved,
@@ -946,9 +947,9 @@ static void warm_lines(const void *p, size_t bytes) {
  *
  * Only the first encoder of a tables object reads the large ones (the piece, pair and trie
  * tables, megabytes each), which then sit in the cache the cores share; every encoder reads the
- * small ones each chunk asks (the two-byte table, grid, Bloom filters, prejoin and letter
- * tables, under 1.5 MiB) into its own core's. A second thread's encoder is made in the middle
- * of a threaded call, the first thread already at work: its first call ("hello world", qwen)
+ * small ones each chunk asks (the two-byte table, grid, Bloom filters, split filter, prejoin
+ * and letter tables, about 2 MiB) into its own core's. A second thread's encoder is made in the
+ * middle of a threaded call, the first thread already at work: its first call ("hello world", qwen)
  * took 1.14-1.37 ms reading them all, 0.57-0.84 ms reading the small ones (a cold two-thread
  * batch of the 7 Latin-script PUD languages, medians of 31: 12.39 -> 12.26 ms, within its
  * spread). A forked child's tables keep the flag: its encoders read the small tables only.

@@ -469,9 +469,11 @@ static inline size_t tk_memo_index(uint64_t key) {
  * and changes no choice. The filter holds each token's history and, for the tokens
  * backtracking has none for (BPE builds them out of rank order, or never from their bytes),
  * every split of them into two pieces: about one join per piece (qwen ~152,000, o200k
- * ~200,000), a quarter to a third of the bits set, so that 3-10% of the pairs that are no join
+ * ~200,000), a sixth to a third of the bits set, so that 3-10% of the pairs that are no join
  * pass (cl100k 3%, qwen 7%, o200k 10%). A pair it refuses is no join; for the others the memo
- * and the piece table answer as before.
+ * and the piece table answer as before. The filter is made from backtracking's trie: tables
+ * without one (TOKEMBED_BACKTRACK=0, ids far sparser than the pieces, a piece over 1,024
+ * bytes) have none, and every join goes on to the memo as before.
  *
  * One thread, fresh processes interleaved, medians (of 13 unless said), cold, before -> after:
  * the 7 Latin-script PUD languages qwen 16.30 -> 15.46 ms, o200k 15.93 -> 15.42, cl100k (of 11)
@@ -482,29 +484,31 @@ static inline size_t tk_memo_index(uint64_t key) {
  * in 256 KiB instead of the histories, 1-2% slower; in 512 KiB, 6% slower (L2). Making the
  * tables takes as long with it as without (qwen, o200k, cl100k, min of 5: within 3%).
  * TOKEMBED_SPLITS=0 in the environment when tables are made leaves it out (tests). */
-#define TK_SPLIT_WORDS ((size_t)1 << 14)
+#define TK_SPLIT_BITS 14 /* log2 of the filter's words */
+#define TK_SPLIT_WORDS ((size_t)1 << TK_SPLIT_BITS)
 
+/* One multiply: a product's top bits depend on every bit of l and r, its low 32 bits on r
+ * alone, so the word and both bits come from the top 26 (bits from 20 and 26 were r's alone:
+ * a common right part such as "s" or "ing" put every pair ending in it on the same two bits,
+ * and on cl100k such pairs passed at ~10% against ~3% for all). */
 static inline uint64_t tk_split_hash(uint32_t l, uint32_t r) {
     return ((uint64_t)l << 32 | r) * 0x9e3779b97f4a7c15ull;
 }
 
-/* The filter's word for a hash (its top bits), and its two bits (middle bits of the product,
- * which every bit of l and r reaches). */
 static inline uint64_t tk_split_bits(uint64_t h) {
-    return (uint64_t)1 << (h >> 20 & 63) | (uint64_t)1 << (h >> 26 & 63);
+    return (uint64_t)1 << (h >> 38 & 63) | (uint64_t)1 << (h >> 44 & 63);
 }
 
 static inline void tk_split_add(uint64_t *split, uint32_t l, uint32_t r) {
     uint64_t h = tk_split_hash(l, r);
-    split[h >> (64 - 14)] |= tk_split_bits(h);
+    split[h >> (64 - TK_SPLIT_BITS)] |= tk_split_bits(h);
 }
 
 /* 0 when BPE never joins parts l and r (by the filter of `m`, which must exist). */
 static inline int tk_split_maybe(const tk_piece_map *m, uint32_t l, uint32_t r) {
     uint64_t h = tk_split_hash(l, r), bits = tk_split_bits(h);
-    return (m->split[h >> (64 - 14)] & bits) == bits;
+    return (m->split[h >> (64 - TK_SPLIT_BITS)] & bits) == bits;
 }
-_Static_assert(TK_SPLIT_WORDS == (size_t)1 << 14, "tk_split_add and tk_split_maybe take 14 bits");
 
 /* The hash of p[0..len) for tk_join_rank, its slot already loading, so that the lookups a
  * join makes wait on memory at once instead of one after the other (0 for two bytes: the
