@@ -36,11 +36,10 @@ hash it) is not.
 Texts (from ``../shared/data``): English (PUD en), Russian (RusLit-40, 4 MB; 1 MB with
 ``--quick``), CJK (PUD zh + ko, and ja where the data has it) and mixed (all 13 PUD
 languages). Asked for by name only, the 13 split by script: ``latin`` (PUD de, en, es, fi,
-fr, id, tr) and ``other`` (ar, hi, ko, ru, th, zh); at edd7187, one thread, long calls,
-the first was level with fastokens for the rank files (ours: o200k 1.02x, cl100k 0.99x, qwen
-0.96x, medians 1.15x, 1.01x, 1.00x; 1.06-1.08x in a run after), ahead for SmolLM2 and GPT-2
-(1.13x, 1.39x), and we led on the second with every vocabulary (1.13-1.54x), which is why
-the mixed cells lead by less than the others.
+fr, id, tr) and ``other`` (ar, hi, ko, ru, th, zh); at ced93a0, one thread, long calls,
+we led on the first by the least (o200k 1.09x fastokens, cl100k 1.12x, qwen 1.08x, medians
+1.10x, 1.14x, 1.10x; SmolLM2 1.13x, GPT-2 1.12x) and on the second by more (1.14-1.50x),
+which is why the mixed cells lead by less than the others.
 A side that gives no result for a vocabulary (it refuses it, or fails) prints why once and
 is skipped for the rest of that vocabulary.
 
