@@ -93,9 +93,10 @@ static inline unsigned char word_lead(const unsigned char *d, size_t n) {
     return tk_piece_lead(d, n);
 }
 
-/* 1 when a chunk d[0..n) not found whole is backtracked rather than merged. */
-static inline int backtracks(const tk_tables *t, const unsigned char *d, size_t n) {
-    return t->bt && n > 1 && n >= backtrack_min(t->bt_min, word_lead(d, n));
+/* 1 when a chunk of n bytes classed by `lead` (word_lead), not found whole, is backtracked
+ * rather than merged. */
+static inline int backtracks(const tk_tables *t, size_t n, unsigned char lead) {
+    return t->bt && n > 1 && n >= backtrack_min(t->bt_min, lead);
 }
 
 /* Whether a rank file's tables get the pair table below, which lets backtracking take words of
@@ -635,7 +636,7 @@ int tk_tables_may_join(const tk_tables *t, uint32_t l, uint32_t r) {
 }
 
 int tk_tables_backtracks(const tk_tables *t, const unsigned char *d, size_t n) {
-    return backtracks(t, d, n);
+    return backtracks(t, n, word_lead(d, n));
 }
 
 size_t tk_tables_prejoined(const tk_tables *t, const unsigned char *d, size_t n, uint32_t *at) {
@@ -1323,8 +1324,8 @@ static int merge_chunk(tk_encoder *e, const unsigned char *data, size_t n, size_
     }
     size_t m;
     int merged = 0;
-    if (backtracks(t, data, n)) {
-        unsigned char lead = word_lead(data, n);
+    unsigned char lead = word_lead(data, n);
+    if (backtracks(t, n, lead)) {
         if (!e->seen && (e->seen = malloc(TK_BT_SEEN_SLOTS * sizeof(uint64_t))) != NULL)
             memset(e->seen, 0xff, TK_BT_SEEN_SLOTS * sizeof(uint64_t));
         /* a rank file's pair table answers words led by a two-byte character (it lowered
